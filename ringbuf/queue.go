@@ -1,0 +1,39 @@
+package ringbuf
+
+// Pop and Drain use the ring as a plain MPSC queue: the consumer takes
+// published values in position order and releases them at once, ignoring
+// states. inflight's producer does not use them (its consumer side resolves
+// slots before releasing them); they serve simple queues, tests and
+// benchmarks.
+
+// Pop waits for the value at head, removes it and returns it. It returns
+// ErrClosed once the ring is closed and empty, ErrCanceled if done is closed
+// first. Consumer only.
+func (r *Ring[T]) Pop(done <-chan struct{}) (T, error) {
+	h := r.head.Load()
+	if err := r.WaitPublished(h, done); err != nil {
+		var zero T
+		return zero, err
+	}
+	v := r.slots[h&r.mask].Value
+	r.Release(h + 1)
+	return v, nil
+}
+
+// Drain waits for the value at head, then removes up to max consecutive
+// published values, appends them to dst and returns it. Releasing once per
+// batch instead of once per value is what makes a batch consumer cheap.
+// Errors as Pop. Consumer only.
+func (r *Ring[T]) Drain(dst []T, max int, done <-chan struct{}) ([]T, error) {
+	h := r.head.Load()
+	if err := r.WaitPublished(h, done); err != nil {
+		return dst, err
+	}
+	p := h
+	for n := 0; n < max && r.Published(p); n++ {
+		dst = append(dst, r.slots[p&r.mask].Value)
+		p++
+	}
+	r.Release(p)
+	return dst, nil
+}

@@ -1,0 +1,354 @@
+package ringbuf
+
+import (
+	"runtime"
+	"sync/atomic"
+)
+
+const (
+	closedBit = 1 << 63
+	posMask   = 1<<(64-stateBits) - 1
+	// spinTries is how many times a waiter yields before it parks. Yielding
+	// is cheap when the other side is about to make progress on another core;
+	// parking costs a channel and a scheduler round trip.
+	spinTries = 4
+)
+
+// Ring is a bounded multi-producer pending queue. See the package doc for the
+// picture. The zero value is not usable; call New. A Ring must not be copied.
+//
+// Concurrency: TryClaim, Claim, Slot (for the claimed position), Publish,
+// State, Transition, Resolve, Head, Tail, Len, Bytes, WaitHead and Close are
+// safe for concurrent use. Release, WaitPublished, Drain and Pop belong to the
+// single consumer side and must not be called concurrently with each other.
+type Ring[T any] struct {
+	// Claimers write tail and claimed; the consumer writes head and
+	// released. Each pair shares a line with nothing else, so a claimer and
+	// the consumer only meet when one reads the other's counters.
+	_         [128]byte
+	tail      atomic.Uint64 // next position to claim; closedBit once closed
+	claimed   atomic.Int64  // bytes ever reserved (minus refunds)
+	headCache atomic.Uint64 // a recent head, refreshed by claimers when it looks full
+	_         [104]byte
+	head      atomic.Uint64 // oldest position not yet released
+	released  atomic.Int64  // bytes ever released
+	_         [112]byte
+
+	limit    uint64
+	maxBytes int64
+	mask     uint64
+	slots    []Slot[T]
+	space    event  // head moved, bytes freed, or closed
+	consumer parker // the consumer waits here for a publish
+}
+
+// New returns a ring that holds at most limit positions and maxBytes bytes
+// reserved by their claims (a single claim larger than maxBytes is admitted
+// when nothing else is reserved, so one large item can never deadlock, and a
+// zero-byte claim is limited by count only). The
+// slot array has the next power of two at or above limit.
+func New[T any](limit int, maxBytes int64) (*Ring[T], error) {
+	if limit <= 0 || maxBytes <= 0 || limit > 1<<40 {
+		return nil, ErrInvalidSize
+	}
+	capacity := uint64(1)
+	for capacity < uint64(limit) {
+		capacity <<= 1
+	}
+	r := &Ring[T]{
+		limit:    uint64(limit),
+		maxBytes: maxBytes,
+		mask:     capacity - 1,
+		slots:    make([]Slot[T], capacity),
+		consumer: newParker(),
+	}
+	for i := range r.slots {
+		// Stamp every slot with a position it will never be asked about, so
+		// that position i is not mistaken for published before its claim.
+		r.slots[i].state.Store(word(uint64(i)-capacity, Done))
+	}
+	return r, nil
+}
+
+// Cap returns the number of slots (a power of two >= Limit).
+func (r *Ring[T]) Cap() int { return len(r.slots) }
+
+// Limit returns the maximum number of live positions.
+func (r *Ring[T]) Limit() int { return int(r.limit) }
+
+// MaxBytes returns the byte limit.
+func (r *Ring[T]) MaxBytes() int64 { return r.maxBytes }
+
+// Head returns the oldest position not yet released.
+func (r *Ring[T]) Head() uint64 { return r.head.Load() }
+
+// Tail returns the next position to be claimed.
+func (r *Ring[T]) Tail() uint64 { return r.tail.Load() &^ closedBit }
+
+// Len returns the number of live (claimed and not released) positions.
+func (r *Ring[T]) Len() int {
+	h := r.head.Load()
+	return int(r.Tail() - h)
+}
+
+// Bytes returns the bytes reserved by live positions.
+func (r *Ring[T]) Bytes() int64 {
+	rel := r.released.Load()
+	return r.claimed.Load() - rel
+}
+
+// Closed reports whether Close was called.
+func (r *Ring[T]) Closed() bool { return r.tail.Load()&closedBit != 0 }
+
+// TryClaim reserves the next position and size bytes without waiting. It
+// returns ErrFull when either limit is reached and ErrClosed after Close. The
+// caller owns the slot's Value until it calls Publish, and must publish every
+// position it claims.
+func (r *Ring[T]) TryClaim(size int64) (uint64, error) {
+	if size < 0 {
+		return 0, ErrInvalidSize
+	}
+	if r.tail.Load()&closedBit != 0 {
+		return 0, ErrClosed
+	}
+	if !r.reserve(size) {
+		return 0, ErrFull
+	}
+	for {
+		t := r.tail.Load()
+		if t&closedBit != 0 {
+			r.unreserve(size)
+			return 0, ErrClosed
+		}
+		if t-r.headCache.Load() >= r.limit {
+			// Reading head costs a cache miss after every release, so
+			// claimers read a cached copy and refresh it only here.
+			h := r.head.Load()
+			if t-h >= r.limit {
+				r.unreserve(size)
+				return 0, ErrFull
+			}
+			r.headCache.Store(h)
+		}
+		if r.tail.CompareAndSwap(t, t+1) {
+			r.slots[t&r.mask].size = size
+			return t, nil
+		}
+	}
+}
+
+// Claim is TryClaim that waits for room: it yields a few times, then parks
+// until the consumer releases positions. It returns ErrCanceled when done is
+// closed first (a nil done waits forever) and ErrClosed when the ring closes.
+func (r *Ring[T]) Claim(size int64, done <-chan struct{}) (uint64, error) {
+	for i := 0; ; i++ {
+		pos, err := r.TryClaim(size)
+		if err != ErrFull {
+			return pos, err
+		}
+		if i < spinTries {
+			runtime.Gosched()
+			continue
+		}
+		ch := r.space.arm()
+		if pos, err = r.TryClaim(size); err != ErrFull {
+			r.space.disarm()
+			return pos, err
+		}
+		select {
+		case <-ch:
+			r.space.disarm()
+		case <-done:
+			r.space.disarm()
+			return 0, ErrCanceled
+		}
+	}
+}
+
+// reserve takes size bytes against the byte limit. In use is claimed minus
+// released; released is read before claimed so that the result can only
+// overestimate what is in use (released only grows), never admit too much.
+func (r *Ring[T]) reserve(size int64) bool {
+	if size == 0 {
+		return true
+	}
+	for {
+		rel := r.released.Load()
+		cur := r.claimed.Load()
+		if inUse := cur - rel; inUse > 0 && inUse+size > r.maxBytes {
+			return false
+		}
+		if r.claimed.CompareAndSwap(cur, cur+size) {
+			return true
+		}
+	}
+}
+
+// unreserve returns bytes a failed claim held. Another claimer may have been
+// refused because of them, so it is woken.
+func (r *Ring[T]) unreserve(size int64) {
+	if size == 0 {
+		return
+	}
+	r.claimed.Add(-size)
+	r.space.broadcast()
+}
+
+// Slot returns the slot of position pos. Whoever holds pos in a given state
+// decides what may be read or written; see Slot.
+func (r *Ring[T]) Slot(pos uint64) *Slot[T] { return &r.slots[pos&r.mask] }
+
+// Publish makes a claimed position visible to the consumer in state Pending.
+// The slot's Value and deadline must be set before.
+func (r *Ring[T]) Publish(pos uint64) {
+	r.slots[pos&r.mask].state.Store(word(pos, Pending))
+	r.consumer.wake()
+}
+
+// State returns the state of position pos, or Unpublished if its slot does
+// not hold pos (not yet published, or already recycled).
+func (r *Ring[T]) State(pos uint64) State {
+	w := r.slots[pos&r.mask].state.Load()
+	if w>>stateBits != pos&posMask {
+		return Unpublished
+	}
+	return State(w & stateMask)
+}
+
+// Published reports whether position pos is published and not recycled.
+func (r *Ring[T]) Published(pos uint64) bool {
+	return r.slots[pos&r.mask].state.Load()>>stateBits == pos&posMask
+}
+
+// Transition moves position pos from state from to state to and reports
+// whether it did. It fails if pos is in another state or its slot was
+// recycled.
+func (r *Ring[T]) Transition(pos uint64, from, to State) bool {
+	return r.slots[pos&r.mask].state.CompareAndSwap(word(pos, from), word(pos, to))
+}
+
+// Resolve moves position pos from Pending or Written to the resolved state
+// to, and returns the state it left. It returns false if pos was already
+// resolved or released. If pos is Writing or claimed but not yet published,
+// Resolve yields until that ends (both are short and owned by running
+// goroutines). to must be a resolved state.
+func (r *Ring[T]) Resolve(pos uint64, to State) (State, bool) {
+	s := &r.slots[pos&r.mask]
+	for {
+		w := s.state.Load()
+		if w>>stateBits != pos&posMask {
+			if pos < r.head.Load() || pos >= r.Tail() {
+				return Unpublished, false
+			}
+			runtime.Gosched() // claimed, about to be published
+			continue
+		}
+		switch st := State(w & stateMask); st {
+		case Pending, Written:
+			if s.state.CompareAndSwap(w, word(pos, to)) {
+				return st, true
+			}
+		case Writing:
+			runtime.Gosched()
+		default:
+			return st, false
+		}
+	}
+}
+
+// ArmRoom returns a channel that is closed the next time room may have been
+// made (a release, a refunded claim, or Close). It lets a caller wait for
+// room together with its own conditions (a context, a timer): arm, retry
+// TryClaim, then select on the channel; call DisarmRoom once after every
+// ArmRoom, whatever happened.
+func (r *Ring[T]) ArmRoom() <-chan struct{} { return r.space.arm() }
+
+// DisarmRoom ends a wait begun with ArmRoom.
+func (r *Ring[T]) DisarmRoom() { r.space.disarm() }
+
+// WaitPublished waits until position pos is published. It returns
+// ErrCanceled if done is closed first and ErrClosed if the ring is closed and
+// pos was never claimed. Consumer only.
+func (r *Ring[T]) WaitPublished(pos uint64, done <-chan struct{}) error {
+	for i := 0; ; i++ {
+		if r.Published(pos) {
+			return nil
+		}
+		if i < spinTries {
+			runtime.Gosched()
+			continue
+		}
+		r.consumer.parked.Store(true)
+		if r.Published(pos) {
+			r.consumer.parked.Store(false)
+			return nil
+		}
+		if t := r.tail.Load(); t&closedBit != 0 && pos >= t&^closedBit {
+			r.consumer.parked.Store(false)
+			return ErrClosed
+		}
+		select {
+		case <-r.consumer.ch:
+		case <-done:
+			r.consumer.parked.Store(false)
+			return ErrCanceled
+		}
+	}
+}
+
+// Release frees every position below upto: their values are zeroed (so the
+// ring keeps no references), their bytes are returned, and claimers waiting
+// for room are woken. The consumer must have finished with them. Consumer
+// only.
+func (r *Ring[T]) Release(upto uint64) {
+	h := r.head.Load()
+	if upto <= h {
+		return
+	}
+	var freed int64
+	var zero T
+	for p := h; p < upto; p++ {
+		s := &r.slots[p&r.mask]
+		freed += s.size
+		s.Value = zero
+	}
+	if freed != 0 {
+		r.released.Add(freed)
+	}
+	r.head.Store(upto)
+	r.space.broadcast()
+}
+
+// WaitHead waits until every position below target is released. It returns
+// ErrCanceled if done is closed first.
+func (r *Ring[T]) WaitHead(target uint64, done <-chan struct{}) error {
+	for {
+		if r.head.Load() >= target {
+			return nil
+		}
+		ch := r.space.arm()
+		if r.head.Load() >= target {
+			r.space.disarm()
+			return nil
+		}
+		select {
+		case <-ch:
+			r.space.disarm()
+		case <-done:
+			r.space.disarm()
+			return ErrCanceled
+		}
+	}
+}
+
+// Close stops new claims: TryClaim and Claim return ErrClosed, and every
+// waiting claimer and the consumer are woken. Positions already claimed stay
+// live until released. Close is idempotent.
+func (r *Ring[T]) Close() {
+	r.tail.Or(closedBit)
+	r.space.waiters.Add(1) // force the broadcast even if no waiter is counted yet
+	r.space.broadcast()
+	r.space.waiters.Add(-1)
+	r.consumer.parked.Store(false)
+	r.consumer.kick()
+}

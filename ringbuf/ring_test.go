@@ -1,0 +1,407 @@
+package ringbuf
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// waitTimeout bounds every wait in these tests; reaching it is a failure,
+// never a success condition.
+const waitTimeout = 5 * time.Second
+
+func TestNewValidates(t *testing.T) {
+	for _, tc := range []struct {
+		limit int
+		bytes int64
+	}{{0, 1}, {-1, 1}, {1, 0}, {1, -5}, {1 << 41, 1}} {
+		_, err := New[int](tc.limit, tc.bytes)
+		assert.ErrorIs(t, err, ErrInvalidSize, "limit %d bytes %d", tc.limit, tc.bytes)
+	}
+	r, err := New[int](5, 100)
+	require.NoError(t, err)
+	assert.Equal(t, 8, r.Cap())
+	assert.Equal(t, 5, r.Limit())
+	assert.Equal(t, int64(100), r.MaxBytes())
+}
+
+func TestFIFOAcrossManyWraps(t *testing.T) {
+	r, err := New[int](4, 1<<20)
+	require.NoError(t, err)
+	for i := range 1000 {
+		pos, err := r.TryClaim(1)
+		require.NoError(t, err)
+		require.Equal(t, uint64(i), pos)
+		r.Slot(pos).Value = i
+		r.Publish(pos)
+		v, err := r.Pop(nil)
+		require.NoError(t, err)
+		require.Equal(t, i, v)
+	}
+	assert.Equal(t, 0, r.Len())
+	assert.Equal(t, int64(0), r.Bytes())
+}
+
+func TestTryClaimLimits(t *testing.T) {
+	t.Run("count limit is exact, not the power of two", func(t *testing.T) {
+		r, _ := New[int](3, 1<<20)
+		for range 3 {
+			pos, err := r.TryClaim(1)
+			require.NoError(t, err)
+			r.Publish(pos)
+		}
+		_, err := r.TryClaim(1)
+		assert.ErrorIs(t, err, ErrFull)
+		r.Release(1)
+		_, err = r.TryClaim(1)
+		assert.NoError(t, err)
+	})
+	t.Run("byte limit", func(t *testing.T) {
+		r, _ := New[int](100, 10)
+		_, err := r.TryClaim(6)
+		require.NoError(t, err)
+		_, err = r.TryClaim(5)
+		assert.ErrorIs(t, err, ErrFull)
+		_, err = r.TryClaim(4)
+		assert.NoError(t, err)
+		assert.Equal(t, int64(10), r.Bytes())
+	})
+	t.Run("one oversized claim is admitted into an empty ring", func(t *testing.T) {
+		r, _ := New[int](100, 10)
+		pos, err := r.TryClaim(50)
+		require.NoError(t, err)
+		_, err = r.TryClaim(0)
+		assert.NoError(t, err, "zero bytes fit even over the limit")
+		_, err = r.TryClaim(1)
+		assert.ErrorIs(t, err, ErrFull)
+		r.Publish(pos)
+		r.Publish(pos + 1)
+		r.Release(pos + 2)
+		assert.Equal(t, int64(0), r.Bytes())
+	})
+	t.Run("negative size", func(t *testing.T) {
+		r, _ := New[int](1, 1)
+		_, err := r.TryClaim(-1)
+		assert.ErrorIs(t, err, ErrInvalidSize)
+	})
+}
+
+func TestClaimWaitsForRelease(t *testing.T) {
+	r, _ := New[int](2, 1<<20)
+	for range 2 {
+		pos, _ := r.TryClaim(1)
+		r.Publish(pos)
+	}
+	got := make(chan uint64)
+	go func() {
+		pos, err := r.Claim(1, nil)
+		assert.NoError(t, err)
+		got <- pos
+	}()
+	waitFor(t, func() bool { return r.space.waiters.Load() == 1 }, "claimer to park")
+	select {
+	case <-got:
+		t.Fatal("Claim returned while the ring was full")
+	default:
+	}
+	r.Release(1)
+	select {
+	case pos := <-got:
+		assert.Equal(t, uint64(2), pos)
+	case <-time.After(waitTimeout):
+		t.Fatal("Claim not woken by Release")
+	}
+}
+
+func TestClaimWaitsForBytes(t *testing.T) {
+	r, _ := New[int](10, 10)
+	pos, _ := r.TryClaim(8)
+	r.Publish(pos)
+	got := make(chan error)
+	go func() {
+		_, err := r.Claim(5, nil)
+		got <- err
+	}()
+	waitFor(t, func() bool { return r.space.waiters.Load() == 1 }, "claimer to park")
+	r.Release(pos + 1)
+	select {
+	case err := <-got:
+		assert.NoError(t, err)
+	case <-time.After(waitTimeout):
+		t.Fatal("Claim not woken when bytes were freed")
+	}
+}
+
+func TestClaimCanceledAndClosed(t *testing.T) {
+	r, _ := New[int](1, 1<<20)
+	pos, _ := r.TryClaim(1)
+	r.Publish(pos)
+
+	done := make(chan struct{})
+	close(done)
+	_, err := r.Claim(1, done)
+	assert.ErrorIs(t, err, ErrCanceled)
+
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			_, err := r.Claim(1, nil)
+			errs <- err
+		}()
+	}
+	waitFor(t, func() bool { return r.space.waiters.Load() == 3 }, "claimers to park")
+	r.Close()
+	r.Close() // idempotent
+	for range 3 {
+		select {
+		case err := <-errs:
+			assert.ErrorIs(t, err, ErrClosed)
+		case <-time.After(waitTimeout):
+			t.Fatal("Close did not wake a claimer")
+		}
+	}
+	_, err = r.TryClaim(1)
+	assert.ErrorIs(t, err, ErrClosed)
+	assert.True(t, r.Closed())
+
+	// What was claimed before Close can still be consumed.
+	v, err := r.Pop(nil)
+	assert.NoError(t, err)
+	assert.Equal(t, 0, v)
+	_, err = r.Pop(nil)
+	assert.ErrorIs(t, err, ErrClosed)
+}
+
+func TestWaitPublishedWakesConsumer(t *testing.T) {
+	r, _ := New[int](4, 1<<20)
+	got := make(chan int)
+	go func() {
+		v, err := r.Pop(nil)
+		assert.NoError(t, err)
+		got <- v
+	}()
+	waitFor(t, func() bool { return r.consumer.parked.Load() }, "consumer to park")
+	pos, _ := r.TryClaim(0)
+	r.Slot(pos).Value = 42
+	r.Publish(pos)
+	select {
+	case v := <-got:
+		assert.Equal(t, 42, v)
+	case <-time.After(waitTimeout):
+		t.Fatal("Publish did not wake the consumer")
+	}
+
+	done := make(chan struct{})
+	close(done)
+	assert.ErrorIs(t, r.WaitPublished(r.Tail(), done), ErrCanceled)
+}
+
+func TestStampsRejectStalePositions(t *testing.T) {
+	r, _ := New[int](2, 1<<20)
+	assert.Equal(t, Unpublished, r.State(0), "fresh slot is not position 0 yet")
+	pos, _ := r.TryClaim(1)
+	assert.Equal(t, Unpublished, r.State(pos), "claimed is not published")
+	r.Publish(pos)
+	require.Equal(t, Pending, r.State(pos))
+	require.True(t, r.Transition(pos, Pending, Acked))
+	r.Release(pos + 1)
+
+	// Recycle the slot: positions 1, 2 (slot 0 again).
+	for range 2 {
+		p, err := r.TryClaim(1)
+		require.NoError(t, err)
+		r.Publish(p)
+	}
+	assert.Equal(t, Unpublished, r.State(pos), "slot now holds position 2")
+	assert.False(t, r.Transition(pos, Pending, Expired), "a CAS aimed at the old position must fail")
+	_, ok := r.Resolve(pos, Expired)
+	assert.False(t, ok)
+	assert.Equal(t, Pending, r.State(2))
+}
+
+func TestResolveExactlyOnce(t *testing.T) {
+	const n = 2000
+	r, _ := New[int](n, 1<<30)
+	for range n {
+		pos, _ := r.TryClaim(1)
+		r.Publish(pos)
+	}
+	var wins [n]atomic.Int32
+	var wg sync.WaitGroup
+	outcomes := []State{Acked, Expired, Canceled, Closed}
+	for _, to := range outcomes {
+		wg.Go(func() {
+			for p := range uint64(n) {
+				if _, ok := r.Resolve(p, to); ok {
+					wins[p].Add(1)
+				}
+			}
+		})
+	}
+	// A writer cycling slots through Writing must not let anyone resolve
+	// twice or lose the slot.
+	wg.Go(func() {
+		for p := range uint64(n) {
+			if r.Transition(p, Pending, Writing) {
+				r.Transition(p, Writing, Written)
+			}
+		}
+	})
+	wg.Wait()
+	for p := range n {
+		require.Equal(t, int32(1), wins[p].Load(), "position %d", p)
+		require.True(t, r.State(uint64(p)).Resolved())
+	}
+}
+
+func TestResolveWaitsForPublish(t *testing.T) {
+	r, _ := New[int](2, 1<<20)
+	pos, _ := r.TryClaim(1)
+	res := make(chan bool)
+	go func() {
+		_, ok := r.Resolve(pos, Canceled)
+		res <- ok
+	}()
+	r.Publish(pos)
+	select {
+	case ok := <-res:
+		assert.True(t, ok)
+	case <-time.After(waitTimeout):
+		t.Fatal("Resolve of a claimed position did not finish after Publish")
+	}
+	_, ok := r.Resolve(99, Canceled)
+	assert.False(t, ok, "never claimed")
+}
+
+func TestWaitHead(t *testing.T) {
+	r, _ := New[int](4, 1<<20)
+	for range 3 {
+		pos, _ := r.TryClaim(1)
+		r.Publish(pos)
+	}
+	res := make(chan error)
+	go func() { res <- r.WaitHead(3, nil) }()
+	waitFor(t, func() bool { return r.space.waiters.Load() == 1 }, "waiter to park")
+	r.Release(2)
+	select {
+	case <-res:
+		t.Fatal("WaitHead returned before head reached target")
+	default:
+	}
+	r.Release(3)
+	select {
+	case err := <-res:
+		assert.NoError(t, err)
+	case <-time.After(waitTimeout):
+		t.Fatal("WaitHead not woken")
+	}
+	done := make(chan struct{})
+	close(done)
+	assert.ErrorIs(t, r.WaitHead(10, done), ErrCanceled)
+}
+
+// TestConcurrentProducersLinearizable pushes from many goroutines through a
+// small ring (so producers wait often) into one batch consumer, and checks
+// that every item comes out exactly once and that each producer's items come
+// out in the order it pushed them.
+func TestConcurrentProducersLinearizable(t *testing.T) {
+	const producers, perProducer = 8, 20000
+	type item struct{ producer, seq int }
+	r, _ := New[item](64, 1<<20)
+
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Go(func() {
+			for s := range perProducer {
+				pos, err := r.Claim(1, nil)
+				if !assert.NoError(t, err) {
+					return
+				}
+				r.Slot(pos).Value = item{p, s}
+				r.Publish(pos)
+			}
+		})
+	}
+	consumed := make(chan struct{})
+	next := make([]int, producers)
+	total := 0
+	go func() {
+		defer close(consumed)
+		buf := make([]item, 0, 32)
+		for total < producers*perProducer {
+			var err error
+			buf, err = r.Drain(buf[:0], 32, nil)
+			if !assert.NoError(t, err) {
+				return
+			}
+			for _, it := range buf {
+				if it.seq != next[it.producer] {
+					t.Errorf("producer %d: got seq %d, want %d", it.producer, it.seq, next[it.producer])
+					return
+				}
+				next[it.producer]++
+				total++
+			}
+		}
+	}()
+	wg.Wait()
+	select {
+	case <-consumed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("consumer stuck")
+	}
+	assert.Equal(t, producers*perProducer, total)
+	for p := range producers {
+		assert.Equal(t, perProducer, next[p])
+	}
+	assert.Equal(t, 0, r.Len())
+	assert.Equal(t, int64(0), r.Bytes())
+}
+
+func TestSteadyStateAllocatesNothing(t *testing.T) {
+	r, _ := New[[]byte](1024, 1<<20)
+	payload := make([]byte, 100)
+	buf := make([][]byte, 0, 64)
+	allocs := testing.AllocsPerRun(1000, func() {
+		for range 64 {
+			pos, err := r.TryClaim(int64(len(payload)))
+			if err != nil {
+				panic(err)
+			}
+			s := r.Slot(pos)
+			s.Value = payload
+			s.SetDeadline(1)
+			r.Publish(pos)
+		}
+		buf, _ = r.Drain(buf[:0], 64, nil)
+	})
+	assert.Zero(t, allocs)
+}
+
+func TestStateNames(t *testing.T) {
+	assert.Equal(t, "acked", Acked.String())
+	assert.Equal(t, "invalid", State(15).String())
+	assert.True(t, Expired.Failed())
+	assert.False(t, Acked.Failed())
+	assert.True(t, Acked.Resolved())
+	assert.False(t, Done.Resolved())
+	assert.True(t, Done.Final())
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}

@@ -1,0 +1,61 @@
+package ringbuf
+
+// State is the state of a slot for one position. A slot resolves exactly
+// once: the only transitions out of Pending, Writing and Written lead to a
+// resolved state, and only the consumer moves a resolved slot to Done.
+//
+//	Pending -> Writing -> Written -> Writing -> Written ...  (resend)
+//	Pending | Written -> Acked | Expired | Canceled | Closed | Rejected -> Done
+//
+// Writing is held only while the writer copies the value; resolvers that
+// meet it wait for it to end (see Resolve).
+type State uint8
+
+const (
+	// Unpublished means the slot does not hold the position asked about: it
+	// was claimed and not yet published, or it belongs to another position.
+	Unpublished State = iota
+	// Pending: published, waiting to be written.
+	Pending
+	// Writing: the writer is copying the value into a frame.
+	Writing
+	// Written: handed to a connection, waiting for a receipt.
+	Written
+	// Acked: the broker stored it; resolved as a success.
+	Acked
+	// Expired: its deadline passed before it was acknowledged.
+	Expired
+	// Canceled: its context ended before it was acknowledged.
+	Canceled
+	// Closed: the owner closed before it was acknowledged.
+	Closed
+	// Rejected: the owner refused it (for example, too large for the peer).
+	Rejected
+	// Done: its outcome was delivered; it waits for head to pass it.
+	Done
+)
+
+const (
+	stateBits = 4
+	stateMask = 1<<stateBits - 1
+)
+
+// Resolved reports whether s is an outcome (Acked or one of the failures).
+func (s State) Resolved() bool { return s >= Acked && s < Done }
+
+// Failed reports whether s is a failed outcome.
+func (s State) Failed() bool { return s > Acked && s < Done }
+
+// Final reports whether s can no longer change except to Done or by release.
+func (s State) Final() bool { return s >= Acked }
+
+var stateNames = [...]string{"unpublished", "pending", "writing", "written", "acked", "expired", "canceled", "closed", "rejected", "done"}
+
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "invalid"
+}
+
+func word(pos uint64, s State) uint64 { return pos<<stateBits | uint64(s) }

@@ -1,0 +1,185 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"math"
+)
+
+// BatchHeaderSize is the size of a BATCH frame before its data: the frame
+// header (5 bytes) and the batch header (21 bytes).
+//
+//	 0      4    5          13      17    18      22    26
+//	+------+----+----------+-------+-----+-------+-----+---------+
+//	|length|type| firstSeq | count |codec|rawLen | crc | data... |
+//	+------+----+----------+-------+-----+-------+-----+---------+
+const BatchHeaderSize = 4 + 1 + 21
+
+// Offsets of the batch header fields within a BATCH frame.
+const (
+	offFirstSeq = HeaderSize
+	offCount    = offFirstSeq + 8
+	offCodec    = offCount + 4
+	offRawLen   = offCodec + 1
+	offCRC      = offRawLen + 4
+)
+
+// castagnoli is the CRC-32C table, built once. crc32 uses the CPU's CRC32
+// instruction for this polynomial where there is one.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Batch is a decoded BATCH frame. Data aliases the frame it was decoded
+// from and is valid only as long as that frame is.
+type Batch struct {
+	FirstSeq uint64 // sequence id of the first record, at least 1
+	Count    uint32 // number of records, at least 1
+	Codec    Codec  // compression of Data
+	RawLen   uint32 // size of the uncompressed records block
+	CRC      uint32 // CRC-32C of Data
+	Data     []byte // records block as carried, compressed by Codec
+}
+
+// DecodeBatch decodes a BATCH frame without parsing its records. It checks
+// the header (count >= 1, firstSeq >= 1, no overflow of the last sequence
+// id, rawLen of at least one byte per record, and for CodecNone rawLen ==
+// len(Data)), the codec value and the CRC. It does not allocate on success.
+func DecodeBatch(frame []byte) (Batch, error) {
+	b, err := body(frame, TypeBatch)
+	if err != nil {
+		return Batch{}, err
+	}
+	if len(b) < BatchHeaderSize-HeaderSize {
+		return Batch{}, fmt.Errorf("%w: BATCH body is %d bytes, header needs %d",
+			ErrTruncated, len(b), BatchHeaderSize-HeaderSize)
+	}
+	bt := Batch{
+		FirstSeq: binary.BigEndian.Uint64(frame[offFirstSeq:]),
+		Count:    binary.BigEndian.Uint32(frame[offCount:]),
+		Codec:    Codec(frame[offCodec]),
+		RawLen:   binary.BigEndian.Uint32(frame[offRawLen:]),
+		CRC:      binary.BigEndian.Uint32(frame[offCRC:]),
+		Data:     frame[BatchHeaderSize:],
+	}
+	switch {
+	case bt.Count == 0:
+		return Batch{}, fmt.Errorf("%w: batch of zero records", ErrMalformed)
+	case bt.FirstSeq == 0:
+		return Batch{}, fmt.Errorf("%w: first sequence id 0", ErrMalformed)
+	case bt.FirstSeq > math.MaxUint64-uint64(bt.Count-1):
+		return Batch{}, fmt.Errorf("%w: sequence ids overflow", ErrMalformed)
+	case bt.RawLen < bt.Count: // every record takes at least its length byte
+		return Batch{}, fmt.Errorf("%w: raw length %d too small for %d records",
+			ErrMalformed, bt.RawLen, bt.Count)
+	case !bt.Codec.known():
+		return Batch{}, fmt.Errorf("%w: %v", ErrUnsupportedCodec, bt.Codec)
+	case bt.Codec == CodecNone && uint64(bt.RawLen) != uint64(len(bt.Data)):
+		return Batch{}, errRawLen(bt.RawLen, len(bt.Data))
+	}
+	if sum := crc32.Checksum(bt.Data, castagnoli); sum != bt.CRC {
+		return Batch{}, fmt.Errorf("%w: computed %08x, header says %08x", ErrChecksum, sum, bt.CRC)
+	}
+	return bt, nil
+}
+
+func errRawLen(rawLen uint32, n int) error {
+	return fmt.Errorf("%w: raw length %d, records block is %d bytes", ErrMalformed, rawLen, n)
+}
+
+// LastSeq returns the sequence id of the last record, FirstSeq+Count-1.
+// It is meaningful for a batch returned by DecodeBatch.
+func (b *Batch) LastSeq() uint64 {
+	return b.FirstSeq + uint64(b.Count) - 1
+}
+
+// Records returns an iterator over the records of a CodecNone batch. It
+// returns ErrUnsupportedCodec for other codecs and ErrMalformed if RawLen
+// is not len(Data). It does not allocate on success.
+func (b *Batch) Records() (RecordIter, error) {
+	if b.Codec != CodecNone {
+		return RecordIter{}, fmt.Errorf("%w: cannot read %v records", ErrUnsupportedCodec, b.Codec)
+	}
+	if uint64(b.RawLen) != uint64(len(b.Data)) {
+		return RecordIter{}, errRawLen(b.RawLen, len(b.Data))
+	}
+	return RecordIter{data: b.Data, left: b.Count}, nil
+}
+
+// AppendRecords appends every record of a CodecNone batch to dst and
+// returns the extended slice. The records alias Data. It validates the
+// whole block first-to-last and on error returns dst at its original
+// length with the error of Records or RecordIter.Err. It allocates only if
+// dst lacks capacity.
+func (b *Batch) AppendRecords(dst [][]byte) ([][]byte, error) {
+	it, err := b.Records()
+	if err != nil {
+		return dst, err
+	}
+	n := len(dst)
+	for rec, ok := it.Next(); ok; rec, ok = it.Next() {
+		dst = append(dst, rec)
+	}
+	if err := it.Err(); err != nil {
+		return dst[:n], err
+	}
+	return dst, nil
+}
+
+// RecordIter walks the records of a batch in order. Obtain one from
+// Batch.Records; the zero value yields nothing. It is not safe for
+// concurrent use.
+//
+//	for rec, ok := it.Next(); ok; rec, ok = it.Next() { ... }
+//	if err := it.Err(); err != nil { ... }
+type RecordIter struct {
+	data []byte // records not yet read
+	left uint32 // records the header promises beyond those read
+	err  error
+}
+
+// Next returns the next record, aliasing the batch data with its capacity
+// capped at its length, and true; or nil and false when the batch is done
+// or malformed (see Err). It does not allocate unless it finds an error.
+func (it *RecordIter) Next() (rec []byte, ok bool) {
+	if it.err != nil {
+		return nil, false
+	}
+	if it.left == 0 {
+		if len(it.data) != 0 {
+			it.err = fmt.Errorf("%w: %d bytes after the last record", ErrMalformed, len(it.data))
+			it.data = nil
+		}
+		return nil, false
+	}
+	if len(it.data) == 0 {
+		it.err = fmt.Errorf("%w: records end %d short of the count", ErrMalformed, it.left)
+		return nil, false
+	}
+	n, k := binary.Uvarint(it.data)
+	switch {
+	case k <= 0:
+		it.err = fmt.Errorf("%w: bad record length uvarint", ErrMalformed)
+	case k != uvarintLen(n):
+		// Only the shortest encoding is allowed, so a frame has one spelling.
+		it.err = fmt.Errorf("%w: record length uvarint not minimal", ErrMalformed)
+	case n > uint64(len(it.data)-k):
+		it.err = fmt.Errorf("%w: record of %d bytes, %d left", ErrMalformed, n, len(it.data)-k)
+	}
+	if it.err != nil {
+		it.data = nil
+		return nil, false
+	}
+	end := k + int(n)
+	rec = it.data[k:end:end]
+	it.data = it.data[end:]
+	it.left--
+	return rec, true
+}
+
+// Err returns nil if Next has returned every record the header promised
+// and the data ended exactly after the last one; otherwise, once Next has
+// returned false, an error wrapping ErrMalformed. Call it after Next
+// returns false.
+func (it *RecordIter) Err() error {
+	return it.err
+}

@@ -1,0 +1,295 @@
+package wire_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/inflightmq/inflight/wire"
+)
+
+func TestBatchRoundTrip(t *testing.T) {
+	big := bytes.Repeat([]byte{0xCD}, 1<<14) // needs a three-byte uvarint length
+	for _, tc := range []struct {
+		name     string
+		firstSeq uint64
+		recs     [][]byte
+	}{
+		{"one", 1, [][]byte{[]byte("x")}},
+		{"one empty", 1, [][]byte{{}}},
+		{"all empty", 9, [][]byte{{}, {}, {}, {}}},
+		{"varint widths", 100, [][]byte{make([]byte, 127), make([]byte, 128), big, {}, []byte("tail")}},
+		{"last seq is max", math.MaxUint64 - 2, [][]byte{[]byte("a"), []byte("b"), []byte("c")}},
+		{"single at max", math.MaxUint64, [][]byte{[]byte("z")}},
+	} {
+		frame := buildBatch(tc.firstSeq, tc.recs...)
+		b, err := wire.DecodeBatch(frame)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		wantLast := tc.firstSeq + uint64(len(tc.recs)) - 1
+		if b.FirstSeq != tc.firstSeq || int(b.Count) != len(tc.recs) || b.LastSeq() != wantLast ||
+			b.Codec != wire.CodecNone || int(b.RawLen) != len(b.Data) ||
+			b.CRC != crc32.Checksum(b.Data, castagnoli) {
+			t.Errorf("%s: header %+v", tc.name, b)
+		}
+		if !bytes.Equal(b.Data, frame[wire.BatchHeaderSize:]) {
+			t.Errorf("%s: Data is not the frame tail", tc.name)
+		}
+
+		it, err := b.Records()
+		if err != nil {
+			t.Fatalf("%s: Records: %v", tc.name, err)
+		}
+		var i int
+		for rec, ok := it.Next(); ok; rec, ok = it.Next() {
+			if !bytes.Equal(rec, tc.recs[i]) || cap(rec) != len(rec) {
+				t.Errorf("%s: record %d = %q (cap %d), want %q", tc.name, i, rec, cap(rec), tc.recs[i])
+			}
+			i++
+		}
+		if err := it.Err(); err != nil || i != len(tc.recs) {
+			t.Errorf("%s: iterated %d of %d records, Err %v", tc.name, i, len(tc.recs), err)
+		}
+
+		got, err := b.AppendRecords([][]byte{[]byte("keep")})
+		if err != nil || len(got) != 1+len(tc.recs) || string(got[0]) != "keep" {
+			t.Fatalf("%s: AppendRecords = %d records, %v", tc.name, len(got), err)
+		}
+		if !slices.EqualFunc(got[1:], tc.recs, bytes.Equal) {
+			t.Errorf("%s: AppendRecords records differ", tc.name)
+		}
+	}
+}
+
+// patched returns a copy of frame with the batch header edited by edit and
+// the CRC recomputed, so that the error under test is not masked by
+// ErrChecksum.
+func patched(frame []byte, edit func(f []byte)) []byte {
+	f := append([]byte(nil), frame...)
+	edit(f)
+	binary.BigEndian.PutUint32(f[22:], crc32.Checksum(f[wire.BatchHeaderSize:], castagnoli))
+	return f
+}
+
+func TestDecodeBatchErrors(t *testing.T) {
+	valid := buildBatch(10, []byte("abc"), []byte("de"))
+	be := binary.BigEndian
+	flipped := append([]byte(nil), valid...)
+	flipped[wire.BatchHeaderSize+1] ^= 0x01 // a data byte; CRC left stale
+	badCRC := append([]byte(nil), valid...)
+	badCRC[23] ^= 0x80
+
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+		want  error
+	}{
+		{"zero count", patched(valid, func(f []byte) { be.PutUint32(f[13:], 0) }), wire.ErrMalformed},
+		{"zero first seq", patched(valid, func(f []byte) { be.PutUint64(f[5:], 0) }), wire.ErrMalformed},
+		{"seq overflow", patched(valid, func(f []byte) { be.PutUint64(f[5:], math.MaxUint64) }), wire.ErrMalformed},
+		{"raw len below count", rawBatch(1, 5, wire.CodecZstd, 4, []byte("data")), wire.ErrMalformed},
+		{"raw len mismatch", patched(valid, func(f []byte) { be.PutUint32(f[18:], 4) }), wire.ErrMalformed},
+		{"raw len too big", patched(valid, func(f []byte) { be.PutUint32(f[18:], 1<<20) }), wire.ErrMalformed},
+		{"codec 4", patched(valid, func(f []byte) { f[17] = 4 }), wire.ErrUnsupportedCodec},
+		{"codec 9", patched(valid, func(f []byte) { f[17] = 9 }), wire.ErrUnsupportedCodec},
+		{"flipped data byte", flipped, wire.ErrChecksum},
+		{"flipped crc", badCRC, wire.ErrChecksum},
+		{"header only", frameOf(wire.TypeBatch, make([]byte, 20)), wire.ErrTruncated},
+	} {
+		_, err := wire.DecodeBatch(tc.frame)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestRecordErrors checks a valid header over a records block that does
+// not match it.
+func TestRecordErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		count uint32
+		data  []byte
+	}{
+		{"fewer records than count", 4, []byte{1, 'a', 1, 'b', 0}},
+		{"fewer records than count, data ends mid-record", 2, []byte{1, 'a', 3, 'b', 'c'}},
+		{"more records than count", 1, []byte{1, 'a', 1, 'b'}},
+		{"record length past end", 1, []byte{9, 'a', 'b'}},
+		{"uvarint never ends", 1, []byte{0x80, 0x80, 0x80}},
+		{"uvarint overflows", 1, bytes.Repeat([]byte{0xff}, 11)},
+		{"uvarint not minimal", 1, []byte{0x81, 0x00, 'a'}},
+		{"zero as two bytes", 1, []byte{0x80, 0x00}},
+	} {
+		frame := rawBatch(1, tc.count, wire.CodecNone, uint32(len(tc.data)), tc.data)
+		b, err := wire.DecodeBatch(frame)
+		if err != nil {
+			t.Fatalf("%s: DecodeBatch: %v", tc.name, err)
+		}
+		it, err := b.Records()
+		if err != nil {
+			t.Fatalf("%s: Records: %v", tc.name, err)
+		}
+		for _, ok := it.Next(); ok; _, ok = it.Next() {
+		}
+		if err := it.Err(); !errors.Is(err, wire.ErrMalformed) {
+			t.Errorf("%s: Err = %v, want ErrMalformed", tc.name, err)
+		}
+		if _, ok := it.Next(); ok {
+			t.Errorf("%s: Next after failure returned a record", tc.name)
+		}
+		dst := [][]byte{[]byte("keep")}
+		got, err := b.AppendRecords(dst)
+		if !errors.Is(err, wire.ErrMalformed) || len(got) != 1 {
+			t.Errorf("%s: AppendRecords = %d, %v; want dst unchanged, ErrMalformed", tc.name, len(got), err)
+		}
+	}
+}
+
+func TestRecordsCodec(t *testing.T) {
+	for _, c := range []wire.Codec{wire.CodecZstd, wire.CodecS2, wire.CodecSnappy} {
+		b, err := wire.DecodeBatch(rawBatch(3, 2, c, 100, []byte("compressed bytes")))
+		if err != nil || b.Codec != c || b.RawLen != 100 || string(b.Data) != "compressed bytes" {
+			t.Fatalf("%v: DecodeBatch = %+v, %v", c, b, err)
+		}
+		if _, err := b.Records(); !errors.Is(err, wire.ErrUnsupportedCodec) {
+			t.Errorf("%v: Records: %v, want ErrUnsupportedCodec", c, err)
+		}
+		if _, err := b.AppendRecords(nil); !errors.Is(err, wire.ErrUnsupportedCodec) {
+			t.Errorf("%v: AppendRecords: %v, want ErrUnsupportedCodec", c, err)
+		}
+	}
+	// A hand-made Batch whose RawLen disagrees with Data.
+	b := wire.Batch{FirstSeq: 1, Count: 1, RawLen: 5, Data: []byte{0}}
+	if _, err := b.Records(); !errors.Is(err, wire.ErrMalformed) {
+		t.Errorf("Records with bad RawLen: %v, want ErrMalformed", err)
+	}
+	var zero wire.RecordIter
+	if _, ok := zero.Next(); ok || zero.Err() != nil {
+		t.Error("zero RecordIter is not empty")
+	}
+}
+
+// TestBatchMaxFrame builds a batch of exactly DefaultMaxFrameSize bytes.
+func TestBatchMaxFrame(t *testing.T) {
+	rec := bytes.Repeat([]byte("r"), 1000)
+	var bb wire.BatchBuilder
+	bb.Reset(make([]byte, 0, wire.DefaultMaxFrameSize), 1)
+	for bb.Size()+2*(wire.RecordOverhead(len(rec))+len(rec)) <= wire.DefaultMaxFrameSize {
+		bb.Add(rec)
+	}
+	// Fill the rest with one record whose length plus overhead fits exactly.
+	left := wire.DefaultMaxFrameSize - bb.Size()
+	last := -1
+	for n := left; n >= 0; n-- {
+		if n+wire.RecordOverhead(n) == left {
+			last = n
+			break
+		}
+	}
+	if last < 0 {
+		t.Fatalf("no record fills %d bytes", left)
+	}
+	bb.Add(make([]byte, last))
+	if bb.Size() != wire.DefaultMaxFrameSize {
+		t.Fatalf("Size = %d", bb.Size())
+	}
+	frame := bb.Finish()
+	if len(frame) != wire.DefaultMaxFrameSize {
+		t.Fatalf("frame is %d bytes", len(frame))
+	}
+
+	got, n, err := wire.Split(frame, wire.DefaultMaxFrameSize)
+	if err != nil || n != len(frame) {
+		t.Fatalf("Split = %d, %v", n, err)
+	}
+	b, err := wire.DecodeBatch(got)
+	if err != nil || int(b.Count) != bb.Count() {
+		t.Fatalf("DecodeBatch = %d records, %v", b.Count, err)
+	}
+	recs, err := b.AppendRecords(nil)
+	if err != nil || len(recs) != bb.Count() || len(recs[len(recs)-1]) != last {
+		t.Fatalf("AppendRecords = %d, %v", len(recs), err)
+	}
+
+	bb.Add(nil) // one byte over
+	if _, _, err := wire.Split(bb.Finish(), wire.DefaultMaxFrameSize); !errors.Is(err, wire.ErrFrameTooLarge) {
+		t.Errorf("Split of one byte more: %v, want ErrFrameTooLarge", err)
+	}
+}
+
+func TestBatchBuilder(t *testing.T) {
+	var bb wire.BatchBuilder
+	if bb.Size() != wire.BatchHeaderSize || bb.Count() != 0 {
+		t.Errorf("zero builder: Size %d Count %d", bb.Size(), bb.Count())
+	}
+	bb.Add([]byte("zero value works")) // as if Reset(nil, 0)
+	if _, err := wire.DecodeBatch(bb.Finish()); !errors.Is(err, wire.ErrMalformed) {
+		t.Errorf("firstSeq 0 batch: %v, want ErrMalformed", err)
+	}
+
+	buf := make([]byte, 0, 4096)
+	bb.Reset(buf, 77)
+	if bb.FirstSeq() != 77 || bb.Size() != wire.BatchHeaderSize || bb.Count() != 0 {
+		t.Fatalf("after Reset: FirstSeq %d Size %d Count %d", bb.FirstSeq(), bb.Size(), bb.Count())
+	}
+	for _, n := range []int{0, 1, 127, 128, 300} {
+		before := bb.Size()
+		bb.Add(make([]byte, n))
+		if bb.Size() != before+wire.RecordOverhead(n)+n {
+			t.Errorf("Add(%d bytes): Size %d -> %d", n, before, bb.Size())
+		}
+	}
+	frame := bb.Finish()
+	if &frame[0] != &buf[:1][0] || len(frame) != bb.Size() {
+		t.Error("Finish did not build in the given buffer")
+	}
+	if _, err := wire.DecodeBatch(frame); err != nil {
+		t.Fatal(err)
+	}
+
+	// Reuse the returned frame's memory for the next batch.
+	bb.Reset(frame, 82)
+	bb.Add([]byte("again"))
+	next := bb.Finish()
+	if &next[0] != &buf[:1][0] {
+		t.Error("Reset with the returned frame did not reuse its memory")
+	}
+	if want := buildBatch(82, []byte("again")); !bytes.Equal(next, want) {
+		t.Errorf("reused builder: %x, want %x", next, want)
+	}
+
+	// Finish with nothing added still yields a whole (if invalid) frame.
+	bb.Reset(nil, 5)
+	empty := bb.Finish()
+	if len(empty) != wire.BatchHeaderSize {
+		t.Fatalf("empty frame is %d bytes", len(empty))
+	}
+	if _, err := wire.DecodeBatch(empty); !errors.Is(err, wire.ErrMalformed) {
+		t.Errorf("empty batch: %v, want ErrMalformed", err)
+	}
+}
+
+func TestRecordOverhead(t *testing.T) {
+	for _, tc := range []struct{ n, want int }{
+		{-1, 1}, {0, 1}, {127, 1}, {128, 2}, {16383, 2}, {16384, 3}, {1<<21 - 1, 3}, {1 << 21, 4},
+	} {
+		if got := wire.RecordOverhead(tc.n); got != tc.want {
+			t.Errorf("RecordOverhead(%d) = %d, want %d", tc.n, got, tc.want)
+		}
+		if tc.n >= 0 && len(binary.AppendUvarint(nil, uint64(tc.n))) != tc.want {
+			t.Errorf("table disagrees with binary.AppendUvarint for %d", tc.n)
+		}
+	}
+}
+
+func TestCRCKnownAnswer(t *testing.T) {
+	// The CRC-32C check value; guards against a wrong polynomial.
+	if got := crc32.Checksum([]byte("123456789"), castagnoli); got != 0xE3069283 {
+		t.Fatalf("CRC-32C check value %08x", got)
+	}
+}

@@ -1,0 +1,93 @@
+package wire
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"math/bits"
+)
+
+// RecordOverhead returns the bytes a record of recLen bytes costs in a
+// batch besides itself: the size of its uvarint length. Callers add
+// RecordOverhead(len(rec)) + len(rec) to BatchBuilder.Size to check a frame
+// limit before Add. Negative lengths count as zero.
+func RecordOverhead(recLen int) int {
+	return uvarintLen(uint64(max(recLen, 0)))
+}
+
+// uvarintLen is the size of the shortest uvarint encoding of x.
+func uvarintLen(x uint64) int {
+	return (bits.Len64(x|1) + 6) / 7
+}
+
+// BatchBuilder builds a CodecNone BATCH frame in a caller-supplied buffer,
+// without allocating once the buffer is large enough. It is not safe for
+// concurrent use.
+//
+//	var bb BatchBuilder
+//	bb.Reset(buf, firstSeq)
+//	for ... { if bb.Size()+RecordOverhead(len(r))+len(r) > limit { break }; bb.Add(r) }
+//	frame := bb.Finish()
+//	... write frame ...
+//	bb.Reset(frame, nextSeq) // reuses frame's memory
+//
+// The zero value behaves as if Reset(nil, 0) had been called.
+type BatchBuilder struct {
+	buf      []byte
+	firstSeq uint64
+	count    int
+}
+
+// Reset starts a new batch in buf[:0] whose first record gets sequence id
+// firstSeq (which must be at least 1 for the frame to be valid). It reserves
+// BatchHeaderSize bytes for the header, allocating only if buf lacks capacity.
+func (b *BatchBuilder) Reset(buf []byte, firstSeq uint64) {
+	var hdr [BatchHeaderSize]byte
+	b.buf = append(buf[:0], hdr[:]...)
+	b.firstSeq = firstSeq
+	b.count = 0
+}
+
+// Add appends a record: its uvarint length, then its bytes (copied). It
+// allocates only when the buffer is full and append must grow it. Add does
+// not check any frame limit: see RecordOverhead.
+func (b *BatchBuilder) Add(rec []byte) {
+	if len(b.buf) < BatchHeaderSize {
+		b.Reset(b.buf, b.firstSeq)
+	}
+	b.buf = binary.AppendUvarint(b.buf, uint64(len(rec)))
+	b.buf = append(b.buf, rec...)
+	b.count++
+}
+
+// Count returns the number of records added since Reset.
+func (b *BatchBuilder) Count() int { return b.count }
+
+// Size returns the size the frame would have if finished now, header
+// included.
+func (b *BatchBuilder) Size() int { return max(len(b.buf), BatchHeaderSize) }
+
+// FirstSeq returns the sequence id given to Reset.
+func (b *BatchBuilder) FirstSeq() uint64 { return b.firstSeq }
+
+// Finish fills in the header (length, type, firstSeq, count, CodecNone,
+// rawLen and CRC) and returns the complete frame, which shares the buffer's
+// backing array. The frame is valid for DecodeBatch only if at least one
+// record was added, firstSeq was at least 1 and the size fits the limit;
+// Finish checks none of these. Call Reset, possibly with the returned
+// frame once nothing reads it any more (a transport may still be writing
+// it), before building the next batch.
+func (b *BatchBuilder) Finish() []byte {
+	if len(b.buf) < BatchHeaderSize {
+		b.Reset(b.buf, b.firstSeq)
+	}
+	f := b.buf
+	data := f[BatchHeaderSize:]
+	binary.BigEndian.PutUint32(f, uint32(len(f)-prefixSize))
+	f[prefixSize] = byte(TypeBatch)
+	binary.BigEndian.PutUint64(f[offFirstSeq:], b.firstSeq)
+	binary.BigEndian.PutUint32(f[offCount:], uint32(b.count))
+	f[offCodec] = byte(CodecNone)
+	binary.BigEndian.PutUint32(f[offRawLen:], uint32(len(data)))
+	binary.BigEndian.PutUint32(f[offCRC:], crc32.Checksum(data, castagnoli))
+	return f
+}

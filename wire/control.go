@@ -1,0 +1,239 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"unicode/utf8"
+)
+
+const (
+	// MaxProducerNameLen is the longest producer name a HELLO can carry, in bytes.
+	MaxProducerNameLen = 255
+
+	// MaxErrorTextLen is the longest text an ERROR can carry, in bytes.
+	MaxErrorTextLen = 1024
+)
+
+// Body sizes of the fixed-size control frames.
+const (
+	helloFixedLen = 2 + 4 + 1 // version, maxFrameSize, nameLen
+	helloOKLen    = 8 + 4
+	receiptLen    = 8
+	errorFixedLen = 2
+	nonceLen      = 8
+)
+
+// Hello opens a session: the producer's protocol version, the largest frame
+// it accepts, and its name, under which the broker keeps its last stored
+// sequence id.
+type Hello struct {
+	Version      uint16 // protocol version; DecodeHello accepts only Version
+	MaxFrameSize uint32 // at least MinMaxFrameSize
+	Producer     string // 1 to MaxProducerNameLen bytes
+}
+
+// AppendHello appends a HELLO frame to dst. It returns dst unchanged and
+// ErrMalformed if the name is empty or longer than MaxProducerNameLen
+// bytes, or if MaxFrameSize is below MinMaxFrameSize. The version is
+// encoded as given. It allocates only if dst lacks capacity.
+func AppendHello(dst []byte, h Hello) ([]byte, error) {
+	if len(h.Producer) == 0 || len(h.Producer) > MaxProducerNameLen {
+		return dst, fmt.Errorf("%w: producer name is %d bytes, want 1 to %d",
+			ErrMalformed, len(h.Producer), MaxProducerNameLen)
+	}
+	if h.MaxFrameSize < MinMaxFrameSize {
+		return dst, fmt.Errorf("%w: max frame size %d below %d", ErrMalformed, h.MaxFrameSize, MinMaxFrameSize)
+	}
+	dst = appendHeader(dst, TypeHello, helloFixedLen+len(h.Producer))
+	dst = binary.BigEndian.AppendUint16(dst, h.Version)
+	dst = binary.BigEndian.AppendUint32(dst, h.MaxFrameSize)
+	dst = append(dst, byte(len(h.Producer)))
+	return append(dst, h.Producer...), nil
+}
+
+// DecodeHello decodes a HELLO frame. The version is checked first, as soon
+// as it is readable, so that a HELLO from a newer version laid out
+// differently still yields ErrVersion. It allocates the producer name.
+func DecodeHello(frame []byte) (Hello, error) {
+	b, err := body(frame, TypeHello)
+	if err != nil {
+		return Hello{}, err
+	}
+	if len(b) >= 2 {
+		if v := binary.BigEndian.Uint16(b); v != Version {
+			return Hello{}, fmt.Errorf("%w: peer speaks %d, want %d", ErrVersion, v, Version)
+		}
+	}
+	if len(b) < helloFixedLen {
+		return Hello{}, checkLen(TypeHello, b, helloFixedLen)
+	}
+	nameLen := int(b[6])
+	if nameLen == 0 {
+		return Hello{}, fmt.Errorf("%w: empty producer name", ErrMalformed)
+	}
+	if err := checkLen(TypeHello, b, helloFixedLen+nameLen); err != nil {
+		return Hello{}, err
+	}
+	h := Hello{
+		Version:      Version,
+		MaxFrameSize: binary.BigEndian.Uint32(b[2:]),
+		Producer:     string(b[helloFixedLen:]),
+	}
+	if h.MaxFrameSize < MinMaxFrameSize {
+		return Hello{}, fmt.Errorf("%w: max frame size %d below %d", ErrMalformed, h.MaxFrameSize, MinMaxFrameSize)
+	}
+	return h, nil
+}
+
+// HelloOK accepts a session: the highest sequence id the broker has stored
+// for this producer (0 if none) and the largest frame the broker accepts.
+type HelloOK struct {
+	LastSeq      uint64
+	MaxFrameSize uint32 // DecodeHelloOK rejects values below MinMaxFrameSize
+}
+
+// AppendHelloOK appends a HELLO_OK frame to dst. It encodes the fields as
+// given; a MaxFrameSize below MinMaxFrameSize makes a frame the peer will
+// reject. It allocates only if dst lacks capacity.
+func AppendHelloOK(dst []byte, h HelloOK) []byte {
+	dst = appendHeader(dst, TypeHelloOK, helloOKLen)
+	dst = binary.BigEndian.AppendUint64(dst, h.LastSeq)
+	return binary.BigEndian.AppendUint32(dst, h.MaxFrameSize)
+}
+
+// DecodeHelloOK decodes a HELLO_OK frame. It returns ErrMalformed if
+// MaxFrameSize is below MinMaxFrameSize. It does not allocate on success.
+func DecodeHelloOK(frame []byte) (HelloOK, error) {
+	b, err := fixedBody(frame, TypeHelloOK, helloOKLen)
+	if err != nil {
+		return HelloOK{}, err
+	}
+	h := HelloOK{
+		LastSeq:      binary.BigEndian.Uint64(b),
+		MaxFrameSize: binary.BigEndian.Uint32(b[8:]),
+	}
+	if h.MaxFrameSize < MinMaxFrameSize {
+		return HelloOK{}, fmt.Errorf("%w: max frame size %d below %d", ErrMalformed, h.MaxFrameSize, MinMaxFrameSize)
+	}
+	return h, nil
+}
+
+// Receipt acknowledges storage: every record of this producer with a
+// sequence id up to and including Seq is stored. Receipts are cumulative.
+type Receipt struct {
+	Seq uint64
+}
+
+// AppendReceipt appends a RECEIPT frame to dst. It allocates only if dst
+// lacks capacity.
+func AppendReceipt(dst []byte, r Receipt) []byte {
+	dst = appendHeader(dst, TypeReceipt, receiptLen)
+	return binary.BigEndian.AppendUint64(dst, r.Seq)
+}
+
+// DecodeReceipt decodes a RECEIPT frame. It does not allocate on success.
+func DecodeReceipt(frame []byte) (Receipt, error) {
+	b, err := fixedBody(frame, TypeReceipt, receiptLen)
+	if err != nil {
+		return Receipt{}, err
+	}
+	return Receipt{Seq: binary.BigEndian.Uint64(b)}, nil
+}
+
+// Error reports why the sender is about to close the connection. It is the
+// frame, not an error value: use Err for that.
+type Error struct {
+	Code ErrorCode
+	Text string // at most MaxErrorTextLen bytes on the wire
+}
+
+// Err returns the frame as an error value of type *RemoteError.
+func (e Error) Err() error {
+	return &RemoteError{Code: e.Code, Text: e.Text}
+}
+
+// AppendError appends an ERROR frame to dst. Text longer than
+// MaxErrorTextLen bytes is cut to that length, or a few bytes less so as not
+// to split a UTF-8 sequence. It allocates only if dst lacks capacity.
+func AppendError(dst []byte, e Error) []byte {
+	text := truncateText(e.Text)
+	dst = appendHeader(dst, TypeError, errorFixedLen+len(text))
+	dst = binary.BigEndian.AppendUint16(dst, uint16(e.Code))
+	return append(dst, text...)
+}
+
+// truncateText cuts s to at most MaxErrorTextLen bytes, backing up to the
+// start of a rune when the cut would fall inside one (at most 3 bytes, the
+// longest UTF-8 tail, so invalid input cannot make it back up further).
+func truncateText(s string) string {
+	if len(s) <= MaxErrorTextLen {
+		return s
+	}
+	cut := MaxErrorTextLen
+	for i := 0; i < utf8.UTFMax-1 && !utf8.RuneStart(s[cut]); i++ {
+		cut--
+	}
+	return s[:cut]
+}
+
+// DecodeError decodes an ERROR frame. It accepts any code, known or not,
+// and returns ErrMalformed if the text exceeds MaxErrorTextLen bytes. It
+// allocates the text.
+func DecodeError(frame []byte) (Error, error) {
+	b, err := body(frame, TypeError)
+	if err != nil {
+		return Error{}, err
+	}
+	if len(b) < errorFixedLen {
+		return Error{}, checkLen(TypeError, b, errorFixedLen)
+	}
+	if n := len(b) - errorFixedLen; n > MaxErrorTextLen {
+		return Error{}, fmt.Errorf("%w: error text is %d bytes, limit %d", ErrMalformed, n, MaxErrorTextLen)
+	}
+	return Error{
+		Code: ErrorCode(binary.BigEndian.Uint16(b)),
+		Text: string(b[errorFixedLen:]),
+	}, nil
+}
+
+// Ping asks the peer to answer with a Pong carrying the same Nonce.
+type Ping struct {
+	Nonce uint64
+}
+
+// Pong answers a Ping with its Nonce.
+type Pong struct {
+	Nonce uint64
+}
+
+// AppendPing appends a PING frame to dst. It allocates only if dst lacks
+// capacity.
+func AppendPing(dst []byte, p Ping) []byte {
+	dst = appendHeader(dst, TypePing, nonceLen)
+	return binary.BigEndian.AppendUint64(dst, p.Nonce)
+}
+
+// DecodePing decodes a PING frame. It does not allocate on success.
+func DecodePing(frame []byte) (Ping, error) {
+	b, err := fixedBody(frame, TypePing, nonceLen)
+	if err != nil {
+		return Ping{}, err
+	}
+	return Ping{Nonce: binary.BigEndian.Uint64(b)}, nil
+}
+
+// AppendPong appends a PONG frame to dst. It allocates only if dst lacks
+// capacity.
+func AppendPong(dst []byte, p Pong) []byte {
+	dst = appendHeader(dst, TypePong, nonceLen)
+	return binary.BigEndian.AppendUint64(dst, p.Nonce)
+}
+
+// DecodePong decodes a PONG frame. It does not allocate on success.
+func DecodePong(frame []byte) (Pong, error) {
+	b, err := fixedBody(frame, TypePong, nonceLen)
+	if err != nil {
+		return Pong{}, err
+	}
+	return Pong{Nonce: binary.BigEndian.Uint64(b)}, nil
+}

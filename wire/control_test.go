@@ -1,0 +1,257 @@
+package wire_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/inflightmq/inflight/wire"
+)
+
+func TestControlRoundTrip(t *testing.T) {
+	mustHello := func(h wire.Hello) []byte {
+		f, err := wire.AppendHello([]byte("prefix"), h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	for _, tc := range []struct {
+		name   string
+		frame  []byte // encoded after the 6 bytes "prefix"
+		decode func([]byte) (any, error)
+		want   any
+	}{
+		{"hello", mustHello(wire.Hello{Version: wire.Version, MaxFrameSize: wire.MinMaxFrameSize, Producer: "p"}),
+			decoders[wire.TypeHello], wire.Hello{Version: wire.Version, MaxFrameSize: wire.MinMaxFrameSize, Producer: "p"}},
+		{"hello long name", mustHello(wire.Hello{Version: wire.Version, MaxFrameSize: math.MaxUint32, Producer: strings.Repeat("n", 255)}),
+			decoders[wire.TypeHello], wire.Hello{Version: wire.Version, MaxFrameSize: math.MaxUint32, Producer: strings.Repeat("n", 255)}},
+		{"hello_ok zero seq", wire.AppendHelloOK([]byte("prefix"), wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize}),
+			decoders[wire.TypeHelloOK], wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize}},
+		{"hello_ok max seq", wire.AppendHelloOK([]byte("prefix"), wire.HelloOK{LastSeq: math.MaxUint64, MaxFrameSize: 1 << 10}),
+			decoders[wire.TypeHelloOK], wire.HelloOK{LastSeq: math.MaxUint64, MaxFrameSize: 1 << 10}},
+		{"receipt", wire.AppendReceipt([]byte("prefix"), wire.Receipt{Seq: 1 << 40}),
+			decoders[wire.TypeReceipt], wire.Receipt{Seq: 1 << 40}},
+		{"receipt zero", wire.AppendReceipt([]byte("prefix"), wire.Receipt{}),
+			decoders[wire.TypeReceipt], wire.Receipt{}},
+		{"error", wire.AppendError([]byte("prefix"), wire.Error{Code: wire.CodeChecksum, Text: "crc mismatch in batch 9"}),
+			decoders[wire.TypeError], wire.Error{Code: wire.CodeChecksum, Text: "crc mismatch in batch 9"}},
+		{"error unknown code", wire.AppendError([]byte("prefix"), wire.Error{Code: 4242}),
+			decoders[wire.TypeError], wire.Error{Code: 4242}},
+		{"error max text", wire.AppendError([]byte("prefix"), wire.Error{Code: 1, Text: strings.Repeat("e", 1024)}),
+			decoders[wire.TypeError], wire.Error{Code: 1, Text: strings.Repeat("e", 1024)}},
+		{"ping", wire.AppendPing([]byte("prefix"), wire.Ping{Nonce: math.MaxUint64}),
+			decoders[wire.TypePing], wire.Ping{Nonce: math.MaxUint64}},
+		{"pong", wire.AppendPong([]byte("prefix"), wire.Pong{Nonce: 3}),
+			decoders[wire.TypePong], wire.Pong{Nonce: 3}},
+	} {
+		if string(tc.frame[:6]) != "prefix" {
+			t.Errorf("%s: encoder clobbered dst", tc.name)
+		}
+		got, err := tc.decode(tc.frame[6:])
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: decoded %+v, %v; want %+v", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+func TestEncodersDoNotAllocateWithCapacity(t *testing.T) {
+	buf := make([]byte, 0, 64)
+	f := wire.AppendPing(buf, wire.Ping{Nonce: 1})
+	if &f[0] != &buf[:1][0] {
+		t.Error("AppendPing did not use dst's capacity")
+	}
+}
+
+// TestTruncations cuts every valid frame at every length. A buffer shorter
+// than its prefix says is ErrTruncated; a consistent frame whose body is
+// cut (prefix rewritten) must fail too, except an ERROR, whose text may be
+// any length.
+func TestTruncations(t *testing.T) {
+	for _, s := range samples(t) {
+		for i := range len(s.frame) {
+			for typ, dec := range decoders {
+				if _, err := dec(s.frame[:i]); !errors.Is(err, wire.ErrTruncated) {
+					t.Errorf("%s cut to %d, Decode %v: %v, want ErrTruncated", s.name, i, typ, err)
+				}
+			}
+		}
+		bodyLen := len(s.frame) - wire.HeaderSize
+		for n := range bodyLen {
+			f := withBodyLen(s.frame, n)
+			_, err := decoders[s.typ](f)
+			if s.typ == wire.TypeError && n >= 2 {
+				if err != nil {
+					t.Errorf("%s body cut to %d: %v", s.name, n, err)
+				}
+				continue
+			}
+			if err == nil {
+				t.Errorf("%s body cut to %d: decoded", s.name, n)
+			}
+			if s.typ != wire.TypeBatch && s.typ != wire.TypeError && !errors.Is(err, wire.ErrTruncated) {
+				t.Errorf("%s body cut to %d: %v, want ErrTruncated", s.name, n, err)
+			}
+		}
+	}
+}
+
+// TestTrailingBytes adds one byte to each body (prefix rewritten), and one
+// byte after each whole frame (prefix unchanged).
+func TestTrailingBytes(t *testing.T) {
+	for _, s := range samples(t) {
+		f := append(append([]byte(nil), s.frame...), 0)
+		if _, err := decoders[s.typ](f); !errors.Is(err, wire.ErrMalformed) {
+			t.Errorf("%s + byte after frame: %v, want ErrMalformed", s.name, err)
+		}
+		if s.typ == wire.TypeError {
+			continue // text runs to the end
+		}
+		f = withBodyLen(s.frame, len(s.frame)-wire.HeaderSize+1)
+		_, err := decoders[s.typ](f)
+		if s.name == "batch_zstd" {
+			// rawLen is not tied to the data size for compressed
+			// batches, so only the CRC catches the extra byte.
+			if !errors.Is(err, wire.ErrChecksum) {
+				t.Errorf("%s + byte in body: %v, want ErrChecksum", s.name, err)
+			}
+			continue
+		}
+		if !errors.Is(err, wire.ErrMalformed) {
+			t.Errorf("%s + byte in body: %v, want ErrMalformed", s.name, err)
+		}
+	}
+}
+
+func TestDecodeUnexpectedType(t *testing.T) {
+	for _, s := range samples(t) {
+		for typ, dec := range decoders {
+			if typ == s.typ {
+				continue
+			}
+			if _, err := dec(s.frame); !errors.Is(err, wire.ErrUnexpectedType) {
+				t.Errorf("Decode %v of %s: %v, want ErrUnexpectedType", typ, s.name, err)
+			}
+		}
+	}
+}
+
+func TestHelloErrors(t *testing.T) {
+	valid := wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "p"}
+	for _, tc := range []struct {
+		name string
+		edit func(*wire.Hello)
+	}{
+		{"empty name", func(h *wire.Hello) { h.Producer = "" }},
+		{"long name", func(h *wire.Hello) { h.Producer = strings.Repeat("n", 256) }},
+		{"small limit", func(h *wire.Hello) { h.MaxFrameSize = wire.MinMaxFrameSize - 1 }},
+		{"zero limit", func(h *wire.Hello) { h.MaxFrameSize = 0 }},
+	} {
+		h := valid
+		tc.edit(&h)
+		dst := []byte("keep")
+		got, err := wire.AppendHello(dst, h)
+		if !errors.Is(err, wire.ErrMalformed) || string(got) != "keep" {
+			t.Errorf("%s: AppendHello = %q, %v; want dst unchanged, ErrMalformed", tc.name, got, err)
+		}
+	}
+
+	for _, tc := range []struct {
+		name string
+		body []byte
+		want error
+	}{
+		{"version 2", []byte{0, 2, 0, 0x40, 0, 0, 1, 'p'}, wire.ErrVersion},
+		{"version 0", []byte{0, 0, 0, 0x40, 0, 0, 1, 'p'}, wire.ErrVersion},
+		{"version 2 other layout", []byte{0, 2}, wire.ErrVersion},
+		{"one byte", []byte{0}, wire.ErrTruncated},
+		{"no name length", []byte{0, 1, 0, 0x40, 0, 0}, wire.ErrTruncated},
+		{"empty name", []byte{0, 1, 0, 0x40, 0, 0, 0}, wire.ErrMalformed},
+		{"name short", []byte{0, 1, 0, 0x40, 0, 0, 3, 'p', 'q'}, wire.ErrTruncated},
+		{"name long", []byte{0, 1, 0, 0x40, 0, 0, 1, 'p', 'q'}, wire.ErrMalformed},
+		{"small limit", []byte{0, 1, 0, 0, 3, 0xff, 1, 'p'}, wire.ErrMalformed},
+	} {
+		if _, err := wire.DecodeHello(frameOf(wire.TypeHello, tc.body)); !errors.Is(err, tc.want) {
+			t.Errorf("%s: DecodeHello: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestHelloOKSmallLimit(t *testing.T) {
+	f := wire.AppendHelloOK(nil, wire.HelloOK{LastSeq: 1, MaxFrameSize: wire.MinMaxFrameSize - 1})
+	if _, err := wire.DecodeHelloOK(f); !errors.Is(err, wire.ErrMalformed) {
+		t.Errorf("DecodeHelloOK: %v, want ErrMalformed", err)
+	}
+}
+
+func TestErrorText(t *testing.T) {
+	// Over the limit: cut, backing up over a split rune.
+	for _, tc := range []struct {
+		name string
+		text string
+		want string
+	}{
+		{"ascii", strings.Repeat("a", 2000), strings.Repeat("a", 1024)},
+		{"rune split", strings.Repeat("a", 1022) + "€tail", strings.Repeat("a", 1022)},
+		{"rune fits", strings.Repeat("a", 1021) + "€tail", strings.Repeat("a", 1021) + "€"},
+		{"invalid utf8", strings.Repeat("\x80", 2000), strings.Repeat("\x80", 1021)},
+	} {
+		got, err := wire.DecodeError(wire.AppendError(nil, wire.Error{Code: wire.CodeStore, Text: tc.text}))
+		if err != nil || got.Text != tc.want || got.Code != wire.CodeStore {
+			t.Errorf("%s: got %d bytes %q..., %v; want %d bytes", tc.name, len(got.Text), got.Text[:min(8, len(got.Text))], err, len(tc.want))
+		}
+	}
+
+	long := withBodyLen(wire.AppendError(nil, wire.Error{Code: 1}), 2+wire.MaxErrorTextLen+1)
+	if _, err := wire.DecodeError(long); !errors.Is(err, wire.ErrMalformed) {
+		t.Errorf("DecodeError of long text: %v, want ErrMalformed", err)
+	}
+	short := withBodyLen(wire.AppendError(nil, wire.Error{Code: 1}), 1)
+	if _, err := wire.DecodeError(short); !errors.Is(err, wire.ErrTruncated) {
+		t.Errorf("DecodeError of 1-byte body: %v, want ErrTruncated", err)
+	}
+}
+
+func TestRemoteError(t *testing.T) {
+	err := fmt.Errorf("session: %w", wire.Error{Code: wire.CodeReplaced, Text: "taken over"}.Err())
+	var re *wire.RemoteError
+	if !errors.As(err, &re) || re.Code != wire.CodeReplaced || re.Text != "taken over" {
+		t.Fatalf("errors.As = %+v", re)
+	}
+	if got, want := re.Error(), "inflight/wire: remote error replaced: taken over"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	empty := wire.Error{Code: 99}.Err().Error()
+	if want := "inflight/wire: remote error ErrorCode(99)"; empty != want {
+		t.Errorf("Error() = %q, want %q", empty, want)
+	}
+}
+
+func TestCodeOf(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want wire.ErrorCode
+	}{
+		{wire.ErrFrameTooLarge, wire.CodeFrameTooLarge},
+		{fmt.Errorf("%w: detail", wire.ErrChecksum), wire.CodeChecksum},
+		{fmt.Errorf("outer: %w", fmt.Errorf("%w: x", wire.ErrUnsupportedCodec)), wire.CodeUnsupportedCodec},
+		{wire.ErrVersion, wire.CodeVersion},
+		{wire.ErrMalformed, wire.CodeProtocol},
+		{wire.ErrTruncated, wire.CodeProtocol},
+		{wire.ErrUnknownType, wire.CodeProtocol},
+		{wire.ErrUnexpectedType, wire.CodeProtocol},
+		{errors.New("other"), wire.CodeProtocol},
+	} {
+		if got := wire.CodeOf(tc.err); got != tc.want {
+			t.Errorf("CodeOf(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+	// The codes a decoder's errors map to, end to end.
+	_, _, err := wire.Split([]byte{0xff, 0, 0, 0}, 0)
+	if got := wire.CodeOf(err); got != wire.CodeFrameTooLarge {
+		t.Errorf("CodeOf(Split error) = %v", got)
+	}
+}

@@ -1,0 +1,58 @@
+// Package wire is the frame format spoken between an inflight producer and a
+// broker. It encodes and decodes frames; it does no I/O.
+//
+// # Frames
+//
+// Every frame is a big-endian length prefix, a type byte and a body. The
+// length counts the bytes after the prefix (type byte included), so it is
+// never zero. "Frame" in this package always means the whole thing,
+// prefix included, and frame size limits apply to that whole size.
+//
+//	 0       4    5
+//	+-------+----+------------------------+
+//	|length |type| body (length-1 bytes)  |
+//	+-------+----+------------------------+
+//	  u32    u8
+//
+// Bodies, by type (all integers big-endian):
+//
+//	HELLO     | u16 version | u32 maxFrameSize | u8 nameLen | name |
+//	HELLO_OK  | u64 lastSeq | u32 maxFrameSize |
+//	BATCH     | u64 firstSeq | u32 count | u8 codec | u32 rawLen | u32 crc | data ... |
+//	RECEIPT   | u64 seq |
+//	ERROR     | u16 code | text ... |
+//	PING      | u64 nonce |
+//	PONG      | u64 nonce |
+//
+// A body must have exactly its declared size; only BATCH data and ERROR
+// text run to the end of the frame.
+//
+// # Batches
+//
+// A BATCH carries count records with consecutive sequence ids starting at
+// firstSeq. Its records block is count repetitions of a uvarint length and
+// that many bytes (empty records are allowed):
+//
+//	+---------+--------+---------+--------+-----+
+//	| uvarint | rec 0  | uvarint | rec 1  | ... |
+//	+---------+--------+---------+--------+-----+
+//
+// The block is carried as data, compressed by codec or not; rawLen is the
+// size of the uncompressed block and crc is the CRC-32C (Castagnoli) of data
+// exactly as carried, so corruption is caught before any decompression.
+// In this version only CodecNone batches can be read record by record.
+//
+// # Memory
+//
+// Encoders append to a caller-supplied slice and allocate only when it lacks
+// capacity. Decoders never copy: slices they return (Batch.Data, records,
+// frames from Split) alias the input, so they are valid only as long as the
+// input is. The only decoders that allocate on success are DecodeHello (the
+// producer name) and DecodeError (the text), neither on a hot path.
+// Building a BATCH with BatchBuilder, decoding one and iterating its
+// records, and encoding or decoding a RECEIPT allocate nothing. Errors are
+// wrapped with detail and may allocate.
+//
+// No function in this package panics on any input. All functions are safe
+// for concurrent use; BatchBuilder and RecordIter values are not.
+package wire

@@ -1,0 +1,111 @@
+package wire_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/inflightmq/inflight/wire"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// sample is a valid frame and the type it carries.
+type sample struct {
+	name  string
+	typ   wire.Type
+	frame []byte
+}
+
+// samples returns valid frames of every type, several batches among them.
+func samples(tb testing.TB) []sample {
+	tb.Helper()
+	hello, err := wire.AppendHello(nil, wire.Hello{
+		Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "orders-1",
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return []sample{
+		{"hello", wire.TypeHello, hello},
+		{"hello_ok", wire.TypeHelloOK, wire.AppendHelloOK(nil, wire.HelloOK{LastSeq: 99, MaxFrameSize: 1 << 16})},
+		{"receipt", wire.TypeReceipt, wire.AppendReceipt(nil, wire.Receipt{Seq: 1234})},
+		{"error", wire.TypeError, wire.AppendError(nil, wire.Error{Code: wire.CodeStore, Text: "disk full"})},
+		{"error_empty", wire.TypeError, wire.AppendError(nil, wire.Error{Code: wire.CodeInternal})},
+		{"ping", wire.TypePing, wire.AppendPing(nil, wire.Ping{Nonce: 7})},
+		{"pong", wire.TypePong, wire.AppendPong(nil, wire.Pong{Nonce: 7})},
+		{"batch_one", wire.TypeBatch, buildBatch(1, []byte("a"))},
+		{"batch_mixed", wire.TypeBatch, buildBatch(42, []byte("alpha"), nil, bytes.Repeat([]byte("x"), 200))},
+		{"batch_empty_records", wire.TypeBatch, buildBatch(5, nil, nil, nil)},
+		{"batch_zstd", wire.TypeBatch, rawBatch(10, 2, wire.CodecZstd, 20, []byte("opaque compressed"))},
+	}
+}
+
+// buildBatch builds a BATCH frame with a fresh BatchBuilder.
+func buildBatch(firstSeq uint64, recs ...[]byte) []byte {
+	var bb wire.BatchBuilder
+	bb.Reset(nil, firstSeq)
+	for _, r := range recs {
+		bb.Add(r)
+	}
+	return bb.Finish()
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// rawBatch assembles a BATCH frame field by field, independently of the
+// package, with a correct CRC of data.
+func rawBatch(firstSeq uint64, count uint32, codec wire.Codec, rawLen uint32, data []byte) []byte {
+	f := make([]byte, wire.BatchHeaderSize, wire.BatchHeaderSize+len(data))
+	f = append(f, data...)
+	be := binary.BigEndian
+	be.PutUint32(f[0:], uint32(len(f)-4))
+	f[4] = byte(wire.TypeBatch)
+	be.PutUint64(f[5:], firstSeq)
+	be.PutUint32(f[13:], count)
+	f[17] = byte(codec)
+	be.PutUint32(f[18:], rawLen)
+	be.PutUint32(f[22:], crc32.Checksum(data, castagnoli))
+	return f
+}
+
+// withBodyLen returns a copy of frame with its body cut or extended to n bytes
+// (extension bytes are 0xAB) and its length prefix rewritten to match.
+func withBodyLen(frame []byte, n int) []byte {
+	f := append([]byte(nil), frame[:min(len(frame), wire.HeaderSize+n)]...)
+	for len(f) < wire.HeaderSize+n {
+		f = append(f, 0xAB)
+	}
+	binary.BigEndian.PutUint32(f, uint32(len(f)-4))
+	return f
+}
+
+// frameOf assembles a frame of type t around body.
+func frameOf(t wire.Type, body []byte) []byte {
+	f := binary.BigEndian.AppendUint32(nil, uint32(1+len(body)))
+	return append(append(f, byte(t)), body...)
+}
+
+// decoders decodes a frame with the decoder of each type. A BATCH is also
+// read record by record when its codec allows.
+var decoders = map[wire.Type]func([]byte) (any, error){
+	wire.TypeHello:   func(f []byte) (any, error) { return wire.DecodeHello(f) },
+	wire.TypeHelloOK: func(f []byte) (any, error) { return wire.DecodeHelloOK(f) },
+	wire.TypeReceipt: func(f []byte) (any, error) { return wire.DecodeReceipt(f) },
+	wire.TypeError:   func(f []byte) (any, error) { return wire.DecodeError(f) },
+	wire.TypePing:    func(f []byte) (any, error) { return wire.DecodePing(f) },
+	wire.TypePong:    func(f []byte) (any, error) { return wire.DecodePong(f) },
+	wire.TypeBatch: func(f []byte) (any, error) {
+		b, err := wire.DecodeBatch(f)
+		if err != nil || b.Codec != wire.CodecNone {
+			return b, err
+		}
+		recs, err := b.AppendRecords(nil)
+		return recs, err
+	},
+}
