@@ -1,0 +1,138 @@
+package broker
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/inflightmq/inflight/wire"
+)
+
+// Broker holds the per-producer state shared by all sessions and the Store.
+// It is safe for concurrent use; each Session is driven by one goroutine.
+type Broker struct {
+	store    Store
+	maxFrame int
+
+	mu        sync.Mutex
+	producers map[string]*producerState // only names with a live session
+
+	sessions       atomic.Int64
+	batches        atomic.Uint64
+	stored         atomic.Uint64
+	duplicates     atomic.Uint64
+	protocolErrors atomic.Uint64
+	takeovers      atomic.Uint64
+}
+
+// producerState is the dedup state of one producer name. mu serializes the
+// name's HELLO and BATCH handling, so an old session's last batch and a new
+// session's HELLO see one consistent last stored sequence ID.
+type producerState struct {
+	mu     sync.Mutex
+	owner  *Session
+	last   uint64 // highest stored seq
+	loaded bool   // last was read from the Store
+	dead   bool   // removed from the broker's map; look the name up again
+}
+
+// Option configures a Broker.
+type Option interface{ apply(*config) error }
+
+type config struct{ maxFrame int }
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+// MaxFrameSize sets the largest frame, length prefix included, that the
+// broker accepts (default wire.DefaultMaxFrameSize, at least
+// wire.MinMaxFrameSize). Larger frames are refused with an ERROR frame.
+func MaxFrameSize(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < wire.MinMaxFrameSize || n > 1<<30 {
+			return fmt.Errorf("%w: MaxFrameSize %d not in [%d, %d]", ErrInvalidOption, n, wire.MinMaxFrameSize, 1<<30)
+		}
+		c.maxFrame = n
+		return nil
+	})
+}
+
+// New returns a Broker that stores into store.
+func New(store Store, opts ...Option) (*Broker, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%w: nil Store", ErrInvalidOption)
+	}
+	cfg := config{maxFrame: wire.DefaultMaxFrameSize}
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil Option", ErrInvalidOption)
+		}
+		if err := o.apply(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	return &Broker{store: store, maxFrame: cfg.maxFrame, producers: make(map[string]*producerState)}, nil
+}
+
+// MaxFrameSize returns the largest frame the broker accepts.
+func (b *Broker) MaxFrameSize() int { return b.maxFrame }
+
+// Store returns the broker's store.
+func (b *Broker) Store() Store { return b.store }
+
+// lockProducer returns the state of name, locked, creating it if needed.
+func (b *Broker) lockProducer(name string) *producerState {
+	for {
+		b.mu.Lock()
+		ps := b.producers[name]
+		if ps == nil {
+			ps = &producerState{}
+			b.producers[name] = ps
+		}
+		b.mu.Unlock()
+		ps.mu.Lock()
+		if !ps.dead {
+			return ps
+		}
+		ps.mu.Unlock()
+	}
+}
+
+// release forgets name's state if s still owns it (s nil: if nobody owns
+// it), so that a broker serving many short-lived producers does not grow
+// without bound. The Store keeps what matters (the last stored seq) for the
+// next HELLO.
+func (b *Broker) release(name string, ps *producerState, s *Session) {
+	b.mu.Lock()
+	ps.mu.Lock()
+	if ps.owner == s {
+		ps.owner = nil
+		ps.dead = true
+		delete(b.producers, name)
+	}
+	ps.mu.Unlock()
+	b.mu.Unlock()
+}
+
+// Stats is a snapshot of a Broker's counters.
+type Stats struct {
+	Sessions       int64  // live sessions
+	Batches        uint64 // BATCH frames accepted
+	Stored         uint64 // records appended to the store
+	Duplicates     uint64 // records skipped because already stored
+	ProtocolErrors uint64 // sessions failed for a protocol violation or store error
+	Takeovers      uint64 // sessions closed because a newer one took their name
+}
+
+// Stats returns the broker's counters. Safe for concurrent use.
+func (b *Broker) Stats() Stats {
+	return Stats{
+		Sessions:       b.sessions.Load(),
+		Batches:        b.batches.Load(),
+		Stored:         b.stored.Load(),
+		Duplicates:     b.duplicates.Load(),
+		ProtocolErrors: b.protocolErrors.Load(),
+		Takeovers:      b.takeovers.Load(),
+	}
+}

@@ -1,0 +1,24 @@
+package broker
+
+import "errors"
+
+var (
+	// ErrInvalidOption is returned by New for an option value out of range,
+	// wrapped with the option's name.
+	ErrInvalidOption = errors.New("inflight/broker: invalid option")
+	// ErrProtocol is returned by Session.Handle when the peer broke the
+	// protocol (a frame out of order, of a type a producer must not send, or
+	// malformed). It wraps the wire error when there is one. The session has
+	// sent an ERROR frame; the transport must close the connection.
+	ErrProtocol = errors.New("inflight/broker: protocol violation")
+	// ErrReplaced is returned by Session.Handle when another session took
+	// over this session's producer name. The transport must close the
+	// connection.
+	ErrReplaced = errors.New("inflight/broker: producer taken over by another session")
+	// ErrStore is returned by Session.Handle when the Store failed; it wraps
+	// the store's error. The session has sent an ERROR frame; the transport
+	// must close the connection. Nothing of the failed batch was acknowledged.
+	ErrStore = errors.New("inflight/broker: store failed")
+	// ErrSessionClosed is returned by Session.Handle after Session.Close.
+	ErrSessionClosed = errors.New("inflight/broker: session closed")
+)

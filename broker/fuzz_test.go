@@ -1,0 +1,199 @@
+package broker_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/wire"
+)
+
+// fuzzMaxFrame is the broker's frame limit in FuzzSession, small enough
+// that the fuzzer can reach it.
+const fuzzMaxFrame = 4096
+
+// FuzzSession feeds arbitrary frames to sessions. The input is split into
+// frames with wire.Split (what is left after a split error or an
+// incomplete frame is fed as one more frame), played on a session, replayed
+// on a second session (a producer resending after a reconnect), and then fed
+// whole as one frame to a third. It checks that Handle never panics, that
+// every reply is a well-formed frame, that every error is one Handle
+// documents, that receipts are cumulative and match the store, that the
+// replay stores nothing new, and that every producer's seqs in the store are
+// strictly increasing.
+func FuzzSession(f *testing.F) {
+	f.Add(seedStream(f))
+	f.Add([]byte{})
+	f.Add([]byte{0, 0, 0, 0})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 3})
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		store := broker.NewMemoryStore()
+		b, err := broker.New(store, broker.MaxFrameSize(fuzzMaxFrame))
+		if err != nil {
+			t.Fatal(err)
+		}
+		frames := splitFrames(data)
+
+		play(t, b, store, frames)
+		checkStore(t, store)
+		before := snapshot(store)
+
+		play(t, b, store, frames)
+		if after := snapshot(store); !equalSnapshots(before, after) {
+			t.Fatalf("replaying the same frames stored more:\nbefore %v\nafter  %v", before, after)
+		}
+
+		play(t, b, store, [][]byte{data})
+		if after := snapshot(store); !equalSnapshots(before, after) {
+			t.Fatalf("a lone frame without HELLO stored something: %v", after)
+		}
+
+		st := b.Stats()
+		if st.Sessions != 0 {
+			t.Fatalf("%d sessions left open", st.Sessions)
+		}
+		total := 0
+		for _, name := range store.Producers() {
+			total += store.Len(name)
+		}
+		if st.Stored != uint64(total) {
+			t.Fatalf("Stats().Stored %d, store holds %d records", st.Stored, total)
+		}
+	})
+}
+
+// splitFrames cuts data into frames as a transport's reader would.
+func splitFrames(data []byte) [][]byte {
+	var frames [][]byte
+	for rest := data; len(rest) > 0; {
+		frame, n, err := wire.Split(rest, fuzzMaxFrame)
+		if err != nil || n == 0 {
+			return append(frames, rest)
+		}
+		frames = append(frames, frame)
+		rest = rest[n:]
+	}
+	return frames
+}
+
+// play feeds frames to a new session, checking each reply, and closes it.
+// Like a transport that ignores errors, it keeps feeding after one, which
+// only makes the session's life harder.
+func play(t *testing.T, b *broker.Broker, store *broker.MemoryStore, frames [][]byte) {
+	p := &fakePeer{}
+	s := b.NewSession(p)
+	defer s.Close()
+	var acked uint64
+	for i, frame := range frames {
+		err := s.Handle(frame)
+		sent := p.take()
+		if len(sent) > 1 {
+			t.Fatalf("frame %d: %d replies", i, len(sent))
+		}
+		var reply []byte
+		var typ wire.Type
+		if len(sent) == 1 {
+			reply = sent[0]
+			var terr error
+			if typ, terr = wire.TypeOf(reply); terr != nil {
+				t.Fatalf("frame %d: invalid reply %x: %v", i, reply, terr)
+			}
+		}
+		switch {
+		case err == nil:
+			if reply == nil || typ == wire.TypeError {
+				t.Fatalf("frame %d: no error, reply %s", i, describe(reply))
+			}
+		case errors.Is(err, broker.ErrProtocol), errors.Is(err, broker.ErrStore):
+			e, derr := wire.DecodeError(reply)
+			if derr != nil {
+				t.Fatalf("frame %d: error %v, reply %s", i, err, describe(reply))
+			}
+			if e.Code == 0 {
+				t.Fatalf("frame %d: ERROR with code 0", i)
+			}
+		default:
+			t.Fatalf("frame %d: unexpected error %v", i, err)
+		}
+		switch typ {
+		case wire.TypeHelloOK:
+			ok, derr := wire.DecodeHelloOK(reply)
+			if derr != nil {
+				t.Fatalf("frame %d: bad HELLO_OK: %v", i, derr)
+			}
+			acked = ok.LastSeq
+			if ok.MaxFrameSize > fuzzMaxFrame {
+				t.Fatalf("HELLO_OK max frame %d above the broker's %d", ok.MaxFrameSize, fuzzMaxFrame)
+			}
+			fallthrough
+		case wire.TypeReceipt:
+			last, _ := store.LastSeq(s.Producer())
+			if typ == wire.TypeReceipt {
+				r, derr := wire.DecodeReceipt(reply)
+				if derr != nil {
+					t.Fatalf("frame %d: bad RECEIPT: %v", i, derr)
+				}
+				if r.Seq < acked {
+					t.Fatalf("frame %d: receipt %d after %d", i, r.Seq, acked)
+				}
+				acked = r.Seq
+			}
+			if acked != last {
+				t.Fatalf("frame %d: %v says %d, store's last seq is %d", i, typ, acked, last)
+			}
+			checkProducer(t, store, s.Producer())
+		}
+	}
+}
+
+func checkStore(t *testing.T, store *broker.MemoryStore) {
+	for _, name := range store.Producers() {
+		checkProducer(t, store, name)
+	}
+}
+
+// checkProducer fails unless name's seqs are strictly increasing.
+func checkProducer(t *testing.T, store *broker.MemoryStore, name string) {
+	recs := store.Records(name)
+	for i := 1; i < len(recs); i++ {
+		if recs[i].Seq <= recs[i-1].Seq {
+			t.Fatalf("producer %q: seq %d stored after %d", name, recs[i].Seq, recs[i-1].Seq)
+		}
+	}
+}
+
+func snapshot(store *broker.MemoryStore) map[string][]broker.Record {
+	m := map[string][]broker.Record{}
+	for _, name := range store.Producers() {
+		m[name] = store.Records(name)
+	}
+	return m
+}
+
+func equalSnapshots(a, b map[string][]broker.Record) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, ra := range a {
+		if !slices.EqualFunc(ra, b[name], func(x, y broker.Record) bool {
+			return x.Seq == y.Seq && string(x.Payload) == string(y.Payload)
+		}) {
+			return false
+		}
+	}
+	return true
+}
+
+// seedStream is a valid session: HELLO, batches with an overlap, a full
+// duplicate and a gap, a PING.
+func seedStream(tb testing.TB) []byte {
+	s := helloFrame(tb, "orders", wire.DefaultMaxFrameSize)
+	s = append(s, batchFrame(0, 1, 3)...)
+	s = append(s, batchFrame(1, 2, 4)...)
+	s = append(s, wire.AppendPing(nil, wire.Ping{Nonce: 7})...)
+	s = append(s, batchFrame(2, 1, 2)...)
+	s = append(s, batchFrame(3, 9, 2)...)
+	return s
+}

@@ -1,0 +1,194 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/inflightmq/inflight/wire"
+)
+
+// Peer is the transport's side of a session: where the session's outbound
+// frames go.
+type Peer interface {
+	// Send queues frame to the producer. frame is valid only during the
+	// call. Send is called from the session's goroutine.
+	Send(frame []byte) error
+	// Close closes the connection. It must be safe from any goroutine and
+	// idempotent: a session calls it on another session's peer when it
+	// takes over that session's producer name.
+	Close() error
+}
+
+// Session is the broker's half of one connection. Handle and Close must be
+// called from one goroutine at a time (a connection's reader).
+type Session struct {
+	b      *Broker
+	peer   Peer
+	name   string
+	prod   *producerState // set by HELLO
+	closed atomic.Bool
+	out    []byte   // reused for outbound frames
+	recs   [][]byte // reused record views into the current frame
+}
+
+// NewSession starts a session whose replies go to peer.
+func (b *Broker) NewSession(peer Peer) *Session {
+	b.sessions.Add(1)
+	return &Session{b: b, peer: peer, out: make([]byte, 0, 64)}
+}
+
+// Producer returns the producer name announced by HELLO, or "".
+func (s *Session) Producer() string { return s.name }
+
+// Handle processes one complete inbound frame (length prefix included). A
+// non-nil error means the connection must be closed: ErrProtocol, ErrStore or
+// ErrReplaced (see each), or the Peer's Send error. For ErrProtocol and
+// ErrStore the session has already sent an ERROR frame saying why.
+func (s *Session) Handle(frame []byte) error {
+	if s.closed.Load() {
+		return ErrSessionClosed
+	}
+	if len(frame) > s.b.maxFrame {
+		return s.fail(fmt.Errorf("%w: %w: %d bytes, limit %d", ErrProtocol, wire.ErrFrameTooLarge, len(frame), s.b.maxFrame))
+	}
+	typ, err := wire.TypeOf(frame)
+	if err != nil {
+		return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
+	}
+	switch typ {
+	case wire.TypeHello:
+		return s.hello(frame)
+	case wire.TypeBatch:
+		return s.batch(frame)
+	case wire.TypePing:
+		p, err := wire.DecodePing(frame)
+		if err != nil {
+			return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
+		}
+		return s.send(wire.AppendPong(s.out[:0], wire.Pong{Nonce: p.Nonce}))
+	default:
+		return s.fail(fmt.Errorf("%w: a producer may not send %v", ErrProtocol, typ))
+	}
+}
+
+func (s *Session) hello(frame []byte) error {
+	if s.prod != nil {
+		return s.fail(fmt.Errorf("%w: second HELLO", ErrProtocol))
+	}
+	h, err := wire.DecodeHello(frame)
+	if err != nil {
+		return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
+	}
+	if int(h.MaxFrameSize) < wire.MinMaxFrameSize {
+		return s.fail(fmt.Errorf("%w: %w: HELLO max frame size %d below %d", ErrProtocol, wire.ErrMalformed, h.MaxFrameSize, wire.MinMaxFrameSize))
+	}
+	ps := s.b.lockProducer(h.Producer)
+	if !ps.loaded {
+		last, err := s.b.store.LastSeq(h.Producer)
+		if err != nil {
+			ps.mu.Unlock()
+			s.b.release(h.Producer, ps, nil) // forget the state made for this HELLO
+			return s.fail(fmt.Errorf("%w: %w", ErrStore, err))
+		}
+		ps.last, ps.loaded = last, true
+	}
+	old := ps.owner
+	ps.owner = s
+	last := ps.last
+	ps.mu.Unlock()
+	s.prod, s.name = ps, h.Producer
+	if old != nil {
+		// The producer reconnected before its old connection was noticed
+		// dead, or two producers share a name. The newest wins; the old
+		// session's next frame fails with ErrReplaced.
+		s.b.takeovers.Add(1)
+		old.peer.Close()
+	}
+	maxFrame := min(uint32(s.b.maxFrame), h.MaxFrameSize)
+	return s.send(wire.AppendHelloOK(s.out[:0], wire.HelloOK{LastSeq: last, MaxFrameSize: maxFrame}))
+}
+
+func (s *Session) batch(frame []byte) error {
+	if s.prod == nil {
+		return s.fail(fmt.Errorf("%w: %w: BATCH before HELLO", ErrProtocol, errHelloRequired))
+	}
+	b, err := wire.DecodeBatch(frame)
+	if err != nil {
+		return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
+	}
+	recs, err := b.AppendRecords(s.recs[:0])
+	if err != nil {
+		clear(recs[:cap(recs)]) // the records read before the error point into the frame
+		return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
+	}
+	defer func() { clear(recs); s.recs = recs[:0] }() // drop references to the frame
+
+	ps := s.prod
+	ps.mu.Lock()
+	if ps.owner != s {
+		ps.mu.Unlock()
+		return ErrReplaced
+	}
+	first, last := b.FirstSeq, b.LastSeq()
+	skip := 0
+	if first <= ps.last {
+		skip = len(recs)
+		if last > ps.last {
+			skip = int(ps.last - first + 1)
+		}
+	}
+	if skip < len(recs) {
+		if err := s.b.store.Append(s.name, first+uint64(skip), recs[skip:]); err != nil {
+			ps.mu.Unlock()
+			return s.fail(fmt.Errorf("%w: %w", ErrStore, err))
+		}
+		ps.last = last
+	}
+	ack := ps.last
+	ps.mu.Unlock()
+
+	s.b.batches.Add(1)
+	s.b.stored.Add(uint64(len(recs) - skip))
+	if skip > 0 {
+		s.b.duplicates.Add(uint64(skip))
+	}
+	return s.send(wire.AppendReceipt(s.out[:0], wire.Receipt{Seq: ack}))
+}
+
+func (s *Session) send(frame []byte) error {
+	s.out = frame[:0]
+	return s.peer.Send(frame)
+}
+
+// fail reports err to the producer in an ERROR frame and returns it.
+func (s *Session) fail(err error) error {
+	s.b.protocolErrors.Add(1)
+	_ = s.send(wire.AppendError(s.out[:0], wire.Error{Code: codeOf(err), Text: err.Error()}))
+	return err
+}
+
+// errHelloRequired marks a frame that needs a HELLO first.
+var errHelloRequired = errors.New("HELLO required")
+
+func codeOf(err error) wire.ErrorCode {
+	switch {
+	case errors.Is(err, ErrStore):
+		return wire.CodeStore
+	case errors.Is(err, errHelloRequired):
+		return wire.CodeHelloRequired
+	}
+	return wire.CodeOf(err)
+}
+
+// Close ends the session: it releases the producer name if this session
+// still holds it. Idempotent; not concurrent with Handle.
+func (s *Session) Close() {
+	if s.closed.Swap(true) {
+		return
+	}
+	s.b.sessions.Add(-1)
+	if s.prod != nil {
+		s.b.release(s.name, s.prod, s)
+	}
+}

@@ -1,0 +1,471 @@
+package broker_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/wire"
+)
+
+func TestHelloOK(t *testing.T) {
+	tests := []struct {
+		name        string
+		brokerMax   int    // 0: default
+		producerMax uint32 // announced in HELLO
+		stored      uint64 // last seq already in the store for the name; 0: none
+		wantLast    uint64
+		wantMax     uint32
+	}{
+		{name: "new name", producerMax: wire.DefaultMaxFrameSize, wantMax: wire.DefaultMaxFrameSize},
+		{name: "known name", producerMax: wire.DefaultMaxFrameSize, stored: 42, wantLast: 42, wantMax: wire.DefaultMaxFrameSize},
+		{name: "producer smaller", producerMax: 64 << 10, wantMax: 64 << 10},
+		{name: "producer larger", producerMax: 16 << 20, wantMax: wire.DefaultMaxFrameSize},
+		{name: "broker smaller", brokerMax: 8 << 10, producerMax: wire.DefaultMaxFrameSize, wantMax: 8 << 10},
+		{name: "both minimal", brokerMax: wire.MinMaxFrameSize, producerMax: wire.MinMaxFrameSize, wantMax: wire.MinMaxFrameSize},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var opts []broker.Option
+			if tt.brokerMax != 0 {
+				opts = append(opts, broker.MaxFrameSize(tt.brokerMax))
+			}
+			b, store := newBroker(t, opts...)
+			if tt.stored > 0 {
+				require.NoError(t, store.Append("p", tt.stored-1, [][]byte{[]byte("a"), []byte("b")}))
+			}
+			c := newConn(b)
+			defer c.Close()
+
+			reply, err := c.handle(t, helloFrame(t, "p", tt.producerMax))
+			require.NoError(t, err)
+			ok := helloOK(t, reply)
+			assert.Equal(t, tt.wantLast, ok.LastSeq)
+			assert.Equal(t, tt.wantMax, ok.MaxFrameSize)
+			assert.Equal(t, "p", c.Producer())
+			assert.False(t, c.peer.closed())
+		})
+	}
+}
+
+func TestBatchBeforeHello(t *testing.T) {
+	b, store := newBroker(t)
+	c := newConn(b)
+	defer c.Close()
+
+	reply, err := c.handle(t, batchFrame(0, 1, 3))
+	require.ErrorIs(t, err, broker.ErrProtocol)
+	assert.Equal(t, wire.CodeHelloRequired, errorFrame(t, reply).Code)
+	assert.Empty(t, store.Producers())
+	assert.Equal(t, "", c.Producer())
+	assert.Equal(t, uint64(1), b.Stats().ProtocolErrors)
+	assert.Zero(t, b.Stats().Batches)
+}
+
+func TestSecondHello(t *testing.T) {
+	for _, second := range []string{"p", "q"} {
+		t.Run("then "+second, func(t *testing.T) {
+			b, _ := newBroker(t)
+			c := newConn(b)
+			defer c.Close()
+			c.hello(t, "p")
+
+			reply, err := c.handle(t, helloFrame(t, second, wire.DefaultMaxFrameSize))
+			require.ErrorIs(t, err, broker.ErrProtocol)
+			assert.Equal(t, wire.CodeProtocol, errorFrame(t, reply).Code)
+			assert.Equal(t, "p", c.Producer(), "a refused HELLO does not rename the session")
+			assert.Zero(t, b.Stats().Takeovers)
+		})
+	}
+}
+
+func TestDedup(t *testing.T) {
+	steps := []struct {
+		first       uint64
+		n           int
+		wantReceipt uint64
+	}{
+		{first: 1, n: 10, wantReceipt: 10},  // 1..10: new
+		{first: 5, n: 11, wantReceipt: 15},  // 5..15: 5..10 duplicates, 11..15 new
+		{first: 1, n: 10, wantReceipt: 15},  // 1..10: all duplicates
+		{first: 20, n: 6, wantReceipt: 25},  // 20..25: after a gap
+		{first: 25, n: 1, wantReceipt: 25},  // the last one again
+		{first: 18, n: 2, wantReceipt: 25},  // 18..19: in the gap, but below the last: skipped
+		{first: 26, n: 1, wantReceipt: 26},  // the next one
+		{first: 10, n: 20, wantReceipt: 29}, // 10..29: 27..29 new
+	}
+	b, store := newBroker(t)
+	c := newConn(b)
+	defer c.Close()
+	c.hello(t, "p")
+	for gen, st := range steps {
+		got := c.send(t, gen, st.first, st.n)
+		require.Equal(t, st.wantReceipt, got, "receipt after batch %d (%d..%d)", gen, st.first, st.first+uint64(st.n)-1)
+	}
+
+	want := append(seqRange(1, 15), seqRange(20, 29)...)
+	require.Equal(t, want, seqs(store, "p"))
+	// Each record holds the payload of its first write: a resend never
+	// overwrites or adds.
+	firstGen := map[uint64]int{}
+	for gen, st := range steps {
+		for q := st.first; q < st.first+uint64(st.n); q++ {
+			if _, ok := firstGen[q]; !ok {
+				firstGen[q] = gen
+			}
+		}
+	}
+	for _, r := range store.Records("p") {
+		assert.Equal(t, string(payload(firstGen[r.Seq], r.Seq)), string(r.Payload), "seq %d", r.Seq)
+	}
+
+	st := b.Stats()
+	assert.Equal(t, uint64(len(steps)), st.Batches)
+	assert.Equal(t, uint64(len(want)), st.Stored)
+	assert.Equal(t, uint64(6+10+1+2+17), st.Duplicates)
+	assert.Zero(t, st.ProtocolErrors)
+}
+
+// TestDedupBrief is the exact sequence of the specification: 1..10, 5..15,
+// 1..10, 20..25.
+func TestDedupBrief(t *testing.T) {
+	b, store := newBroker(t)
+	c := newConn(b)
+	defer c.Close()
+	c.hello(t, "p")
+	var receipts []uint64
+	for gen, r := range [][2]uint64{{1, 10}, {5, 15}, {1, 10}, {20, 25}} {
+		receipts = append(receipts, c.send(t, gen, r[0], int(r[1]-r[0]+1)))
+	}
+	assert.Equal(t, []uint64{10, 15, 15, 25}, receipts)
+	assert.Equal(t, append(seqRange(1, 15), seqRange(20, 25)...), seqs(store, "p"))
+	st := b.Stats()
+	assert.Equal(t, broker.Stats{Sessions: 1, Batches: 4, Stored: 21, Duplicates: 16}, st)
+}
+
+func TestPing(t *testing.T) {
+	b, _ := newBroker(t)
+	c := newConn(b)
+	defer c.Close()
+	for i, nonce := range []uint64{0, 1, 0xdeadbeefcafe, ^uint64(0)} {
+		if i == 2 {
+			c.hello(t, "p")
+		}
+		reply, err := c.handle(t, wire.AppendPing(nil, wire.Ping{Nonce: nonce}))
+		require.NoError(t, err)
+		pong, err := wire.DecodePong(reply)
+		require.NoError(t, err, "want PONG, got %s", describe(reply))
+		assert.Equal(t, nonce, pong.Nonce)
+	}
+}
+
+func TestTakeover(t *testing.T) {
+	b, store := newBroker(t)
+	a := newConn(b)
+	defer a.Close()
+	require.Zero(t, a.hello(t, "p").LastSeq)
+	require.Equal(t, uint64(10), a.send(t, 0, 1, 10))
+
+	bb := newConn(b)
+	defer bb.Close()
+	require.Equal(t, uint64(10), bb.hello(t, "p").LastSeq, "B continues from A's last stored seq")
+	assert.True(t, a.peer.closed(), "A's peer closed by the takeover")
+	assert.False(t, bb.peer.closed())
+	assert.Equal(t, uint64(1), b.Stats().Takeovers)
+
+	// A's next batch is refused without a reply and stores nothing.
+	reply, err := a.handle(t, batchFrame(1, 11, 5))
+	require.ErrorIs(t, err, broker.ErrReplaced)
+	assert.Nil(t, reply)
+	assert.Equal(t, seqRange(1, 10), seqs(store, "p"))
+
+	// B dedups against what A stored.
+	assert.Equal(t, uint64(15), bb.send(t, 2, 5, 11))
+	assert.Equal(t, seqRange(1, 15), seqs(store, "p"))
+
+	// A closing late does not release B's name: B keeps working, and a
+	// third session still takes over from B.
+	a.Close()
+	assert.Equal(t, uint64(16), bb.send(t, 3, 16, 1))
+	c := newConn(b)
+	defer c.Close()
+	assert.Equal(t, uint64(16), c.hello(t, "p").LastSeq)
+	assert.True(t, bb.peer.closed())
+	assert.Equal(t, uint64(2), b.Stats().Takeovers)
+	assert.Equal(t, int32(1), a.peer.closes.Load(), "A was closed once")
+}
+
+// TestTakeoverAfterRelease: when the new owner closes before the old one
+// sends again, the old session must still be refused.
+func TestTakeoverAfterRelease(t *testing.T) {
+	b, store := newBroker(t)
+	a := newConn(b)
+	defer a.Close()
+	a.hello(t, "p")
+	a.send(t, 0, 1, 3)
+
+	c := newConn(b)
+	c.hello(t, "p")
+	c.Close()
+
+	reply, err := a.handle(t, batchFrame(1, 4, 3))
+	require.ErrorIs(t, err, broker.ErrReplaced)
+	assert.Nil(t, reply)
+	assert.Equal(t, seqRange(1, 3), seqs(store, "p"))
+}
+
+func TestStoreFailure(t *testing.T) {
+	b, store := newBroker(t)
+	c := newConn(b)
+	c.hello(t, "p")
+	require.Equal(t, uint64(5), c.send(t, 0, 1, 5))
+
+	diskFull := errors.New("disk full")
+	store.FailAppends(diskFull)
+	reply, err := c.handle(t, batchFrame(1, 4, 6)) // 4..9
+	require.ErrorIs(t, err, broker.ErrStore)
+	require.ErrorIs(t, err, diskFull)
+	assert.NotErrorIs(t, err, broker.ErrProtocol)
+	e := errorFrame(t, reply) // the only reply: no receipt
+	assert.Equal(t, wire.CodeStore, e.Code)
+	assert.Contains(t, e.Text, "disk full")
+	assert.Equal(t, seqRange(1, 5), seqs(store, "p"))
+	c.Close() // the transport closes the connection
+
+	store.FailAppends(nil)
+	c2 := newConn(b)
+	defer c2.Close()
+	require.Equal(t, uint64(5), c2.hello(t, "p").LastSeq)
+	require.Equal(t, uint64(9), c2.send(t, 1, 4, 6))
+	assert.Equal(t, seqRange(1, 9), seqs(store, "p"))
+	st := b.Stats()
+	assert.Equal(t, uint64(5+4), st.Stored)
+	assert.Equal(t, uint64(2), st.Duplicates)
+	assert.Equal(t, uint64(2), st.Batches, "the failed batch is not counted")
+	assert.Equal(t, uint64(1), st.ProtocolErrors)
+}
+
+// failingStore fails LastSeq.
+type failingStore struct {
+	broker.Store
+	err error
+}
+
+func (f failingStore) LastSeq(string) (uint64, error) { return 0, f.err }
+
+func TestStoreLastSeqFailure(t *testing.T) {
+	boom := errors.New("boom")
+	b, err := broker.New(failingStore{Store: broker.NewMemoryStore(), err: boom})
+	require.NoError(t, err)
+	c := newConn(b)
+	defer c.Close()
+	reply, err := c.handle(t, helloFrame(t, "p", wire.DefaultMaxFrameSize))
+	require.ErrorIs(t, err, broker.ErrStore)
+	require.ErrorIs(t, err, boom)
+	assert.Equal(t, wire.CodeStore, errorFrame(t, reply).Code)
+
+	// The failed HELLO did not bind the session to the name.
+	reply, err = c.handle(t, batchFrame(0, 1, 1))
+	require.ErrorIs(t, err, broker.ErrProtocol)
+	assert.Equal(t, wire.CodeHelloRequired, errorFrame(t, reply).Code)
+}
+
+func TestPeerSendError(t *testing.T) {
+	b, store := newBroker(t)
+	c := newConn(b)
+	defer c.Close()
+	c.hello(t, "p")
+	gone := errors.New("peer gone")
+	c.peer.mu.Lock()
+	c.peer.sendErr = gone
+	c.peer.mu.Unlock()
+	err := c.Handle(batchFrame(0, 1, 2))
+	require.ErrorIs(t, err, gone)
+	// The records were stored before the receipt could not be sent: a
+	// resend on the next connection is deduplicated.
+	assert.Equal(t, seqRange(1, 2), seqs(store, "p"))
+}
+
+func TestSessionClose(t *testing.T) {
+	b, store := newBroker(t)
+	assert.Zero(t, b.Stats().Sessions)
+	a := newConn(b)
+	idle := newConn(b)
+	assert.Equal(t, int64(2), b.Stats().Sessions)
+
+	a.hello(t, "p")
+	a.send(t, 0, 1, 7)
+	a.Close()
+	assert.Equal(t, int64(1), b.Stats().Sessions)
+	a.Close() // idempotent
+	assert.Equal(t, int64(1), b.Stats().Sessions)
+
+	for _, frame := range [][]byte{
+		batchFrame(1, 8, 1),
+		helloFrame(t, "p", wire.DefaultMaxFrameSize),
+		wire.AppendPing(nil, wire.Ping{Nonce: 1}),
+		{0xff}, // garbage too
+	} {
+		reply, err := a.handle(t, frame)
+		require.ErrorIs(t, err, broker.ErrSessionClosed)
+		assert.Nil(t, reply, "a closed session sends nothing")
+	}
+
+	// The name was released: a new session gets it without a takeover and
+	// learns the last seq from the store.
+	c := newConn(b)
+	assert.Equal(t, int64(2), b.Stats().Sessions)
+	assert.Equal(t, uint64(7), c.hello(t, "p").LastSeq)
+	assert.Zero(t, b.Stats().Takeovers)
+	assert.False(t, a.peer.closed(), "Close does not close the peer: the transport does")
+
+	// The same with a fresh broker on the same store (a restart).
+	b2, err := broker.New(store)
+	require.NoError(t, err)
+	c2 := newConn(b2)
+	assert.Equal(t, uint64(7), c2.hello(t, "p").LastSeq)
+	c2.Close()
+
+	c.Close()
+	idle.Close()
+	assert.Zero(t, b.Stats().Sessions)
+	assert.Equal(t, seqRange(1, 7), seqs(store, "p"))
+}
+
+func TestConcurrentProducers(t *testing.T) {
+	const (
+		producers = 16
+		batches   = 200
+		perBatch  = 3
+	)
+	b, store := newBroker(t)
+	var wg sync.WaitGroup
+	for i := range producers {
+		wg.Go(func() {
+			name := fmt.Sprintf("p%02d", i)
+			p := &fakePeer{}
+			s := b.NewSession(p)
+			defer s.Close()
+			if err := s.Handle(helloFrame(t, name, wire.DefaultMaxFrameSize)); !assert.NoError(t, err) {
+				return
+			}
+			for k := range batches {
+				first := uint64(k*perBatch) + 1
+				// Every fourth batch resends the previous one too.
+				if k%4 == 3 {
+					first -= perBatch
+				}
+				n := perBatch
+				if k%4 == 3 {
+					n = 2 * perBatch
+				}
+				if err := s.Handle(batchFrame(0, first, n)); !assert.NoError(t, err, "%s batch %d", name, k) {
+					return
+				}
+			}
+			frames := p.take()
+			if !assert.Len(t, frames, batches+1, name) {
+				return
+			}
+			for k, f := range frames[1:] {
+				r, err := wire.DecodeReceipt(f)
+				assert.NoError(t, err)
+				assert.Equal(t, uint64((k+1)*perBatch), r.Seq, "%s receipt %d", name, k)
+			}
+		})
+	}
+	wg.Wait()
+
+	require.Len(t, store.Producers(), producers)
+	for i := range producers {
+		name := fmt.Sprintf("p%02d", i)
+		assert.Equal(t, seqRange(1, batches*perBatch), seqs(store, name), name)
+	}
+	st := b.Stats()
+	assert.Equal(t, uint64(producers*batches*perBatch), st.Stored)
+	assert.Equal(t, uint64(producers*(batches/4)*perBatch), st.Duplicates)
+	assert.Zero(t, st.Sessions)
+}
+
+// TestConcurrentTakeovers has several "producers" fight over one name,
+// each reconnecting when replaced and resending with an overlap, as a
+// producer does after a reconnect. Whatever the interleaving, every seq is
+// stored once, in order.
+func TestConcurrentTakeovers(t *testing.T) {
+	const (
+		workers  = 4
+		lastSeq  = 300
+		overlap  = 4
+		perBatch = 8
+		maxTries = 5000
+	)
+	b, store := newBroker(t)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for try := 0; ; try++ {
+				if try == maxTries {
+					t.Errorf("worker %d: no progress after %d sessions", w, maxTries)
+					return
+				}
+				last, err := session(b, w, lastSeq, overlap, perBatch)
+				if err != nil && !errors.Is(err, broker.ErrReplaced) {
+					t.Errorf("worker %d: %v", w, err)
+					return
+				}
+				if last >= lastSeq {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, seqRange(1, lastSeq), seqs(store, "shared"))
+	st := b.Stats()
+	assert.Equal(t, uint64(lastSeq), st.Stored)
+	assert.Zero(t, st.Sessions)
+	assert.Zero(t, st.ProtocolErrors)
+	t.Logf("takeovers: %d, duplicates: %d", st.Takeovers, st.Duplicates)
+}
+
+// session runs one connection of a TestConcurrentTakeovers worker: HELLO,
+// then batches from overlap before the broker's last seq up to lastSeq. It
+// returns the highest seq the broker confirmed.
+func session(b *broker.Broker, w, lastSeq, overlap, perBatch int) (uint64, error) {
+	p := &fakePeer{}
+	s := b.NewSession(p)
+	defer s.Close()
+	hello, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "shared"})
+	if err != nil {
+		return 0, err
+	}
+	if err := s.Handle(hello); err != nil {
+		return 0, err
+	}
+	ok, err := wire.DecodeHelloOK(p.take()[0])
+	if err != nil {
+		return 0, err
+	}
+	acked := ok.LastSeq
+	for next := uint64(max(int(acked)-overlap, 0)) + 1; next <= uint64(lastSeq); {
+		n := min(perBatch, lastSeq-int(next)+1)
+		if err := s.Handle(batchFrame(0, next, n)); err != nil {
+			return acked, err
+		}
+		r, err := wire.DecodeReceipt(p.take()[0])
+		if err != nil {
+			return acked, err
+		}
+		if r.Seq < acked || r.Seq < next+uint64(n)-1 {
+			return acked, fmt.Errorf("worker %d: receipt %d after batch %d..%d, previous %d", w, r.Seq, next, next+uint64(n)-1, acked)
+		}
+		acked = r.Seq
+		next += uint64(n)
+	}
+	return acked, nil
+}

@@ -1,0 +1,209 @@
+package mem
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/smallnest/chanx"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/transport"
+	"github.com/inflightmq/inflight/wire"
+)
+
+// inboundQueue is how many frames a producer can have queued toward the
+// broker before WriteFrame waits. The producer bounds its own frames in
+// flight; this only matters while the broker side is stalled.
+const inboundQueue = 256
+
+// conn is one in-process connection.
+//
+//	producer --WriteFrame--> in --serve()--> broker.Session.Handle
+//	producer <--OnFrame-- deliver() <--out (unbounded)-- Session's Peer.Send
+//
+// serve owns the session and is the only sender on out, so it closes out.In
+// when it stops; deliver drains out and then calls OnClose.
+type conn struct {
+	d       *Dialer
+	h       transport.Handler
+	session *broker.Session
+	in      chan *transport.Buffer
+	out     *chanx.UnboundedChan[outFrame]
+
+	once sync.Once
+	done chan struct{} // closed by close
+	err  error         // why it closed; written before done is closed
+}
+
+type outFrame struct {
+	b  []byte
+	at time.Time // deliver no earlier than this
+}
+
+func newConn(d *Dialer, b *broker.Broker, h transport.Handler) *conn {
+	c := &conn{
+		d:    d,
+		h:    h,
+		in:   make(chan *transport.Buffer, inboundQueue),
+		out:  chanx.NewUnboundedChan[outFrame](context.Background(), 16),
+		done: make(chan struct{}),
+	}
+	c.session = b.NewSession(peer{c})
+	return c
+}
+
+// WriteFrame implements transport.Conn.
+func (c *conn) WriteFrame(buf *transport.Buffer) error {
+	select {
+	case <-c.done:
+		return transport.ErrClosed
+	default:
+	}
+	select {
+	case c.in <- buf:
+		return nil
+	case <-c.done:
+		return transport.ErrClosed
+	}
+}
+
+// Close implements transport.Conn.
+func (c *conn) Close() error {
+	c.close(nil)
+	return nil
+}
+
+func (c *conn) close(err error) {
+	c.once.Do(func() {
+		c.err = err
+		close(c.done)
+		c.d.forget(c)
+	})
+}
+
+// serve is the broker side: it feeds inbound frames to the session, applying
+// the dialer's faults, until the connection closes.
+func (c *conn) serve() {
+	defer c.d.wg.Done()
+	defer close(c.out.In)
+	defer c.session.Close()
+	frames := int64(0)
+	for {
+		var buf *transport.Buffer
+		select {
+		case <-c.done:
+			return
+		case buf = <-c.in:
+		}
+		select {
+		case <-c.done: // closed while this frame was queued: it is lost
+			return
+		default:
+		}
+		for resume := c.d.stall.wait(); resume != nil; resume = c.d.stall.wait() {
+			select {
+			case <-resume:
+			case <-c.done:
+				return
+			}
+		}
+		if n := c.d.dropAfter.Load(); n > 0 && frames >= n {
+			c.close(ErrDropped)
+			return
+		}
+		frames++
+		frame := buf.Bytes
+		if c.d.corrupt.Load() > 0 && c.d.corrupt.Add(-1) >= 0 {
+			frame = corrupt(frame)
+		}
+		err := c.session.Handle(frame)
+		buf.Release()
+		if err != nil {
+			c.close(err)
+			return
+		}
+		if n := c.d.dropAfter.Load(); n > 0 && frames >= n {
+			c.close(ErrDropped)
+			return
+		}
+	}
+}
+
+// corrupt returns a copy of frame with a byte flipped that the broker must
+// notice: in a BATCH the last byte, record data covered by the CRC; in any
+// other frame (whose body has no checksum) the type byte, which becomes an
+// unknown type. The caller's frame is left intact, as by a fault on the
+// wire: it may send the same bytes again.
+func corrupt(frame []byte) []byte {
+	frame = bytes.Clone(frame)
+	switch {
+	case len(frame) > wire.HeaderSize && wire.Type(frame[wire.HeaderSize-1]) == wire.TypeBatch:
+		frame[len(frame)-1] ^= 0x5a
+	case len(frame) >= wire.HeaderSize:
+		frame[wire.HeaderSize-1] ^= 0x80
+	}
+	return frame
+}
+
+// deliver is the producer side: it hands the broker's frames to the Handler
+// in order, then reports the close. The broker sends nothing before the
+// producer's first frame, and Dial starts deliver as its very last step, so
+// a Handler call before Dial returns would take a cut racing with Dial and
+// the scheduler running deliver in the instant before Dial's return.
+func (c *conn) deliver() {
+	defer c.d.wg.Done()
+	var timer *time.Timer
+	for f := range c.out.Out {
+		if wait := time.Until(f.at); wait > 0 {
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			select {
+			case <-timer.C:
+			case <-c.done: // closing: stop delaying, deliver what was sent
+			}
+		}
+		c.h.OnFrame(f.b)
+	}
+	if timer != nil {
+		timer.Stop()
+	}
+	<-c.done
+	c.h.OnClose(c.err)
+}
+
+// peer is the broker session's view of the connection.
+type peer struct{ c *conn }
+
+// Send copies frame toward the producer, or drops it if it is a RECEIPT and
+// DropReceipts is on. Called only from serve.
+func (p peer) Send(frame []byte) error {
+	c := p.c
+	select {
+	case <-c.done:
+		return transport.ErrClosed
+	default:
+	}
+	if c.d.dropReceipts.Load() {
+		if t, err := wire.TypeOf(frame); err == nil && t == wire.TypeReceipt {
+			return nil
+		}
+	}
+	f := outFrame{b: append([]byte(nil), frame...)}
+	if delay := c.d.receiptDelay.Load(); delay > 0 {
+		f.at = time.Now().Add(time.Duration(delay))
+	}
+	c.out.In <- f
+	return nil
+}
+
+// Close is called by the broker when another session takes over this
+// connection's producer name.
+func (p peer) Close() error {
+	p.c.close(broker.ErrReplaced)
+	return nil
+}

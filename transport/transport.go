@@ -1,0 +1,80 @@
+// Package transport defines what inflight needs from a connection to a
+// broker, and nothing more: something that writes frames, something that
+// delivers the frames coming back, and a way to dial.
+//
+// A transport never owns a message. It carries encoded frames (see package
+// wire) and may vanish at any instant; the producer keeps every message in
+// its ring until the broker's receipt or the message's deadline resolves it,
+// and resends from the ring on the next connection. Implementations:
+// transport/mem (in process, with fault injection) and transport/tcp.
+package transport
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrClosed is returned by Conn.WriteFrame after the connection closed, by
+// either side.
+var ErrClosed = errors.New("inflight/transport: connection closed")
+
+// Dialer opens connections to one broker.
+type Dialer interface {
+	// Dial connects and returns a Conn whose inbound frames and close event
+	// go to h. It honours ctx's deadline and cancellation. Dial is safe for
+	// concurrent use. h.OnClose may run before Dial returns (the peer hung
+	// up at once); h.OnFrame does not, as long as nothing was written.
+	Dial(ctx context.Context, h Handler) (Conn, error)
+}
+
+// Conn is one connection. Its methods are safe for concurrent use.
+type Conn interface {
+	// WriteFrame queues one complete frame (length prefix included) for
+	// sending. Frames are sent whole, in the order of the WriteFrame calls
+	// (for calls from different goroutines, in the order they happen). It
+	// does not wait for the peer. The transport owns buf.Bytes until it calls buf.Release,
+	// which it does exactly once after the bytes are no longer needed, or
+	// never if the connection dies first: the caller must not rely on the
+	// release to make progress after a close. WriteFrame returns ErrClosed
+	// (possibly wrapped) once the connection is closed; the frame is then
+	// not sent.
+	WriteFrame(buf *Buffer) error
+	// Close closes the connection. It is idempotent, safe from any
+	// goroutine, and makes the Handler's OnClose run once, if it has not.
+	Close() error
+}
+
+// Handler receives what a connection delivers. Its methods are called from a
+// goroutine owned by the transport (possibly its event loop), one call at a
+// time per connection, so they must be fast and must not block; they must not
+// call back into the connection's WriteFrame.
+type Handler interface {
+	// OnFrame is called with each complete inbound frame, in order. frame
+	// is valid only during the call.
+	OnFrame(frame []byte)
+	// OnClose is called once, after the last OnFrame, when the connection
+	// closes for any reason; err says why (nil for a local Close).
+	OnClose(err error)
+}
+
+// Buffer is an outbound frame and the hook that returns it to its owner.
+// The owner sets Bytes and Owner; the transport calls Release when done.
+type Buffer struct {
+	Bytes []byte
+	// Owner receives the buffer on Release. It must have room (Release
+	// never blocks: if Owner is full or nil the buffer is dropped for the
+	// garbage collector).
+	Owner chan<- *Buffer
+}
+
+// Release hands b back to its owner. Transports call it once per WriteFrame
+// that returned nil, from any goroutine.
+func (b *Buffer) Release() {
+	if b.Owner == nil {
+		return
+	}
+	select {
+	case b.Owner <- b:
+	default:
+	}
+}
