@@ -1,0 +1,4 @@
+// Package bench holds inflight's benchmarks: go test -bench ./bench/.
+// Side-by-side runs against other messaging clients live in bench/peers, a
+// separate module, so that the library's go.mod stays small.
+package bench

@@ -1,0 +1,95 @@
+package core_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/inflightmq/inflight/core"
+)
+
+// TestCloseFailsPendingWithErrClosed: with the broker gone, Close gives up
+// draining when its context ends, fails what is pending with ErrClosed,
+// releases blocked senders, refuses later sends, and leaves no goroutine.
+func TestCloseFailsPendingWithErrClosed(t *testing.T) {
+	e := newEnv(t, core.MaxPending(100), core.SendTimeout(time.Minute))
+	_, err := e.p.Send(context.Background(), &core.Message{Payload: []byte("first")})
+	require.NoError(t, err)
+	e.disconnect()
+
+	const pending, blocked = 100, 5
+	rec := newRecorder(pending)
+	for i := range pending {
+		require.NoError(t, e.p.SendAsync(context.Background(), &core.Message{Payload: payload(i)}, rec.cb(i)))
+	}
+	blockedErrs := make(chan error, blocked)
+	var wg sync.WaitGroup
+	for i := range blocked {
+		wg.Go(func() {
+			blockedErrs <- e.p.SendAsync(context.Background(), &core.Message{}, rec.cb(pending+i))
+		})
+	}
+	// Each blocked sender is waiting for room (yielding or parked); Close
+	// must release it whichever.
+	waitUntil(t, "senders to be blocked", func() bool { return e.p.Stats().Pending == pending })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = e.p.Close(ctx)
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "Close reports that draining was cut short")
+	assert.Less(t, time.Since(start), time.Second)
+
+	wg.Wait()
+	close(blockedErrs)
+	for err := range blockedErrs {
+		assert.ErrorIs(t, err, core.ErrClosed, "blocked sender released with ErrClosed")
+	}
+	rec.wait(t)
+	for i := range pending {
+		o := rec.get(i)
+		assert.Equal(t, 1, o.n, "message %d: exactly one callback", i)
+		assert.ErrorIs(t, o.err, core.ErrClosed, "message %d", i)
+	}
+	assert.ErrorIs(t, e.p.SendAsync(context.Background(), &core.Message{}, rec.cb(999)), core.ErrClosed)
+	_, err = e.p.Send(context.Background(), &core.Message{})
+	assert.ErrorIs(t, err, core.ErrClosed)
+	assert.NoError(t, e.p.Close(context.Background()), "second Close")
+	assert.Equal(t, uint64(pending), e.p.Stats().Failed)
+
+	require.NoError(t, e.dialer.Close())
+	goleak.VerifyNone(t)
+}
+
+// TestCloseDrains: with a connection, Close sends what is pending before it
+// returns.
+func TestCloseDrains(t *testing.T) {
+	e := newEnv(t, core.SendTimeout(time.Minute))
+	e.dialer.DelayReceipts(10 * time.Millisecond)
+	const n = 2000
+	rec := newRecorder(n)
+	for i := range n {
+		require.NoError(t, e.p.SendAsync(context.Background(), &core.Message{Payload: payload(i)}, rec.cb(i)))
+	}
+	require.NoError(t, e.p.Close(context.Background()))
+	rec.mu.Lock()
+	assert.Len(t, rec.order, n, "every message succeeded before Close returned")
+	rec.mu.Unlock()
+	assert.Equal(t, n, e.store.Len("test-producer"))
+}
+
+// TestConcurrentClose: Close from many goroutines at once; all return, one
+// does the work.
+func TestConcurrentClose(t *testing.T) {
+	e := newEnv(t)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() { assert.NoError(t, e.p.Close(context.Background())) })
+	}
+	wg.Wait()
+}

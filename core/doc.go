@@ -1,0 +1,36 @@
+// Package core is the inflight producer: a pending queue that owns every
+// message from SendAsync until its callback has run, and that treats
+// connections as disposable writers of frames.
+//
+// # Guarantees
+//
+//   - Every SendAsync that returns nil leads to exactly one callback; every
+//     SendAsync that returns an error leads to none.
+//   - Every message resolves by its deadline: min(its context's deadline,
+//     SendAsync time + SendTimeout), whether or not a connection exists.
+//     The callback runs promptly after (the sweeper's and dispatcher's
+//     scheduling latency, typically well under a millisecond).
+//   - A message whose deadline passed or whose context ended before it was
+//     written is never written.
+//   - Successes are reported in sequence order, which is SendAsync order for
+//     one goroutine. The one exception: a message that fails by its own
+//     deadline or context, or by Close, may be reported before older
+//     messages that are still pending.
+//   - After a reconnect, the producer learns from the broker which messages
+//     it stored, reports those as successes, and resends the rest in order;
+//     the broker drops duplicates by sequence ID, so no success is stored
+//     twice. A message reported as failed may still have been stored (the
+//     receipt lost the race with the deadline).
+//   - Backpressure: at most MaxPending messages and MaxPendingBytes payload
+//     bytes are pending; beyond that SendAsync waits (BlockIfFull, bounded
+//     by the message's deadline) or fails with ErrQueueFull.
+//
+// # Goroutines
+//
+// A Producer owns four goroutines, started by New and stopped by Close: the
+// pump (dials with backoff, handshakes, writes batches from the ring), the
+// sweeper (expires messages at their deadline), the dispatcher (runs
+// callbacks), and a coarse clock (refreshes a cached time for SendAsync
+// while messages flow; it sleeps when idle). Receipts are resolved on the
+// transport's goroutine without blocking.
+package core

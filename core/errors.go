@@ -1,0 +1,50 @@
+package core
+
+import "errors"
+
+var (
+	// ErrClosed is returned by SendAsync, TrySendAsync and Send once Close
+	// has begun, and passed to the callback of every message that Close
+	// failed because its context ran out before the message was stored.
+	ErrClosed = errors.New("inflight: producer closed")
+	// ErrTimeout is passed to the callback of a message whose SendTimeout
+	// elapsed before the broker acknowledged it, and returned by SendAsync
+	// and Send when the queue stayed full until the message's deadline.
+	ErrTimeout = errors.New("inflight: send timed out")
+	// ErrQueueFull is returned by TrySendAsync, and by SendAsync when
+	// BlockIfFull is false, when MaxPending messages or MaxPendingBytes are
+	// already pending.
+	ErrQueueFull = errors.New("inflight: send queue full")
+	// ErrMessageTooLarge is returned by SendAsync for a payload larger than
+	// the largest record a frame can carry, and passed to the callback of a
+	// message larger than what the connected broker accepts.
+	ErrMessageTooLarge = errors.New("inflight: message too large")
+	// ErrNilMessage, ErrNilCallback and ErrNilContext are returned by
+	// SendAsync, TrySendAsync and Send for a nil argument.
+	ErrNilMessage  = errors.New("inflight: nil message")
+	ErrNilCallback = errors.New("inflight: nil callback")
+	ErrNilContext  = errors.New("inflight: nil context")
+	// ErrInvalidOption is returned by New, wrapped with the option's name
+	// and value, for an option out of range or a nil Dialer.
+	ErrInvalidOption = errors.New("inflight: invalid option")
+	// ErrHandshake is reported to the ErrorHandler when a connection did
+	// not complete its HELLO in time or the broker answered wrongly; the
+	// producer closes that connection and dials again.
+	ErrHandshake = errors.New("inflight: handshake failed")
+	// ErrSequenceConflict is reported to the ErrorHandler when the broker
+	// holds sequence IDs for this producer's name that this producer never
+	// sent: another producer uses the same name. The producer keeps
+	// redialing and does not report those messages as stored.
+	ErrSequenceConflict = errors.New("inflight: broker has sequence IDs this producer never sent (producer name in use?)")
+	// ErrHeartbeat is reported to the ErrorHandler when a connection sent
+	// nothing for twice the Heartbeat interval, PINGs included; the producer
+	// closes it and dials again.
+	ErrHeartbeat = errors.New("inflight: connection silent past heartbeat timeout")
+	// ErrProtocol is reported to the ErrorHandler when the broker sent a
+	// frame that breaks the protocol; the producer closes that connection.
+	ErrProtocol = errors.New("inflight: protocol violation by broker")
+	// ErrCallbackPanic is reported to the ErrorHandler, wrapping the
+	// panic's value, when a callback panics. The dispatcher recovers and
+	// goes on with the next callback.
+	ErrCallbackPanic = errors.New("inflight: callback panicked")
+)

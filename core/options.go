@@ -1,0 +1,250 @@
+package core
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/inflightmq/inflight/clock"
+	"github.com/inflightmq/inflight/wire"
+)
+
+// Option configures a Producer. Options are created by the functions below
+// and validated by New, which returns ErrInvalidOption for a value out of
+// range.
+type Option interface{ apply(*config) error }
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+// Defaults of the options.
+const (
+	DefaultSendTimeout      = 30 * time.Second
+	DefaultMaxPending       = 32768
+	DefaultMaxPendingBytes  = 64 << 20
+	DefaultMaxBatchMessages = 4096
+	DefaultMaxBatchBytes    = 1 << 20
+	DefaultBackoffMin       = 50 * time.Millisecond
+	DefaultBackoffMax       = 5 * time.Second
+	DefaultDialTimeout      = 5 * time.Second
+	DefaultHandshakeTimeout = 5 * time.Second
+	DefaultHeartbeat        = 2 * time.Second
+)
+
+type config struct {
+	sendTimeout      time.Duration
+	maxPending       int
+	maxPendingBytes  int64
+	blockIfFull      bool
+	name             string
+	backoffMin       time.Duration
+	backoffMax       time.Duration
+	dialTimeout      time.Duration
+	handshakeTimeout time.Duration
+	heartbeat        time.Duration
+	maxBatchMessages int
+	maxBatchBytes    int
+	maxFrameSize     int
+	clock            clock.Clock
+	onError          func(error)
+}
+
+func defaultConfig() config {
+	return config{
+		sendTimeout:      DefaultSendTimeout,
+		maxPending:       DefaultMaxPending,
+		maxPendingBytes:  DefaultMaxPendingBytes,
+		blockIfFull:      true,
+		backoffMin:       DefaultBackoffMin,
+		backoffMax:       DefaultBackoffMax,
+		dialTimeout:      DefaultDialTimeout,
+		handshakeTimeout: DefaultHandshakeTimeout,
+		heartbeat:        DefaultHeartbeat,
+		maxBatchMessages: DefaultMaxBatchMessages,
+		maxBatchBytes:    DefaultMaxBatchBytes,
+		maxFrameSize:     wire.DefaultMaxFrameSize,
+		clock:            clock.System(),
+		onError:          func(error) {},
+	}
+}
+
+func invalid(name string, v any, why string) error {
+	return fmt.Errorf("%w: %s %v: %s", ErrInvalidOption, name, v, why)
+}
+
+// durationOption validates a positive duration and stores it with set.
+func durationOption(name string, d time.Duration, set func(*config, time.Duration)) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return invalid(name, d, "must be positive")
+		}
+		set(c, d)
+		return nil
+	})
+}
+
+// SendTimeout sets how long a message may stay unacknowledged after SendAsync
+// before its callback gets ErrTimeout (default 30s). A context deadline
+// earlier than that wins. The timeout runs whether or not a connection
+// exists.
+func SendTimeout(d time.Duration) Option {
+	return durationOption("SendTimeout", d, func(c *config, d time.Duration) { c.sendTimeout = d })
+}
+
+// MaxPending sets how many messages may be pending (enqueued and not yet
+// resolved) at once (default 32768). Beyond it, SendAsync waits or fails
+// with ErrQueueFull (see BlockIfFull).
+func MaxPending(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n <= 0 || n > 1<<30 {
+			return invalid("MaxPending", n, "must be in [1, 2^30]")
+		}
+		c.maxPending = n
+		return nil
+	})
+}
+
+// MaxPendingBytes sets how many payload bytes may be pending at once
+// (default 64 MiB). One message larger than the limit is still accepted
+// when nothing else is pending.
+func MaxPendingBytes(n int64) Option {
+	return optionFunc(func(c *config) error {
+		if n <= 0 {
+			return invalid("MaxPendingBytes", n, "must be positive")
+		}
+		c.maxPendingBytes = n
+		return nil
+	})
+}
+
+// BlockIfFull sets whether SendAsync waits for room when the queue is full
+// (true, the default: it waits until room is made, the message's deadline
+// passes, its context ends, or the producer closes) or fails at once with
+// ErrQueueFull (false).
+func BlockIfFull(block bool) Option {
+	return optionFunc(func(c *config) error { c.blockIfFull = block; return nil })
+}
+
+// Name sets the producer name, the key of the broker's deduplication
+// (default: "inflight-" and 16 random hex digits). At most one live producer
+// may use a name. A producer that reuses a name continues its sequence IDs
+// after the broker's last stored one.
+func Name(name string) Option {
+	return optionFunc(func(c *config) error {
+		if name == "" || len(name) > wire.MaxProducerNameLen {
+			return invalid("Name", fmt.Sprintf("%q", name), fmt.Sprintf("must be 1 to %d bytes", wire.MaxProducerNameLen))
+		}
+		c.name = name
+		return nil
+	})
+}
+
+// ReconnectBackoff sets the bounds of the exponential backoff, with full
+// jitter, between failed dials (defaults 50ms and 5s).
+func ReconnectBackoff(min, max time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if min <= 0 || max < min {
+			return invalid("ReconnectBackoff", fmt.Sprintf("[%v, %v]", min, max), "need 0 < min <= max")
+		}
+		c.backoffMin, c.backoffMax = min, max
+		return nil
+	})
+}
+
+// DialTimeout bounds one dial (default 5s).
+func DialTimeout(d time.Duration) Option {
+	return durationOption("DialTimeout", d, func(c *config, d time.Duration) { c.dialTimeout = d })
+}
+
+// HandshakeTimeout bounds the wait for the broker's HELLO_OK after a dial
+// (default 5s).
+func HandshakeTimeout(d time.Duration) Option {
+	return durationOption("HandshakeTimeout", d, func(c *config, d time.Duration) { c.handshakeTimeout = d })
+}
+
+// Heartbeat sets the heartbeat interval d (default 2s): after d without any
+// frame from the broker the producer sends a PING, and after 2*d it declares
+// the connection dead (ErrHeartbeat), closes it and dials again. This is what
+// detects a half-open connection: a peer that vanished without closing.
+func Heartbeat(d time.Duration) Option {
+	return durationOption("Heartbeat", d, func(c *config, d time.Duration) { c.heartbeat = d })
+}
+
+// MaxBatchMessages sets the most messages in one BATCH frame (default 4096).
+// Batching is natural: the producer sends what is ready at once and lets the
+// next batch grow while the connection is busy.
+func MaxBatchMessages(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n <= 0 || n > 1<<20 {
+			return invalid("MaxBatchMessages", n, "must be in [1, 2^20]")
+		}
+		c.maxBatchMessages = n
+		return nil
+	})
+}
+
+// MaxBatchBytes sets the target size of one BATCH frame (default 1 MiB). A
+// single message larger than it still travels alone in a frame.
+func MaxBatchBytes(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < wire.MinMaxFrameSize || n > 1<<30 {
+			return invalid("MaxBatchBytes", n, fmt.Sprintf("must be in [%d, 2^30]", wire.MinMaxFrameSize))
+		}
+		c.maxBatchBytes = n
+		return nil
+	})
+}
+
+// MaxFrameSize sets the largest frame the producer sends (default
+// wire.DefaultMaxFrameSize, 4 MiB); the broker may lower it in HELLO_OK. It
+// bounds the largest message: see MaxMessageSize.
+func MaxFrameSize(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < wire.MinMaxFrameSize || n > 1<<30 {
+			return invalid("MaxFrameSize", n, fmt.Sprintf("must be in [%d, 2^30]", wire.MinMaxFrameSize))
+		}
+		c.maxFrameSize = n
+		return nil
+	})
+}
+
+// WithClock sets the clock used for deadlines and backoff (default: the
+// system clock). Tests pass a *clock.Manual to control time.
+func WithClock(c clock.Clock) Option {
+	return optionFunc(func(cfg *config) error {
+		if c == nil {
+			return invalid("WithClock", nil, "must not be nil")
+		}
+		cfg.clock = c
+		return nil
+	})
+}
+
+// ErrorHandler sets a function that receives errors the producer handles by
+// itself but a user may want to log: failed dials, lost connections,
+// protocol errors (ErrProtocol, ErrHandshake, ErrSequenceConflict) and
+// callback panics (ErrCallbackPanic). It is called from the producer's
+// goroutines, must be safe for concurrent use and must not block. Default:
+// errors are dropped.
+func ErrorHandler(f func(error)) Option {
+	return optionFunc(func(c *config) error {
+		if f == nil {
+			return invalid("ErrorHandler", nil, "must not be nil")
+		}
+		c.onError = f
+		return nil
+	})
+}
+
+// maxMessageSize is the largest payload one BATCH frame can carry.
+func (c *config) maxMessageSize() int {
+	return c.maxFrameSize - wire.BatchHeaderSize - wire.RecordOverhead(c.maxFrameSize)
+}
+
+func randomName() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return "inflight-" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,143 @@
+package core
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/inflightmq/inflight/transport"
+	"github.com/inflightmq/inflight/wire"
+)
+
+// session is the producer's side of one connection: the transport.Handler
+// for its inbound frames. The pump owns conn; the handler only signals.
+type session struct {
+	p        *Producer
+	conn     transport.Conn // set and used by the pump only
+	helloOK  chan wire.HelloOK
+	ready    atomic.Bool  // HELLO_OK processed: receipts may be resolved
+	maxFrame int          // negotiated; pump only
+	inbound  atomic.Int64 // when the last frame arrived (producer ns)
+
+	once sync.Once
+	dead chan struct{} // closed by fail
+	err  error         // why; written before dead is closed
+}
+
+func newSession(p *Producer) *session {
+	return &session{p: p, helloOK: make(chan wire.HelloOK, 1), dead: make(chan struct{})}
+}
+
+// fail marks the session dead (the first reason wins). Safe from any
+// goroutine; the pump closes the connection when it sees it.
+func (s *session) fail(err error) {
+	if err == nil {
+		err = transport.ErrClosed
+	}
+	s.once.Do(func() {
+		s.err = err
+		close(s.dead)
+	})
+}
+
+func (s *session) isDead() bool { return s.reason() != nil }
+
+// reason returns why the session died, or nil while it lives.
+func (s *session) reason() error {
+	select {
+	case <-s.dead:
+		return s.err
+	default:
+		return nil
+	}
+}
+
+// OnFrame implements transport.Handler. It runs on the transport's
+// goroutine and never blocks: receipts are resolved in place.
+func (s *session) OnFrame(frame []byte) {
+	if s.isDead() {
+		return
+	}
+	s.inbound.Store(s.p.now())
+	typ, err := wire.TypeOf(frame)
+	if err != nil {
+		s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
+		return
+	}
+	switch typ {
+	case wire.TypeReceipt:
+		r, err := wire.DecodeReceipt(frame)
+		if err != nil || !s.ready.Load() {
+			s.fail(fmt.Errorf("%w: bad or early RECEIPT: %v", ErrProtocol, err))
+			return
+		}
+		s.p.resolve(r.Seq)
+	case wire.TypeHelloOK:
+		h, err := wire.DecodeHelloOK(frame)
+		if err != nil {
+			s.fail(fmt.Errorf("%w: %w", ErrHandshake, err))
+			return
+		}
+		select {
+		case s.helloOK <- h:
+		default:
+			s.fail(fmt.Errorf("%w: second HELLO_OK", ErrProtocol))
+		}
+	case wire.TypeError:
+		e, err := wire.DecodeError(frame)
+		if err != nil {
+			s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
+			return
+		}
+		s.fail(e.Err())
+	case wire.TypePong:
+		// Heartbeat replies need no action: any inbound frame shows the
+		// connection is alive.
+	default:
+		s.fail(fmt.Errorf("%w: unexpected %v frame", ErrProtocol, typ))
+	}
+}
+
+// OnClose implements transport.Handler.
+func (s *session) OnClose(err error) {
+	if err == nil {
+		err = transport.ErrClosed
+	}
+	s.fail(err)
+}
+
+// heartbeat runs beside the pump for the life of a ready session: it PINGs
+// the broker after one interval of silence and fails the session after two.
+// Any inbound frame counts as a sign of life. WriteFrame is safe to call
+// concurrently with the pump's writes.
+func (s *session) heartbeat() {
+	p := s.p
+	interval := int64(p.cfg.heartbeat)
+	t := p.clock.NewTimer(p.cfg.heartbeat / 2)
+	defer t.Stop()
+	var nonce uint64
+	for {
+		select {
+		case <-t.C():
+		case <-s.dead:
+			return
+		case <-p.stop:
+			return
+		}
+		silent := p.preciseNow() - s.inbound.Load()
+		switch {
+		case silent >= 2*interval:
+			s.fail(fmt.Errorf("%w: nothing for %v", ErrHeartbeat, time.Duration(silent)))
+			return
+		case silent >= interval:
+			nonce++
+			ping := wire.AppendPing(make([]byte, 0, wire.HeaderSize+8), wire.Ping{Nonce: nonce})
+			if err := s.conn.WriteFrame(&transport.Buffer{Bytes: ping}); err != nil {
+				s.fail(err)
+				return
+			}
+		}
+		t.Reset(p.cfg.heartbeat / 2)
+	}
+}

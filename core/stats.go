@@ -1,0 +1,49 @@
+package core
+
+import "sync/atomic"
+
+type counters struct {
+	sent       atomic.Uint64
+	acked      atomic.Uint64
+	timedOut   atomic.Uint64
+	canceled   atomic.Uint64
+	failed     atomic.Uint64
+	reconnects atomic.Uint64
+	batches    atomic.Uint64
+	bytesRaw   atomic.Uint64
+	bytesWire  atomic.Uint64
+}
+
+// Stats is a snapshot of a Producer's counters.
+type Stats struct {
+	Pending      int    // messages enqueued and not yet released (callback not yet run)
+	PendingBytes int64  // their payload bytes
+	Sent         uint64 // messages written to a connection, resends included
+	Acked        uint64 // success callbacks
+	TimedOut     uint64 // ErrTimeout callbacks
+	Canceled     uint64 // callbacks with the message's context error
+	Failed       uint64 // ErrClosed and ErrMessageTooLarge callbacks
+	Reconnects   uint64 // connections established after the first
+	Batches      uint64 // BATCH frames written
+	BytesRaw     uint64 // BATCH frame bytes before compression
+	BytesWire    uint64 // BATCH frame bytes as written
+}
+
+// Stats returns the producer's counters. It is safe for concurrent use and
+// cheap (atomic loads); the fields are read one by one, so they are not a
+// single consistent instant.
+func (p *Producer) Stats() Stats {
+	return Stats{
+		Pending:      p.ring.Len(),
+		PendingBytes: p.ring.Bytes(),
+		Sent:         p.stats.sent.Load(),
+		Acked:        p.stats.acked.Load(),
+		TimedOut:     p.stats.timedOut.Load(),
+		Canceled:     p.stats.canceled.Load(),
+		Failed:       p.stats.failed.Load(),
+		Reconnects:   p.stats.reconnects.Load(),
+		Batches:      p.stats.batches.Load(),
+		BytesRaw:     p.stats.bytesRaw.Load(),
+		BytesWire:    p.stats.bytesWire.Load(),
+	}
+}

@@ -1,0 +1,172 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inflightmq/inflight/core"
+)
+
+// lateTolerance is how late after its deadline a message may be reported.
+const lateTolerance = 50 * time.Millisecond
+
+// disconnect cuts the producer off: the broker refuses dials and every open
+// connection drops.
+func (e *env) disconnect() {
+	e.dialer.RefuseDials(true)
+	e.dialer.DropConnections()
+}
+
+// TestSendAsyncTimesOutWhileDisconnected is the Pulsar bug: with the broker
+// gone, messages handed to SendAsync must still time out on time, including
+// three times more messages than fit in the queue.
+func TestSendAsyncTimesOutWhileDisconnected(t *testing.T) {
+	const maxPending, timeout, senders = 64, 150 * time.Millisecond, 4
+	t.Run("BlockIfFull", func(t *testing.T) {
+		e := newEnv(t, core.MaxPending(maxPending), core.SendTimeout(timeout))
+		_, err := e.p.Send(context.Background(), &core.Message{Payload: []byte("first")})
+		require.NoError(t, err)
+		e.disconnect()
+
+		const n = 3 * maxPending
+		rec := newRecorder(n)
+		type returned struct {
+			err          error
+			start, after time.Time
+		}
+		var mu sync.Mutex
+		starts := make(map[int]time.Time)
+		rets := make(map[int]returned)
+		var wg sync.WaitGroup
+		for s := range senders {
+			wg.Go(func() {
+				for i := s; i < n; i += senders {
+					start := time.Now()
+					err := e.p.SendAsync(context.Background(), &core.Message{Payload: payload(i)}, rec.cb(i))
+					after := time.Now()
+					mu.Lock()
+					starts[i] = start
+					if err != nil {
+						rets[i] = returned{err, start, after}
+					}
+					mu.Unlock()
+					if err != nil {
+						rec.cb(i)(0, nil, err) // count it as this message's one outcome
+					}
+				}
+			})
+		}
+		wg.Wait()
+		rec.wait(t)
+		blocked := 0
+		for i := range n {
+			o := rec.get(i)
+			require.Equal(t, 1, o.n, "message %d: outcomes", i)
+			require.ErrorIs(t, o.err, core.ErrTimeout, "message %d", i)
+			deadline := starts[i].Add(timeout)
+			assert.WithinDuration(t, deadline, o.at, lateTolerance, "message %d reported %v after its deadline", i, o.at.Sub(deadline))
+			assert.False(t, o.at.After(deadline.Add(lateTolerance)), "message %d late by %v", i, o.at.Sub(deadline))
+			if r, ok := rets[i]; ok {
+				blocked++
+				assert.False(t, r.after.After(deadline.Add(lateTolerance)), "SendAsync of message %d blocked %v past its deadline", i, r.after.Sub(deadline))
+			}
+		}
+		t.Logf("%d of %d messages timed out while waiting for room, the rest in the queue", blocked, n)
+		st := e.p.Stats()
+		assert.Equal(t, uint64(n-blocked), st.TimedOut)
+		assert.Zero(t, st.Pending)
+	})
+
+	t.Run("FailFast", func(t *testing.T) {
+		e := newEnv(t, core.MaxPending(maxPending), core.SendTimeout(timeout), core.BlockIfFull(false))
+		_, err := e.p.Send(context.Background(), &core.Message{Payload: []byte("first")})
+		require.NoError(t, err)
+		e.disconnect()
+
+		const n = 3 * maxPending
+		rec := newRecorder(maxPending)
+		start := time.Now()
+		full := 0
+		for i := range n {
+			err := e.p.SendAsync(context.Background(), &core.Message{Payload: payload(i)}, rec.cb(i))
+			if i < maxPending {
+				require.NoError(t, err, "message %d fits", i)
+				continue
+			}
+			require.ErrorIs(t, err, core.ErrQueueFull, "message %d overflows", i)
+			full++
+		}
+		assert.Less(t, time.Since(start), timeout, "fail-fast sends must not wait")
+		assert.Equal(t, 2*maxPending, full)
+		rec.wait(t)
+		for i := range maxPending {
+			o := rec.get(i)
+			assert.ErrorIs(t, o.err, core.ErrTimeout)
+			assert.False(t, o.at.After(start.Add(timeout+lateTolerance)), "message %d late", i)
+		}
+	})
+}
+
+// TestContextCancelResolvesPromptly checks that a message's context ends
+// its life at once, connected or not, and that a message canceled before it
+// was written never reaches the broker.
+func TestContextCancelResolvesPromptly(t *testing.T) {
+	e := newEnv(t, core.SendTimeout(time.Minute))
+	_, err := e.p.Send(context.Background(), &core.Message{Payload: []byte("first")})
+	require.NoError(t, err)
+	e.disconnect()
+
+	rec := newRecorder(2)
+	ctx, cancel := context.WithCancel(context.Background())
+	require.NoError(t, e.p.SendAsync(ctx, &core.Message{Payload: []byte("canceled")}, rec.cb(0)))
+	tctx, tcancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer tcancel()
+	deadline, _ := tctx.Deadline()
+	require.NoError(t, e.p.SendAsync(tctx, &core.Message{Payload: []byte("deadline")}, rec.cb(1)))
+	canceledAt := time.Now()
+	cancel()
+	rec.wait(t)
+
+	o := rec.get(0)
+	assert.ErrorIs(t, o.err, context.Canceled)
+	assert.Less(t, o.at.Sub(canceledAt), lateTolerance)
+	o = rec.get(1)
+	assert.ErrorIs(t, o.err, context.DeadlineExceeded)
+	assert.False(t, o.at.After(deadline.Add(lateTolerance)), "late by %v", o.at.Sub(deadline))
+	assert.Equal(t, uint64(2), e.p.Stats().Canceled)
+
+	// A context already done is refused up front.
+	assert.ErrorIs(t, e.p.SendAsync(ctx, &core.Message{}, rec.cb(9)), context.Canceled)
+
+	// Reconnect: the canceled messages must not be written.
+	e.dialer.RefuseDials(false)
+	_, err = e.p.Send(context.Background(), &core.Message{Payload: []byte("after")})
+	require.NoError(t, err)
+	var got []string
+	for _, r := range e.store.Records("test-producer") {
+		got = append(got, string(r.Payload))
+	}
+	assert.Equal(t, []string{"first", "after"}, got)
+}
+
+// TestSendBlockedUntilContextEnds: a sender waiting for room returns its
+// context's error when the context ends, long before SendTimeout.
+func TestSendBlockedUntilContextEnds(t *testing.T) {
+	e := newEnv(t, core.MaxPending(1), core.SendTimeout(time.Minute))
+	e.disconnect()
+	rec := newRecorder(1)
+	require.NoError(t, e.p.SendAsync(context.Background(), &core.Message{}, rec.cb(0)))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := e.p.SendAsync(ctx, &core.Message{}, rec.cb(1))
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), 20*time.Millisecond+lateTolerance)
+	assert.True(t, errors.Is(e.p.TrySendAsync(context.Background(), &core.Message{}, rec.cb(2)), core.ErrQueueFull))
+}
