@@ -1,40 +1,47 @@
 package core
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/inflightmq/inflight/ringbuf"
 )
 
 const (
 	// coarseTick is the resolution of the time SendAsync stamps deadlines
 	// with. Reading the system clock costs ~60 ns; an atomic load ~1 ns.
 	coarseTick = time.Millisecond
-	// coarseIdleTicks is how many ticks with an empty ring the clock waits
-	// before it sleeps until the next SendAsync.
+	// coarseIdleTicks is how many ticks with nothing pending the clock
+	// waits before it sleeps until the next reader.
 	coarseIdleTicks = 100
 )
 
-// coarseClock caches the time since the producer's epoch, refreshed every
-// coarseTick while messages are pending. When the ring has been empty for a
+// coarse is the process-wide coarse clock shared by every producer that uses
+// the system clock: one ticker for all of them, not one each.
+var coarse = &coarseClock{epoch: time.Now()}
+
+// coarseClock caches the time since its epoch, refreshed every coarseTick
+// while any registered producer has messages pending. When none has for a
 // while it goes idle; the next reader then reads the real clock itself and
-// wakes it. Deadlines are therefore at most one tick (plus scheduling delay
-// of the ticker) early, never late.
+// wakes it. Deadlines stamped with it are at most one tick (plus the
+// ticker's scheduling delay) early, never late.
+//
+// Its goroutine is owned by the set of registered producers: the first
+// register starts it, the last unregister stops it and waits for it.
 type coarseClock struct {
 	_     [64]byte
 	nanos atomic.Int64
 	idle  atomic.Bool
 	_     [64]byte
 	epoch time.Time
-	ring  *ringbuf.Ring[entry]
-	wake  chan struct{}
-}
 
-func newCoarseClock(epoch time.Time, ring *ringbuf.Ring[entry]) *coarseClock {
-	c := &coarseClock{epoch: epoch, ring: ring, wake: make(chan struct{}, 1)}
-	c.idle.Store(true)
-	return c
+	mu   sync.Mutex    // serializes starting and stopping the ticker
+	wake chan struct{} // capacity 1
+
+	stop chan struct{} // closed to stop the ticker
+	done chan struct{} // closed when the ticker returned
+
+	usersMu sync.Mutex // the ticker takes only this one
+	users   map[*Producer]struct{}
 }
 
 func (c *coarseClock) now() int64 {
@@ -52,11 +59,57 @@ func (c *coarseClock) now() int64 {
 	return c.nanos.Load()
 }
 
-// run is the ticker goroutine; it returns when stop is closed.
-func (c *coarseClock) run(stop <-chan struct{}) {
+func (c *coarseClock) register(p *Producer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.usersMu.Lock()
+	if c.users == nil {
+		c.users = make(map[*Producer]struct{})
+	}
+	c.users[p] = struct{}{}
+	first := len(c.users) == 1
+	c.usersMu.Unlock()
+	if first {
+		c.idle.Store(true)
+		c.wake = make(chan struct{}, 1)
+		c.stop = make(chan struct{})
+		c.done = make(chan struct{})
+		go c.run(c.wake, c.stop, c.done)
+	}
+}
+
+func (c *coarseClock) unregister(p *Producer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.usersMu.Lock()
+	delete(c.users, p)
+	last := len(c.users) == 0
+	c.usersMu.Unlock()
+	if last && c.stop != nil {
+		close(c.stop)
+		<-c.done
+		c.stop = nil
+		c.idle.Store(true) // readers fall back to the real clock
+	}
+}
+
+// busy reports whether any registered producer has messages pending.
+func (c *coarseClock) busy() bool {
+	c.usersMu.Lock()
+	defer c.usersMu.Unlock()
+	for p := range c.users {
+		if p.ring.Len() != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *coarseClock) run(wake, stop, done chan struct{}) {
+	defer close(done)
 	t := time.NewTicker(coarseTick)
 	defer t.Stop()
-	empty := 0
+	quiet := 0
 	for {
 		select {
 		case <-t.C:
@@ -64,18 +117,18 @@ func (c *coarseClock) run(stop <-chan struct{}) {
 			return
 		}
 		c.nanos.Store(int64(time.Since(c.epoch)))
-		if c.ring.Len() != 0 {
-			empty = 0
+		if c.busy() {
+			quiet = 0
 			continue
 		}
-		if empty++; empty < coarseIdleTicks {
+		if quiet++; quiet < coarseIdleTicks {
 			continue
 		}
-		empty = 0
+		quiet = 0
 		c.idle.Store(true)
 		t.Stop()
 		select {
-		case <-c.wake:
+		case <-wake:
 		case <-stop:
 			return
 		}

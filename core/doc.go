@@ -27,10 +27,12 @@
 //
 // # Goroutines
 //
-// A Producer owns four goroutines, started by New and stopped by Close: the
-// pump (dials with backoff, handshakes, writes batches from the ring), the
-// sweeper (expires messages at their deadline), the dispatcher (runs
-// callbacks), and a coarse clock (refreshes a cached time for SendAsync
-// while messages flow; it sleeps when idle). Receipts are resolved on the
-// transport's goroutine without blocking.
+// A Producer owns three goroutines, started by New and stopped by Close: the
+// pump (dials with backoff, handshakes, writes batches from the ring; while
+// connected, a heartbeat goroutine beside it), the sweeper (expires messages
+// at their deadline) and the dispatcher (runs callbacks). Receipts are
+// resolved on the transport's goroutine without blocking. Producers on the
+// system clock share one coarse clock goroutine, which refreshes a cached
+// time for SendAsync while any of them has messages pending, sleeps when
+// none has, and exits when the last producer closes.
 package core

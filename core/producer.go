@@ -29,7 +29,7 @@ type Producer struct {
 	ring   *ringbuf.Ring[entry]
 	clock  clock.Clock
 	epoch  time.Time
-	coarse *coarseClock // nil unless the clock is the system clock
+	coarse bool // the clock is the system clock: SendAsync reads the shared coarse clock
 
 	// Sequence IDs are seqBase + position + 1. seqBase is fixed by the
 	// first HELLO_OK (the broker's last stored seq for this name), before
@@ -90,15 +90,17 @@ func New(dialer transport.Dialer, opts ...Option) (*Producer, error) {
 		ring:         ring,
 		clock:        cfg.clock,
 		epoch:        cfg.clock.Now(),
+		coarse:       clock.IsSystem(cfg.clock),
 		dispatchWake: make(chan struct{}, 1),
 		sweepWake:    make(chan struct{}, 1),
 		stop:         make(chan struct{}),
 		stopDisp:     make(chan struct{}),
 		closed:       make(chan struct{}),
 	}
-	if clock.IsSystem(cfg.clock) {
-		p.coarse = newCoarseClock(p.epoch, ring)
-		p.wg.Go(func() { p.coarse.run(p.stop) })
+	if p.coarse {
+		// All times are ns since one epoch: the coarse clock's.
+		p.epoch = coarse.epoch
+		coarse.register(p)
 	}
 	p.wg.Go(p.runPump)
 	p.wg.Go(p.runSweeper)
@@ -115,8 +117,8 @@ func (p *Producer) MaxMessageSize() int { return p.cfg.maxMessageSize() }
 // now returns the time in ns since the producer's epoch, from the coarse
 // clock when there is one (SendAsync's path).
 func (p *Producer) now() int64 {
-	if p.coarse != nil {
-		return p.coarse.now()
+	if p.coarse {
+		return coarse.now()
 	}
 	return p.preciseNow()
 }
@@ -178,6 +180,9 @@ func (p *Producer) Close(ctx context.Context) error {
 	close(p.stop)
 	p.cutSession()
 	p.wg.Wait()
+	if p.coarse {
+		coarse.unregister(p)
+	}
 	close(p.stopDisp)
 	p.dispWG.Wait()
 	return err

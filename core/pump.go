@@ -159,6 +159,9 @@ func (p *Producer) writeLoop(s *session, bufs chan *transport.Buffer) {
 	var bb wire.BatchBuilder
 	pos := p.acked.Load()
 	for {
+		// Positions below head were resolved (failures do not move acked)
+		// and may already hold newer messages: never look below head.
+		pos = max(pos, p.ring.Head())
 		if !p.ring.Published(pos) {
 			switch p.ring.WaitPublished(pos, s.dead) {
 			case ringbuf.ErrCanceled:

@@ -21,7 +21,7 @@ func (p *Producer) resolve(seq uint64) {
 		return
 	}
 	upto := min(seq-base, p.maxWritten.Load())
-	from := p.acked.Load()
+	from := max(p.acked.Load(), p.ring.Head())
 	if upto <= from {
 		return
 	}

@@ -81,6 +81,15 @@ func TestSendAsyncTimesOutWhileDisconnected(t *testing.T) {
 		st := e.p.Stats()
 		assert.Equal(t, uint64(n-blocked), st.TimedOut)
 		assert.Zero(t, st.Pending)
+
+		// The broker comes back: the ring has wrapped several times over
+		// failed messages, and sending works again.
+		e.dialer.RefuseDials(false)
+		id, err := e.p.Send(context.Background(), &core.Message{Payload: []byte("after")})
+		require.NoError(t, err)
+		recs := e.store.Records("test-producer")
+		require.Len(t, recs, 2, "timed-out messages were never written")
+		assert.Equal(t, uint64(id), recs[1].Seq)
 	})
 
 	t.Run("FailFast", func(t *testing.T) {

@@ -17,8 +17,8 @@
 // through their states and finally releases them by advancing head, which
 // frees room for producers.
 //
-// Every state word is stamped with the position it belongs to (pos<<4 |
-// state), so a compare-and-swap aimed at position p can never change the slot
+// Every state word is stamped with the position it belongs to ((pos+1)<<4 |
+// state; the +1 makes a fresh, zero slot match no position), so a compare-and-swap aimed at position p can never change the slot
 // after it was recycled for p+capacity, and a reader can tell a published slot
 // from a stale one. This is the "sequence stamp" of go-diodes and the
 // disruptor, folded into the state word.

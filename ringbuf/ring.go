@@ -62,11 +62,6 @@ func New[T any](limit int, maxBytes int64) (*Ring[T], error) {
 		slots:    make([]Slot[T], capacity),
 		consumer: newParker(),
 	}
-	for i := range r.slots {
-		// Stamp every slot with a position it will never be asked about, so
-		// that position i is not mistaken for published before its claim.
-		r.slots[i].state.Store(word(uint64(i)-capacity, Done))
-	}
 	return r, nil
 }
 
@@ -209,7 +204,7 @@ func (r *Ring[T]) Publish(pos uint64) {
 // not hold pos (not yet published, or already recycled).
 func (r *Ring[T]) State(pos uint64) State {
 	w := r.slots[pos&r.mask].state.Load()
-	if w>>stateBits != pos&posMask {
+	if w>>stateBits != stamp(pos) {
 		return Unpublished
 	}
 	return State(w & stateMask)
@@ -217,7 +212,7 @@ func (r *Ring[T]) State(pos uint64) State {
 
 // Published reports whether position pos is published and not recycled.
 func (r *Ring[T]) Published(pos uint64) bool {
-	return r.slots[pos&r.mask].state.Load()>>stateBits == pos&posMask
+	return r.slots[pos&r.mask].state.Load()>>stateBits == stamp(pos)
 }
 
 // Transition moves position pos from state from to state to and reports
@@ -236,7 +231,7 @@ func (r *Ring[T]) Resolve(pos uint64, to State) (State, bool) {
 	s := &r.slots[pos&r.mask]
 	for {
 		w := s.state.Load()
-		if w>>stateBits != pos&posMask {
+		if w>>stateBits != stamp(pos) {
 			if pos < r.head.Load() || pos >= r.Tail() {
 				return Unpublished, false
 			}

@@ -58,4 +58,8 @@ func (s State) String() string {
 	return "invalid"
 }
 
-func word(pos uint64, s State) uint64 { return pos<<stateBits | uint64(s) }
+// word packs a position and a state. The stamp is pos+1, so that the zero
+// word of a fresh slot matches no position and slots need no initialization.
+func word(pos uint64, s State) uint64 { return stamp(pos)<<stateBits | uint64(s) }
+
+func stamp(pos uint64) uint64 { return (pos + 1) & posMask }

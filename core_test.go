@@ -1,0 +1,314 @@
+package inflight_test
+
+import (
+	"context"
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/internal/leakcheck"
+	"github.com/inflightmq/inflight/transport"
+	"github.com/inflightmq/inflight/transport/mem"
+	"github.com/inflightmq/inflight/transport/tcp"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leakcheck.Options()...) }
+
+// fixture is a broker, with its store, behind one transport, and the faults
+// every transport can produce.
+type fixture interface {
+	Dialer() transport.Dialer
+	Store() *broker.MemoryStore
+	Cut()  // drop every open connection; the producer redials
+	Down() // the broker goes away: connections drop, dials fail
+	Up()   // the broker is back, with the same store
+	Close()
+}
+
+// transports is the list the suite runs against: a new transport gets the
+// whole suite by adding one line here.
+var transports = []struct {
+	name string
+	new  func(t *testing.T) fixture
+}{
+	{"mem", newMemFixture},
+	{"tcp", newTCPFixture},
+}
+
+// TestSuite runs the end-to-end behaviour over every transport.
+func TestSuite(t *testing.T) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T, f fixture)
+	}{
+		{"SendReceive", testSendReceive},
+		{"OrderAcrossCuts", testOrderAcrossCuts},
+		{"TimeoutsWhileDown", testTimeoutsWhileDown},
+		{"DeliveredAfterOutage", testDeliveredAfterOutage},
+		{"CloseWhileDown", testCloseWhileDown},
+	}
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			for _, tc := range tests {
+				t.Run(tc.name, func(t *testing.T) {
+					f := tr.new(t)
+					defer f.Close()
+					tc.run(t, f)
+				})
+			}
+		})
+	}
+}
+
+const waitTimeout = 10 * time.Second
+
+func newProducer(t *testing.T, f fixture, opts ...core.Option) *core.Producer {
+	t.Helper()
+	opts = append([]core.Option{core.Name("suite"), core.ReconnectBackoff(2*time.Millisecond, 20*time.Millisecond)}, opts...)
+	p, err := core.New(f.Dialer(), opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		_ = p.Close(ctx)
+	})
+	return p
+}
+
+// tally records each message's single outcome.
+type tally struct {
+	mu        sync.Mutex
+	outcomes  map[int]error
+	twice     []int
+	successes []int // in callback order
+	all       sync.WaitGroup
+}
+
+func newTally() *tally { return &tally{outcomes: make(map[int]error)} }
+
+// send sends message i and counts its outcome, from the callback or from
+// SendAsync's own error.
+func (tl *tally) send(t *testing.T, p *core.Producer, i int) {
+	tl.all.Add(1)
+	msg := &core.Message{Payload: binary.BigEndian.AppendUint32(nil, uint32(i))}
+	if err := p.SendAsync(context.Background(), msg, func(_ core.MessageID, _ *core.Message, err error) { tl.record(i, err) }); err != nil {
+		tl.record(i, err)
+	}
+}
+
+func (tl *tally) record(i int, err error) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if _, ok := tl.outcomes[i]; ok {
+		tl.twice = append(tl.twice, i)
+		return
+	}
+	tl.outcomes[i] = err
+	if err == nil {
+		tl.successes = append(tl.successes, i)
+	}
+	tl.all.Done()
+}
+
+func (tl *tally) wait(t *testing.T) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { tl.all.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(waitTimeout):
+		t.Fatal("not every message got its outcome")
+	}
+	require.Empty(t, tl.twice, "messages with two outcomes")
+}
+
+// checkStore asserts that every success is stored exactly once, that
+// nothing is stored twice, and that successes were reported and stored in
+// send order.
+func (tl *tally) checkStore(t *testing.T, f fixture) {
+	t.Helper()
+	for k := 1; k < len(tl.successes); k++ {
+		require.Less(t, tl.successes[k-1], tl.successes[k], "successes out of order")
+	}
+	stored := map[int]bool{}
+	prev := -1
+	for _, r := range f.Store().Records("suite") {
+		i := int(binary.BigEndian.Uint32(r.Payload))
+		require.False(t, stored[i], "message %d stored twice", i)
+		require.Greater(t, i, prev, "stored out of order")
+		stored[i], prev = true, i
+	}
+	for _, i := range tl.successes {
+		require.True(t, stored[i], "success %d missing from the store", i)
+	}
+}
+
+func testSendReceive(t *testing.T, f fixture) {
+	p := newProducer(t, f)
+	tl := newTally()
+	const n = 5000
+	for i := range n {
+		tl.send(t, p, i)
+	}
+	tl.wait(t)
+	require.Len(t, tl.successes, n)
+	tl.checkStore(t, f)
+	require.Equal(t, n, f.Store().Len("suite"))
+}
+
+func testOrderAcrossCuts(t *testing.T, f fixture) {
+	p := newProducer(t, f, core.SendTimeout(time.Minute), core.MaxPending(512))
+	tl := newTally()
+	const n, cuts = 20000, 5
+	var sent atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range n {
+			tl.send(t, p, i)
+			sent.Add(1)
+		}
+	}()
+	for c := 1; c <= cuts; c++ {
+		for sent.Load() < int64(c*n/(cuts+1)) {
+			time.Sleep(100 * time.Microsecond)
+		}
+		f.Cut()
+	}
+	<-done
+	tl.wait(t)
+	require.Len(t, tl.successes, n, "every message succeeds across cuts")
+	tl.checkStore(t, f)
+	assert.GreaterOrEqual(t, p.Stats().Reconnects, uint64(1))
+}
+
+func testTimeoutsWhileDown(t *testing.T, f fixture) {
+	const maxPending, timeout = 32, 200 * time.Millisecond
+	p := newProducer(t, f, core.MaxPending(maxPending), core.SendTimeout(timeout))
+	_, err := p.Send(context.Background(), &core.Message{})
+	require.NoError(t, err)
+	f.Down()
+	tl := newTally()
+	start := time.Now()
+	for i := range 3 * maxPending {
+		tl.send(t, p, i)
+	}
+	tl.wait(t)
+	for i, err := range tl.outcomes {
+		require.ErrorIs(t, err, core.ErrTimeout, "message %d", i)
+	}
+	// The last message was sent at the latest after 2 timeouts of waiting for
+	// room; it resolved within its own timeout.
+	assert.Less(t, time.Since(start), 3*timeout+100*time.Millisecond)
+	f.Up()
+	_, err = p.Send(context.Background(), &core.Message{})
+	require.NoError(t, err)
+	assert.Equal(t, 2, f.Store().Len("suite"), "timed-out messages were never written")
+}
+
+func testDeliveredAfterOutage(t *testing.T, f fixture) {
+	p := newProducer(t, f, core.SendTimeout(time.Minute))
+	tl := newTally()
+	for i := range 100 {
+		tl.send(t, p, i)
+	}
+	f.Down()
+	for i := 100; i < 300; i++ {
+		tl.send(t, p, i)
+	}
+	f.Up()
+	for i := 300; i < 400; i++ {
+		tl.send(t, p, i)
+	}
+	tl.wait(t)
+	require.Len(t, tl.successes, 400)
+	tl.checkStore(t, f)
+	require.Equal(t, 400, f.Store().Len("suite"))
+}
+
+func testCloseWhileDown(t *testing.T, f fixture) {
+	p := newProducer(t, f, core.SendTimeout(time.Minute))
+	_, err := p.Send(context.Background(), &core.Message{})
+	require.NoError(t, err)
+	f.Down()
+	tl := newTally()
+	for i := range 50 {
+		tl.send(t, p, i)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	assert.ErrorIs(t, p.Close(ctx), context.DeadlineExceeded)
+	tl.wait(t)
+	for i, err := range tl.outcomes {
+		require.ErrorIs(t, err, core.ErrClosed, "message %d", i)
+	}
+	assert.ErrorIs(t, p.SendAsync(context.Background(), &core.Message{}, func(core.MessageID, *core.Message, error) {}), core.ErrClosed)
+}
+
+// memFixture: faults through the in-memory dialer's switches.
+type memFixture struct {
+	store  *broker.MemoryStore
+	dialer *mem.Dialer
+}
+
+func newMemFixture(t *testing.T) fixture {
+	store := broker.NewMemoryStore()
+	b, err := broker.New(store)
+	require.NoError(t, err)
+	return &memFixture{store: store, dialer: mem.NewDialer(b)}
+}
+
+func (f *memFixture) Dialer() transport.Dialer   { return f.dialer }
+func (f *memFixture) Store() *broker.MemoryStore { return f.store }
+func (f *memFixture) Cut()                       { f.dialer.DropConnections() }
+func (f *memFixture) Down()                      { f.dialer.RefuseDials(true); f.dialer.DropConnections() }
+func (f *memFixture) Up()                        { f.dialer.RefuseDials(false) }
+func (f *memFixture) Close()                     { f.dialer.Close() }
+
+// tcpFixture: a real server on loopback; Down stops it, Up starts a new one
+// on the same address with the same store (a broker restart).
+type tcpFixture struct {
+	t      *testing.T
+	store  *broker.MemoryStore
+	addr   string
+	server *tcp.Server
+	dialer *tcp.Dialer
+}
+
+func newTCPFixture(t *testing.T) fixture {
+	f := &tcpFixture{t: t, store: broker.NewMemoryStore(), addr: "127.0.0.1:0"}
+	f.Up()
+	f.addr = f.server.Addr().String()
+	d, err := tcp.NewDialer(f.addr)
+	require.NoError(t, err)
+	f.dialer = d
+	return f
+}
+
+func (f *tcpFixture) Dialer() transport.Dialer   { return f.dialer }
+func (f *tcpFixture) Store() *broker.MemoryStore { return f.store }
+func (f *tcpFixture) Cut()                       { f.server.CloseConns() }
+
+func (f *tcpFixture) Down() {
+	require.NoError(f.t, f.server.Close(context.Background()))
+}
+
+func (f *tcpFixture) Up() {
+	b, err := broker.New(f.store)
+	require.NoError(f.t, err)
+	f.server, err = tcp.NewServer(f.addr, b)
+	require.NoError(f.t, err)
+}
+
+func (f *tcpFixture) Close() {
+	_ = f.server.Close(context.Background())
+	_ = f.dialer.Close()
+}

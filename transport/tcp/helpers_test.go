@@ -1,0 +1,172 @@
+package tcp_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/transport/tcp"
+	"github.com/inflightmq/inflight/wire"
+)
+
+const waitTimeout = 10 * time.Second
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// newProducer dials addr and returns a producer closed at the end of the
+// test.
+func newProducer(t *testing.T, addr string, opts ...core.Option) (*core.Producer, *errLog) {
+	t.Helper()
+	d, err := tcp.NewDialer(addr)
+	require.NoError(t, err)
+	log := &errLog{}
+	opts = append([]core.Option{
+		core.Name(uniqueName(t.Name())),
+		core.ReconnectBackoff(5*time.Millisecond, 50*time.Millisecond),
+		core.ErrorHandler(log.add),
+	}, opts...)
+	p, err := core.New(d, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		_ = p.Close(ctx)
+		_ = d.Close()
+	})
+	return p, log
+}
+
+type errLog struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (l *errLog) add(err error) {
+	l.mu.Lock()
+	l.errs = append(l.errs, err)
+	l.mu.Unlock()
+}
+
+func (l *errLog) snapshot() []error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]error(nil), l.errs...)
+}
+
+func (l *errLog) has(target error) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, err := range l.errs {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
+
+// rawConn is a hand-driven client for testing a server with bad input.
+type rawConn struct {
+	t  *testing.T
+	nc net.Conn
+	rb []byte
+}
+
+func dialRaw(t *testing.T, addr string) *rawConn {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, waitTimeout)
+	require.NoError(t, err)
+	t.Cleanup(func() { nc.Close() })
+	return &rawConn{t: t, nc: nc}
+}
+
+func (r *rawConn) write(b []byte) {
+	r.t.Helper()
+	_, err := r.nc.Write(b)
+	require.NoError(r.t, err)
+}
+
+func (r *rawConn) hello(name string) {
+	r.t.Helper()
+	h, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: name})
+	require.NoError(r.t, err)
+	r.write(h)
+	f := r.read()
+	typ, err := wire.TypeOf(f)
+	require.NoError(r.t, err)
+	require.Equal(r.t, wire.TypeHelloOK, typ)
+}
+
+// read returns the next frame, or nil at EOF.
+func (r *rawConn) read() []byte {
+	r.t.Helper()
+	require.NoError(r.t, r.nc.SetReadDeadline(time.Now().Add(waitTimeout)))
+	buf := make([]byte, 64<<10)
+	for {
+		frame, n, err := wire.Split(r.rb, wire.DefaultMaxFrameSize)
+		require.NoError(r.t, err)
+		if frame != nil {
+			out := append([]byte(nil), frame...)
+			r.rb = r.rb[n:]
+			return out
+		}
+		k, err := r.nc.Read(buf)
+		r.rb = append(r.rb, buf[:k]...)
+		if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || isReset(err) {
+			if len(r.rb) == 0 {
+				return nil
+			}
+			continue
+		}
+		require.NoError(r.t, err)
+	}
+}
+
+// expectError reads the ERROR frame the server sends before it closes, and
+// the close.
+func (r *rawConn) expectError(code wire.ErrorCode) {
+	r.t.Helper()
+	f := r.read()
+	require.NotNil(r.t, f, "connection closed without an ERROR frame")
+	e, err := wire.DecodeError(f)
+	require.NoError(r.t, err)
+	require.Equal(r.t, code, e.Code, "ERROR text: %s", e.Text)
+	require.Nil(r.t, r.read(), "connection not closed after ERROR")
+}
+
+func isReset(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && !op.Timeout()
+}
+
+func batchFrame(first uint64, recs ...[]byte) []byte {
+	var bb wire.BatchBuilder
+	bb.Reset(nil, first)
+	for _, r := range recs {
+		bb.Add(r)
+	}
+	return bb.Finish()
+}
+
+var nameSeq atomic.Int64
+
+// uniqueName keeps names distinct across -count runs against the shared
+// server's store.
+func uniqueName(base string) string { return fmt.Sprintf("%s-%d", base, nameSeq.Add(1)) }

@@ -1,0 +1,376 @@
+package tcp_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/transport/tcp"
+	"github.com/inflightmq/inflight/wire"
+)
+
+// TestTCPBrokerRestartSameAddress is the Pulsar issue end to end: the broker
+// goes away, more messages than MaxPending are sent and all time out on
+// time; a broker comes back on the same address with the same store, and
+// the producer reconnects by itself and delivers what is sent next, each
+// success stored exactly once.
+func TestTCPBrokerRestartSameAddress(t *testing.T) {
+	store := broker.NewMemoryStore()
+	b1, _ := broker.New(store)
+	srv, err := tcp.NewServer("127.0.0.1:0", b1)
+	require.NoError(t, err)
+	addr := srv.Addr().String()
+
+	const maxPending, timeout = 50, 400 * time.Millisecond
+	p, log := newProducer(t, addr, core.MaxPending(maxPending), core.SendTimeout(timeout))
+	_, err = p.Send(context.Background(), &core.Message{Payload: []byte("before")})
+	require.NoError(t, err)
+
+	require.NoError(t, srv.Close(context.Background()))
+
+	type outcome struct {
+		err    error
+		called time.Time
+		at     time.Time
+	}
+	const down = 2 * maxPending
+	var mu sync.Mutex
+	outcomes := make(map[int]*outcome)
+	var wg sync.WaitGroup
+	record := func(i int, err error) {
+		mu.Lock()
+		o := outcomes[i]
+		o.err, o.at = err, time.Now()
+		mu.Unlock()
+		wg.Done()
+	}
+	send := func(i int) {
+		mu.Lock()
+		outcomes[i] = &outcome{called: time.Now()}
+		mu.Unlock()
+		wg.Add(1)
+		err := p.SendAsync(context.Background(), &core.Message{Payload: []byte(fmt.Sprint(i))},
+			func(_ core.MessageID, _ *core.Message, err error) { record(i, err) })
+		if err != nil {
+			record(i, err)
+		}
+	}
+	for i := range down {
+		send(i)
+	}
+	wg.Wait()
+	for i := range down {
+		o := outcomes[i]
+		require.ErrorIs(t, o.err, core.ErrTimeout, "message %d", i)
+		assert.False(t, o.at.After(o.called.Add(timeout+50*time.Millisecond)), "message %d late by %v", i, o.at.Sub(o.called.Add(timeout)))
+	}
+
+	// Messages sent now are in the ring when the broker comes back.
+	const up = maxPending
+	for i := down; i < down+up; i++ {
+		send(i)
+	}
+	b2, _ := broker.New(store)
+	srv2, err := tcp.NewServer(addr, b2)
+	require.NoError(t, err)
+	defer srv2.Close(context.Background())
+	wg.Wait()
+
+	successes := map[string]bool{"before": true}
+	for i := down; i < down+up; i++ {
+		if outcomes[i].err == nil {
+			successes[fmt.Sprint(i)] = true
+		}
+	}
+	if !assert.Len(t, successes, 1+up, "the producer reconnected and delivered while the messages were still in time") {
+		t.Logf("first failure: %v; producer errors: %v", outcomes[down].err, log.snapshot())
+	}
+	seen := map[string]bool{}
+	for _, r := range store.Records(p.Name()) {
+		require.False(t, seen[string(r.Payload)], "%q stored twice", r.Payload)
+		seen[string(r.Payload)] = true
+	}
+	for s := range successes {
+		assert.True(t, seen[s], "success %q missing from the store", s)
+	}
+	assert.Equal(t, len(successes), len(seen), "timed-out messages were never written")
+}
+
+// TestTCPHalfOpenDetected: peers that accept and then stay silent are
+// detected, by the handshake timeout (no HELLO_OK) or by the heartbeat
+// (HELLO_OK, then nothing), and the producer dials again.
+func TestTCPHalfOpenDetected(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		answerable bool
+		want       error
+	}{
+		{"never answers", false, core.ErrHandshake},
+		{"answers HELLO then goes silent", true, core.ErrHeartbeat},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			var accepted atomic.Int64
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			defer ln.Close()
+			wg.Go(func() {
+				var conns []net.Conn
+				defer func() {
+					for _, c := range conns {
+						c.Close()
+					}
+				}()
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					accepted.Add(1)
+					conns = append(conns, c)
+					wg.Go(func() { silentPeer(c, tc.answerable) })
+				}
+			})
+			p, log := newProducer(t, ln.Addr().String(), core.Heartbeat(30*time.Millisecond), core.HandshakeTimeout(60*time.Millisecond))
+			require.NoError(t, p.SendAsync(context.Background(), &core.Message{Payload: []byte("x")}, func(core.MessageID, *core.Message, error) {}))
+			waitUntil(t, "a second dial", func() bool { return accepted.Load() >= 2 })
+			assert.True(t, log.has(tc.want), "reported %v", log.snapshot())
+		})
+	}
+}
+
+// silentPeer reads and discards; if answerable it first answers HELLO.
+func silentPeer(c net.Conn, answerable bool) {
+	if answerable {
+		buf := make([]byte, 0, 512)
+		tmp := make([]byte, 512)
+		for {
+			frame, _, err := wire.Split(buf, wire.DefaultMaxFrameSize)
+			if err != nil {
+				return
+			}
+			if frame != nil {
+				break
+			}
+			n, err := c.Read(tmp)
+			if err != nil {
+				return
+			}
+			buf = append(buf, tmp[:n]...)
+		}
+		if _, err := c.Write(wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize})); err != nil {
+			return
+		}
+	}
+	_, _ = io.Copy(io.Discard, c)
+}
+
+// TestTCPManyProducersOneBroker: 64 producers share a broker while every
+// connection is cut twice; each keeps its own order and dedup state.
+func TestTCPManyProducersOneBroker(t *testing.T) {
+	const producers, per = 64, 300
+	var wg sync.WaitGroup
+	results := make([][]int, producers)
+	var mu sync.Mutex
+	ps := make([]*core.Producer, producers)
+	for i := range producers {
+		ps[i], _ = newProducer(t, shared.server.Addr().String(), core.MaxPending(1024))
+	}
+	var sent atomic.Int64
+	for i := range producers {
+		wg.Go(func() {
+			var cbs sync.WaitGroup
+			for k := range per {
+				cbs.Add(1)
+				msg := &core.Message{Payload: binary.BigEndian.AppendUint32(nil, uint32(k))}
+				err := ps[i].SendAsync(context.Background(), msg, func(_ core.MessageID, _ *core.Message, err error) {
+					defer cbs.Done()
+					if assert.NoError(t, err) {
+						mu.Lock()
+						results[i] = append(results[i], k)
+						mu.Unlock()
+					}
+				})
+				require.NoError(t, err)
+				sent.Add(1)
+			}
+			cbs.Wait()
+		})
+	}
+	for _, at := range []int64{producers * per / 3, 2 * producers * per / 3} {
+		waitUntil(t, "sends to progress", func() bool { return sent.Load() >= at })
+		shared.server.CloseConns()
+	}
+	wg.Wait()
+	for i := range producers {
+		require.Equal(t, per, len(results[i]), "producer %d", i)
+		for k, v := range results[i] {
+			require.Equal(t, k, v, "producer %d: success out of order", i)
+		}
+		recs := shared.store.Records(ps[i].Name())
+		require.Equal(t, per, len(recs), "producer %d: stored exactly once", i)
+		for k, r := range recs {
+			require.Equal(t, uint32(k), binary.BigEndian.Uint32(r.Payload), "producer %d: stored out of order", i)
+		}
+	}
+}
+
+// TestTCPBadPeers: garbage, an oversized length prefix, a bad CRC and a
+// slowloris sender each get an ERROR frame and are closed, alone; a good
+// producer on the same server is unaffected, and the server never buffers
+// more than a frame per connection.
+func TestTCPBadPeers(t *testing.T) {
+	addr := shared.server.Addr().String()
+	p, _ := newProducer(t, addr)
+	before := shared.server.Stats()
+	cases := []struct {
+		name string
+		run  func(r *rawConn)
+		code wire.ErrorCode
+	}{
+		{"garbage", func(r *rawConn) { r.write([]byte{0, 0, 0, 5, 0xee, 1, 2, 3, 4}) }, wire.CodeProtocol},
+		{"oversized length prefix", func(r *rawConn) { r.write([]byte{0xff, 0xff, 0xff, 0xff}) }, wire.CodeFrameTooLarge},
+		{"batch before hello", func(r *rawConn) { r.write(batchFrame(1, []byte("x"))) }, wire.CodeHelloRequired},
+		{"bad CRC", func(r *rawConn) {
+			r.hello("bad-crc")
+			f := batchFrame(1, []byte("payload"))
+			f[len(f)-1] ^= 0xff
+			r.write(f)
+		}, wire.CodeChecksum},
+		{"slowloris", func(r *rawConn) {
+			h, _ := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "slow"})
+			r.write(h[:3]) // a length prefix, never completed
+		}, wire.CodeProtocol},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := dialRaw(t, addr)
+			tc.run(r)
+			r.expectError(tc.code)
+			_, err := p.Send(context.Background(), &core.Message{Payload: []byte(tc.name)})
+			require.NoError(t, err, "the good producer is unaffected")
+		})
+	}
+	// A slowloris that sent a complete length prefix and part of a body.
+	r := dialRaw(t, addr)
+	r.write([]byte{0, 0, 0, 100, byte(wire.TypeHello), 0})
+	r.expectError(wire.CodeProtocol)
+
+	st := shared.server.Stats()
+	assert.GreaterOrEqual(t, st.Errors-before.Errors, int64(4))
+	assert.GreaterOrEqual(t, st.Timeouts-before.Timeouts, int64(2))
+	assert.Less(t, st.MaxBuffered, int64(shared.broker.MaxFrameSize()), "buffered bytes per connection stay under the frame limit")
+	assert.Equal(t, 0, shared.store.Len("bad-crc"))
+	assert.Equal(t, len(cases), shared.store.Len(p.Name()))
+}
+
+// TestTCPStalledReaderBoundsMemory: a broker that stops reading must stop
+// the producer's pump, not grow the client's memory: the bytes handed to
+// the transport stay within the producer's window plus the kernel's socket
+// buffers, far below what was offered.
+func TestTCPStalledReaderBoundsMemory(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer ln.Close()
+	defer close(stop)
+	wg.Go(func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		silentHello(c)
+		<-stop // never read again
+	})
+
+	const size, n = 64 << 10, 2000 // 128 MiB offered
+	p, _ := newProducer(t, ln.Addr().String(), core.MaxPendingBytes(1<<30), core.MaxPending(n), core.SendTimeout(time.Minute), core.Heartbeat(time.Minute))
+	payload := make([]byte, size)
+	var ms0 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms0)
+	for range n {
+		require.NoError(t, p.SendAsync(context.Background(), &core.Message{Payload: payload}, func(core.MessageID, *core.Message, error) {}))
+	}
+	// Wait until the pump has stopped making progress.
+	last, still := uint64(0), 0
+	waitUntil(t, "the pump to stall", func() bool {
+		time.Sleep(20 * time.Millisecond)
+		w := p.Stats().BytesWire
+		if w == last && w > 0 {
+			still++
+		} else {
+			still = 0
+		}
+		last = w
+		return still >= 10
+	})
+	var ms1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms1)
+	written := p.Stats().BytesWire
+	t.Logf("offered %d MiB, handed to the transport %.1f MiB, heap grew %.1f MiB",
+		size*n>>20, float64(written)/(1<<20), (float64(ms1.HeapInuse)-float64(ms0.HeapInuse))/(1<<20))
+	assert.Less(t, written, uint64(48<<20), "the window bounds what is handed to gnet")
+	assert.Less(t, int64(ms1.HeapInuse)-int64(ms0.HeapInuse), int64(48<<20), "no unbounded buffering in the client")
+}
+
+// silentHello answers the HELLO and returns.
+func silentHello(c net.Conn) {
+	buf := make([]byte, 0, 512)
+	tmp := make([]byte, 512)
+	for {
+		frame, _, err := wire.Split(buf, wire.DefaultMaxFrameSize)
+		if err != nil || frame != nil {
+			break
+		}
+		n, err := c.Read(tmp)
+		if err != nil {
+			return
+		}
+		buf = append(buf, tmp[:n]...)
+	}
+	_, _ = c.Write(wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize}))
+}
+
+func TestTCPOptions(t *testing.T) {
+	_, err := tcp.NewDialer("no-port")
+	assert.ErrorIs(t, err, tcp.ErrInvalidOption)
+	_, err = tcp.NewDialer("127.0.0.1:1", tcp.ConnectTimeout(0))
+	assert.ErrorIs(t, err, tcp.ErrInvalidOption)
+	_, err = tcp.NewDialer("127.0.0.1:1", tcp.MaxInboundFrame(10))
+	assert.ErrorIs(t, err, tcp.ErrInvalidOption)
+	_, err = tcp.NewServer("127.0.0.1:0", nil)
+	assert.ErrorIs(t, err, tcp.ErrInvalidOption)
+	for _, o := range []tcp.ServerOption{tcp.MaxConns(0), tcp.ReadTimeout(0), tcp.IdleTimeout(-1), nil} {
+		_, err = tcp.NewServer("127.0.0.1:0", shared.broker, o)
+		assert.ErrorIs(t, err, tcp.ErrInvalidOption)
+	}
+	_, err = tcp.NewServer("256.0.0.1:0", shared.broker)
+	assert.Error(t, err, "a bad address fails to listen")
+}
+
+func TestTCPDialerClosed(t *testing.T) {
+	d, err := tcp.NewDialer(shared.server.Addr().String())
+	require.NoError(t, err)
+	require.NoError(t, d.Close())
+	require.NoError(t, d.Close())
+	_, err = d.Dial(context.Background(), nil)
+	assert.ErrorIs(t, err, tcp.ErrDialerClosed)
+}
