@@ -1,0 +1,508 @@
+package broker
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+)
+
+var (
+	// ErrStoreClosed is returned by FileStore's Append, LastSeq and Scan
+	// after Close.
+	ErrStoreClosed = errors.New("inflight/broker: store closed")
+	// ErrCorrupt is returned, wrapped with detail, by OpenFileStore for a file
+	// that is not a FileStore file (wrong magic or version; it is left
+	// untouched) or whose torn tail cannot be cut off, and by Scan when an
+	// entry that was good at Open no longer is. A torn or corrupt tail found
+	// by OpenFileStore is not an error: it is truncated and reported in
+	// Recovery.
+	ErrCorrupt = errors.New("inflight/broker: store file corrupt")
+)
+
+// File layout constants.
+const (
+	fileMagic       = "IFLT"
+	fileVersion     = 1
+	fileHeaderSize  = 8 // magic, version
+	entryHeaderSize = 8 // bodyLen, crc
+	// minEntryBody is the smallest valid body: a 1-byte name, firstSeq,
+	// count and one empty record. It also rejects the all-zero header that a
+	// crash can leave behind, whose CRC (of nothing) is a valid 0.
+	minEntryBody = 1 + 1 + 8 + 4 + 1
+	// maxEntryBody bounds one entry. Replay treats a larger bodyLen as
+	// corrupt; Append refuses to write one.
+	maxEntryBody = 1 << 30
+	// maxKeptBuf is the largest entry buffer kept for reuse after Append.
+	maxKeptBuf = 8 << 20
+	// maxNameLen is the longest producer name an entry can carry.
+	maxNameLen = math.MaxUint8
+)
+
+// castagnoli is the CRC-32C table, built once (crc32 uses the CPU's CRC32
+// instruction for this polynomial where there is one).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// FileStore is a durable Store: one append-only file, one entry per Append
+// call. It is safe for concurrent use. Only one FileStore may have a given
+// file open at a time (nothing locks the file against another process). A
+// FileStore must not be copied.
+//
+// The file, all integers big-endian:
+//
+//	+------+---------+-----------------+-----------------+-----
+//	| IFLT | u32 = 1 |     entry 1     |     entry 2     | ...
+//	+------+---------+-----------------+-----------------+-----
+//	 0      4         8
+//
+//	entry:
+//	+-------------+-------------+------------------------------------+
+//	| u32 bodyLen | u32 crc32c  |                body                |
+//	+-------------+-------------+------------------------------------+
+//	                 of body
+//	body:
+//	+------------+------+--------------+-----------+---------------------------+
+//	| u8 nameLen | name | u64 firstSeq | u32 count | count x (uvarint len|rec) |
+//	+------------+------+--------------+-----------+---------------------------+
+//
+// An entry's records have the sequence IDs firstSeq .. firstSeq+count-1.
+// OpenFileStore replays the file to rebuild each producer's last sequence
+// ID, and cuts off the tail from the first entry that is incomplete (a torn
+// write), has an implausible bodyLen, fails its CRC or is malformed: an entry
+// is acknowledged only after it was written whole, so nothing acknowledged
+// lies beyond that point unless the disk itself corrupted it.
+//
+// Durability follows the FsyncPolicy. After a failed write or fsync the
+// state of the file is unknown: the store refuses every later Append and
+// LastSeq with that first error; reopening it recovers.
+type FileStore struct {
+	path     string
+	file     *os.File // set by OpenFileStore, closed by Close, never replaced
+	policy   FsyncPolicy
+	recovery Recovery // set by OpenFileStore, read-only afterwards
+
+	mu      sync.Mutex
+	cond    sync.Cond // on mu: a sync finished, or a syncLocked caller left
+	last    map[string]uint64
+	buf     []byte // the entry being built, reused
+	end     int64  // offset after the last entry written
+	synced  int64  // offset up to which the file is known fsynced
+	syncing bool   // a goroutine is in file.Sync with mu released
+	waiters int    // goroutines inside syncLocked
+	closed  bool
+	failed  error // the first write or fsync error; sticky
+
+	closeOnce sync.Once
+	closeErr  error
+	stop      chan struct{} // FsyncInterval: closed by Close to stop the syncer
+	done      chan struct{} // FsyncInterval: closed by the syncer when it exits
+}
+
+// OpenFileStore opens the store file at path, creating it (mode 0600, and
+// fsyncing its directory) if it does not exist, and replays it. A torn or
+// corrupt tail is truncated (see Recovery). A file that does not start with
+// the FileStore header is refused with an error wrapping ErrCorrupt and left
+// untouched; an empty file, or one holding only the beginning of the header
+// (a creation cut short by a crash), is taken as new. Options are validated
+// before the file is touched. Everything replayed is fsynced before
+// OpenFileStore returns, whatever the policy.
+func OpenFileStore(path string, opts ...FileStoreOption) (*FileStore, error) {
+	cfg := fileConfig{policy: FsyncBatch, every: 100 * time.Millisecond}
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil FileStoreOption", ErrInvalidOption)
+		}
+		if err := o.applyFile(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	created := true
+	file, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		created = false
+		file, err = os.OpenFile(path, os.O_RDWR, 0)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("inflight/broker: open store: %w", err)
+	}
+	f := &FileStore{path: path, file: file, policy: cfg.policy, last: make(map[string]uint64)}
+	f.cond.L = &f.mu
+	if err := f.load(created); err != nil {
+		_ = file.Close()
+		return nil, err
+	}
+	if f.policy == FsyncInterval {
+		f.stop, f.done = make(chan struct{}), make(chan struct{})
+		go f.syncEvery(cfg.every)
+	}
+	return f, nil
+}
+
+// load checks or writes the file header, replays the entries, cuts off a
+// bad tail and fsyncs.
+func (f *FileStore) load(created bool) error {
+	st, err := f.file.Stat()
+	if err != nil {
+		return fmt.Errorf("inflight/broker: open store: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("inflight/broker: open store %s: not a regular file", f.path)
+	}
+	var header [fileHeaderSize]byte
+	copy(header[:], fileMagic)
+	binary.BigEndian.PutUint32(header[len(fileMagic):], fileVersion)
+
+	size := st.Size()
+	if size < fileHeaderSize {
+		have := make([]byte, size)
+		if _, err := f.file.ReadAt(have, 0); err != nil {
+			return fmt.Errorf("inflight/broker: open store: %w", err)
+		}
+		if !bytes.HasPrefix(header[:], have) {
+			return fmt.Errorf("%w: %s: %d bytes, not a store file", ErrCorrupt, f.path, size)
+		}
+		if _, err := f.file.WriteAt(header[:], 0); err != nil {
+			return fmt.Errorf("inflight/broker: open store: write header: %w", err)
+		}
+		if err := f.file.Sync(); err != nil {
+			return fmt.Errorf("inflight/broker: open store: %w", err)
+		}
+		if created {
+			if err := syncDir(filepath.Dir(f.path)); err != nil {
+				return fmt.Errorf("inflight/broker: open store: %w", err)
+			}
+		}
+		f.end, f.synced = fileHeaderSize, fileHeaderSize
+		return nil
+	}
+
+	var have [fileHeaderSize]byte
+	if _, err := f.file.ReadAt(have[:], 0); err != nil {
+		return fmt.Errorf("inflight/broker: open store: %w", err)
+	}
+	if string(have[:len(fileMagic)]) != fileMagic {
+		return fmt.Errorf("%w: %s: magic %q, not a store file", ErrCorrupt, f.path, have[:len(fileMagic)])
+	}
+	if v := binary.BigEndian.Uint32(have[len(fileMagic):]); v != fileVersion {
+		return fmt.Errorf("%w: %s: format version %d, want %d", ErrCorrupt, f.path, v, fileVersion)
+	}
+	good, err := f.replay(size)
+	if err != nil {
+		return err
+	}
+	if good < size {
+		if err := f.file.Truncate(good); err != nil {
+			return fmt.Errorf("%w: %s: cannot cut the bad tail at %d: %w", ErrCorrupt, f.path, good, err)
+		}
+		f.recovery.TruncatedBytes = size - good
+	}
+	// Make the replayed entries durable: a previous run under FsyncNone may
+	// have left them in the page cache only, and LastSeq now vouches for them.
+	if err := f.file.Sync(); err != nil {
+		if good < size {
+			return fmt.Errorf("%w: %s: cannot fsync the truncation: %w", ErrCorrupt, f.path, err)
+		}
+		return fmt.Errorf("inflight/broker: open store: %w", err)
+	}
+	f.end, f.synced = good, good
+	return nil
+}
+
+// replay reads the entries of a file of size bytes and returns the offset
+// after the last good one. Only a read error is an error: a bad entry ends
+// the replay.
+func (f *FileStore) replay(size int64) (int64, error) {
+	r := newEntryReader(f.file, size)
+	for {
+		start := r.off
+		body, err := r.next()
+		if err == io.EOF {
+			return start, nil
+		}
+		if _, bad := err.(*badEntryError); bad {
+			return start, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("inflight/broker: open store: replay at %d: %w", start, err)
+		}
+		e, err := parseEntry(body)
+		if err != nil {
+			return start, nil
+		}
+		if last := e.first + uint64(e.count) - 1; last > f.last[string(e.name)] {
+			f.last[string(e.name)] = last
+		}
+		f.recovery.Entries++
+		f.recovery.Records += int(e.count)
+	}
+}
+
+// syncDir fsyncs a directory so that a file created in it survives a
+// machine crash. Windows cannot open a directory for that, and does not need
+// it.
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Recovery returns what OpenFileStore found. Safe for concurrent use.
+func (f *FileStore) Recovery() Recovery { return f.recovery }
+
+// LastSeq implements Store. It counts entries whose Append has written them
+// but not returned yet. After Close it returns ErrStoreClosed, after a failed
+// write or fsync that failure. Safe for concurrent use.
+func (f *FileStore) LastSeq(producer string) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.usableLocked(); err != nil {
+		return 0, err
+	}
+	return f.last[producer], nil
+}
+
+// usableLocked returns why the store cannot serve a call, or nil.
+func (f *FileStore) usableLocked() error {
+	if f.closed {
+		return ErrStoreClosed
+	}
+	if f.failed != nil {
+		return fmt.Errorf("inflight/broker: store failed earlier: %w", f.failed)
+	}
+	return nil
+}
+
+// Append implements Store: it writes one entry with one write call and,
+// under FsyncBatch, returns only once the entry is fsynced (Appends that wait
+// at the same time share one fsync). Appending no records does nothing.
+// Safe for concurrent use.
+//
+// It returns ErrStoreClosed after Close. It refuses, without writing and
+// without harm to the store, a producer name that is empty or longer than 255
+// bytes, a first of 0, sequence IDs that overflow, a first not above the
+// producer's last stored sequence ID, and an entry over 1 GiB. A failed write
+// or fsync is returned wrapped, and fails every later Append and LastSeq.
+func (f *FileStore) Append(producer string, first uint64, records [][]byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.usableLocked(); err != nil {
+		return err
+	}
+	if len(records) == 0 {
+		return nil
+	}
+	last, err := f.checkLocked(producer, first, records)
+	if err != nil {
+		return err
+	}
+	bodyLen := int64(1 + len(producer) + 8 + 4)
+	for _, r := range records {
+		bodyLen += int64(uvarintLen(uint64(len(r))) + len(r))
+		if bodyLen > maxEntryBody {
+			return fmt.Errorf("inflight/broker: FileStore.Append: entry of %d records over %d bytes", len(records), maxEntryBody)
+		}
+	}
+
+	buf := slices.Grow(f.buf[:0], entryHeaderSize+int(bodyLen))[:entryHeaderSize]
+	buf = append(buf, byte(len(producer)))
+	buf = append(buf, producer...)
+	buf = binary.BigEndian.AppendUint64(buf, first)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(records)))
+	for _, r := range records {
+		buf = binary.AppendUvarint(buf, uint64(len(r)))
+		buf = append(buf, r...)
+	}
+	binary.BigEndian.PutUint32(buf, uint32(bodyLen))
+	binary.BigEndian.PutUint32(buf[4:], crc32.Checksum(buf[entryHeaderSize:], castagnoli))
+	if cap(buf) <= maxKeptBuf {
+		f.buf = buf[:0]
+	} else {
+		f.buf = nil
+	}
+
+	if _, err := f.file.WriteAt(buf, f.end); err != nil {
+		// A part of the entry may be in the file: later entries would follow
+		// garbage. Stop here; reopening cuts the torn entry off.
+		f.failed = fmt.Errorf("inflight/broker: store append at offset %d: %w", f.end, err)
+		return f.failed
+	}
+	f.end += int64(len(buf))
+	f.last[producer] = last
+	if f.policy == FsyncBatch {
+		return f.syncLocked(f.end)
+	}
+	return nil
+}
+
+// checkLocked validates Append's arguments and returns the last sequence ID
+// of the entry.
+func (f *FileStore) checkLocked(producer string, first uint64, records [][]byte) (uint64, error) {
+	switch {
+	case len(producer) == 0 || len(producer) > maxNameLen:
+		return 0, fmt.Errorf("inflight/broker: FileStore.Append: producer name of %d bytes, want 1 to %d", len(producer), maxNameLen)
+	case first == 0:
+		return 0, errors.New("inflight/broker: FileStore.Append: first sequence ID 0")
+	case uint64(len(records)) > math.MaxUint32 || first > math.MaxUint64-uint64(len(records)-1):
+		return 0, fmt.Errorf("inflight/broker: FileStore.Append: %d records from %d overflow", len(records), first)
+	}
+	if prev := f.last[producer]; first <= prev {
+		return 0, fmt.Errorf("inflight/broker: FileStore.Append: %q first sequence ID %d not above the last stored %d", producer, first, prev)
+	}
+	return first + uint64(len(records)) - 1, nil
+}
+
+// syncLocked returns once the file is fsynced at least up to target, or the
+// store failed. Called with f.mu held; it releases f.mu during the fsync, so
+// that Appends keep writing meanwhile, and one fsync covers every entry
+// written before it started (group commit):
+//
+//	A: write e1 | fsync ............ | done           (covers e1, e2)
+//	B:   write e2 | wait for A's fsync | done
+func (f *FileStore) syncLocked(target int64) error {
+	f.waiters++
+	defer func() {
+		f.waiters--
+		f.cond.Broadcast() // Close may wait for the last one to leave
+	}()
+	for f.synced < target {
+		if f.failed != nil {
+			return fmt.Errorf("inflight/broker: store failed earlier: %w", f.failed)
+		}
+		if f.syncing {
+			f.cond.Wait()
+			continue
+		}
+		f.syncing = true
+		upTo := f.end
+		f.mu.Unlock()
+		err := f.file.Sync()
+		f.mu.Lock()
+		f.syncing = false
+		if err != nil && f.failed == nil {
+			// After a failed fsync the kernel may have dropped the dirty
+			// pages: what the file holds is unknown.
+			f.failed = fmt.Errorf("inflight/broker: store fsync: %w", err)
+		}
+		if err == nil {
+			f.synced = max(f.synced, upTo)
+		}
+	}
+	return nil
+}
+
+// syncEvery is the FsyncInterval goroutine: every d it fsyncs if something
+// was written since the last fsync. Close stops it and waits for it.
+func (f *FileStore) syncEvery(d time.Duration) {
+	defer close(f.done)
+	tick := time.NewTicker(d)
+	defer tick.Stop()
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-tick.C:
+			f.mu.Lock()
+			if !f.closed && f.failed == nil && f.synced < f.end {
+				_ = f.syncLocked(f.end) // a failure is sticky: the next Append returns it
+			}
+			f.mu.Unlock()
+		}
+	}
+}
+
+// Scan calls fn for every record in the file, from the start, in file order
+// (per producer that is sequence order), stopping at fn's first error and
+// returning it. It sees the entries written before it started, and holds no
+// lock while fn runs: fn may call any method. The payload is valid only
+// during fn. Scan returns ErrStoreClosed after Close, and if Close happens
+// during the scan, unless what is left was already read into its buffer.
+// It returns an error wrapping ErrCorrupt if an entry no longer checks out.
+// Safe for concurrent use.
+func (f *FileStore) Scan(fn func(producer string, seq uint64, payload []byte) error) error {
+	f.mu.Lock()
+	closed, end := f.closed, f.end
+	f.mu.Unlock()
+	if closed {
+		return ErrStoreClosed
+	}
+	r := newEntryReader(f.file, end)
+	name := ""
+	for {
+		start := r.off
+		body, err := r.next()
+		if err == io.EOF {
+			return nil
+		}
+		if errors.Is(err, os.ErrClosed) {
+			return ErrStoreClosed
+		}
+		if _, bad := err.(*badEntryError); bad {
+			return fmt.Errorf("%w: %s: %w", ErrCorrupt, f.path, err)
+		}
+		if err != nil {
+			return fmt.Errorf("inflight/broker: store scan at %d: %w", start, err)
+		}
+		e, err := parseEntry(body)
+		if err != nil {
+			return fmt.Errorf("%w: %s: entry at %d: %w", ErrCorrupt, f.path, start, err)
+		}
+		if string(e.name) != name {
+			name = string(e.name)
+		}
+		for i := range uint64(e.count) {
+			if err := fn(name, e.first+i, e.nextRecord()); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// Close fsyncs and closes the file, after waiting for the Appends that are
+// waiting for an fsync and stopping the FsyncInterval goroutine. Later
+// calls do nothing and return nil. Safe for concurrent use.
+func (f *FileStore) Close() error {
+	var first bool
+	f.closeOnce.Do(func() {
+		first = true
+		f.mu.Lock()
+		f.closed = true
+		for f.waiters > 0 {
+			f.cond.Wait()
+		}
+		f.mu.Unlock()
+		if f.stop != nil {
+			close(f.stop)
+			<-f.done
+		}
+		// Nothing else writes the file now.
+		if err := f.file.Sync(); err != nil {
+			f.closeErr = fmt.Errorf("inflight/broker: store close: %w", err)
+		}
+		if err := f.file.Close(); err != nil && f.closeErr == nil {
+			f.closeErr = fmt.Errorf("inflight/broker: store close: %w", err)
+		}
+	})
+	if !first {
+		return nil
+	}
+	return f.closeErr
+}

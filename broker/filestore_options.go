@@ -1,0 +1,88 @@
+package broker
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// FsyncPolicy says when FileStore makes appended records durable.
+type FsyncPolicy int
+
+const (
+	// FsyncNone relies on the OS page cache: a machine crash may lose
+	// acknowledged records (a process crash does not).
+	FsyncNone FsyncPolicy = iota
+	// FsyncBatch fsyncs before Append returns: an acknowledged record
+	// survives a machine crash. Concurrent Appends share one fsync.
+	FsyncBatch
+	// FsyncInterval fsyncs every interval in the background: a machine crash
+	// may lose up to one interval of acknowledged records.
+	FsyncInterval
+)
+
+// String returns "none", "batch" or "interval".
+func (p FsyncPolicy) String() string {
+	switch p {
+	case FsyncNone:
+		return "none"
+	case FsyncBatch:
+		return "batch"
+	case FsyncInterval:
+		return "interval"
+	}
+	return "FsyncPolicy(" + strconv.Itoa(int(p)) + ")"
+}
+
+// ParseFsyncPolicy is the inverse of FsyncPolicy.String. Any other string
+// (matching is exact) yields an error wrapping ErrInvalidOption.
+func ParseFsyncPolicy(s string) (FsyncPolicy, error) {
+	for p := FsyncNone; p <= FsyncInterval; p++ {
+		if s == p.String() {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: fsync policy %q, want none, batch or interval", ErrInvalidOption, s)
+}
+
+// FileStoreOption configures a FileStore.
+type FileStoreOption interface{ applyFile(*fileConfig) error }
+
+type fileConfig struct {
+	policy FsyncPolicy
+	every  time.Duration
+}
+
+type fileOptionFunc func(*fileConfig) error
+
+func (f fileOptionFunc) applyFile(c *fileConfig) error { return f(c) }
+
+// Fsync sets when appended records are fsynced (default FsyncBatch).
+func Fsync(p FsyncPolicy) FileStoreOption {
+	return fileOptionFunc(func(c *fileConfig) error {
+		if p < FsyncNone || p > FsyncInterval {
+			return fmt.Errorf("%w: Fsync %v", ErrInvalidOption, p)
+		}
+		c.policy = p
+		return nil
+	})
+}
+
+// FsyncEvery sets the interval of FsyncInterval (default 100ms, must be
+// > 0). It is ignored under the other policies.
+func FsyncEvery(d time.Duration) FileStoreOption {
+	return fileOptionFunc(func(c *fileConfig) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: FsyncEvery %v, want > 0", ErrInvalidOption, d)
+		}
+		c.every = d
+		return nil
+	})
+}
+
+// Recovery says what OpenFileStore found in an existing file.
+type Recovery struct {
+	Entries        int   // complete entries replayed
+	Records        int   // records in them
+	TruncatedBytes int64 // bytes cut from the end: a torn or corrupt tail (0 for a clean file)
+}

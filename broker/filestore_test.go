@@ -1,0 +1,767 @@
+package broker_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/wire"
+)
+
+// fileRec is one record as FileStore.Scan reports it.
+type fileRec struct {
+	Producer string
+	Seq      uint64
+	Payload  string
+}
+
+// fileCall is the arguments of one FileStore.Append.
+type fileCall struct {
+	producer string
+	first    uint64
+	payloads []string
+}
+
+func (c fileCall) records() [][]byte { return recs(c.payloads...) }
+
+// fileWant returns the records calls store, in order, and the last seq per
+// producer.
+func fileWant(calls []fileCall) ([]fileRec, map[string]uint64) {
+	var out []fileRec
+	last := make(map[string]uint64)
+	for _, c := range calls {
+		for i, p := range c.payloads {
+			out = append(out, fileRec{c.producer, c.first + uint64(i), p})
+		}
+		last[c.producer] = c.first + uint64(len(c.payloads)) - 1
+	}
+	return out, last
+}
+
+func openFileStore(t testing.TB, path string, opts ...broker.FileStoreOption) *broker.FileStore {
+	t.Helper()
+	s, err := broker.OpenFileStore(path, opts...)
+	require.NoError(t, err)
+	return s
+}
+
+func fileAppendAll(t testing.TB, s *broker.FileStore, calls []fileCall) {
+	t.Helper()
+	for _, c := range calls {
+		require.NoError(t, s.Append(c.producer, c.first, c.records()))
+	}
+}
+
+// fileScanAll returns every record of s, payloads copied.
+func fileScanAll(t testing.TB, s *broker.FileStore) []fileRec {
+	t.Helper()
+	var out []fileRec
+	require.NoError(t, s.Scan(func(producer string, seq uint64, payload []byte) error {
+		out = append(out, fileRec{producer, seq, string(payload)})
+		return nil
+	}))
+	return out
+}
+
+// checkFileStore asserts that s holds exactly what calls appended.
+func checkFileStore(t testing.TB, s *broker.FileStore, calls []fileCall) {
+	t.Helper()
+	wantRecs, wantLast := fileWant(calls)
+	assert.Equal(t, wantRecs, fileScanAll(t, s))
+	for name, last := range wantLast {
+		got, err := s.LastSeq(name)
+		require.NoError(t, err)
+		assert.Equal(t, last, got, "LastSeq(%q)", name)
+	}
+	got, err := s.LastSeq("nobody")
+	require.NoError(t, err)
+	assert.Zero(t, got)
+}
+
+func fileRecovery(calls []fileCall, truncated int64) broker.Recovery {
+	r := broker.Recovery{Entries: len(calls), TruncatedBytes: truncated}
+	for _, c := range calls {
+		r.Records += len(c.payloads)
+	}
+	return r
+}
+
+// fileRoundTripCalls has several producers, gaps, an empty record and a record
+// whose length takes a two-byte uvarint.
+var fileRoundTripCalls = []fileCall{
+	{"a", 1, []string{"a1", "a2", "a3"}},
+	{"b", 10, []string{"b10"}},
+	{"a", 7, []string{"a7", ""}},
+	{"c", 1, []string{strings.Repeat("c", 300)}},
+	{"b", 11, []string{"b11", "b12"}},
+	{strings.Repeat("n", 255), 5, []string{"longest name"}},
+}
+
+func TestFileStoreRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store")
+	s := openFileStore(t, path)
+	var _ broker.Store = s
+	assert.Equal(t, broker.Recovery{}, s.Recovery())
+	checkFileStore(t, s, nil)
+
+	for _, c := range fileRoundTripCalls {
+		in := c.records()
+		require.NoError(t, s.Append(c.producer, c.first, in))
+		for _, r := range in { // Append copied: the caller may reuse its buffers
+			for i := range r {
+				r[i] = '!'
+			}
+		}
+	}
+	checkFileStore(t, s, fileRoundTripCalls)
+	require.NoError(t, s.Close())
+
+	s = openFileStore(t, path)
+	defer s.Close()
+	assert.Equal(t, fileRecovery(fileRoundTripCalls, 0), s.Recovery())
+	checkFileStore(t, s, fileRoundTripCalls)
+}
+
+func TestFileStoreAppendNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store")
+	s := openFileStore(t, path)
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, s.Append("a", 1, nil))
+	require.NoError(t, s.Append("a", 0, [][]byte{}), "no records: nothing to check")
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, before, after)
+	checkFileStore(t, s, nil)
+	require.NoError(t, s.Close())
+	assert.ErrorIs(t, s.Append("a", 1, nil), broker.ErrStoreClosed)
+}
+
+func TestFileStoreAppendRefused(t *testing.T) {
+	tests := []struct {
+		name     string
+		producer string
+		first    uint64
+		n        int
+		big      bool // 1025 records of 1 MiB, sharing one array
+	}{
+		{name: "empty name", producer: "", first: 10, n: 1},
+		{name: "name of 256 bytes", producer: strings.Repeat("n", 256), first: 10, n: 1},
+		{name: "first 0", producer: "p", first: 0, n: 1},
+		{name: "seqs overflow", producer: "q", first: math.MaxUint64, n: 2},
+		{name: "first below last", producer: "p", first: 2, n: 1},
+		{name: "first equal to last", producer: "p", first: 3, n: 2},
+		{name: "entry over 1 GiB", producer: "p", first: 4, big: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "store")
+			s := openFileStore(t, path, broker.Fsync(broker.FsyncNone))
+			defer s.Close()
+			ok := []fileCall{{"p", 1, []string{"p1", "p2", "p3"}}}
+			fileAppendAll(t, s, ok)
+			before, err := os.ReadFile(path)
+			require.NoError(t, err)
+
+			records := recs(make([]string, tt.n)...)
+			if tt.big {
+				mib := make([]byte, 1<<20)
+				records = make([][]byte, 1025)
+				for i := range records {
+					records[i] = mib
+				}
+			}
+			err = s.Append(tt.producer, tt.first, records)
+			require.Error(t, err)
+			assert.NotErrorIs(t, err, broker.ErrStoreClosed)
+			after, err := os.ReadFile(path)
+			require.NoError(t, err)
+			assert.Equal(t, before, after, "nothing written")
+
+			// The store is still usable.
+			ok = append(ok, fileCall{"p", 4, []string{"p4"}}, fileCall{"q", math.MaxUint64, []string{"max"}})
+			fileAppendAll(t, s, ok[1:])
+			checkFileStore(t, s, ok)
+		})
+	}
+}
+
+// writeFileStore creates a store at path holding calls, closed.
+func writeFileStore(t testing.TB, path string, calls []fileCall) {
+	t.Helper()
+	s := openFileStore(t, path, broker.Fsync(broker.FsyncNone))
+	fileAppendAll(t, s, calls)
+	require.NoError(t, s.Close())
+}
+
+// checkFileRecovered opens the damaged store at path and checks that it holds
+// exactly survivors, reporting truncated bytes cut; then that appending
+// next and reopening works, and that the file is then byte for byte
+// wantFile (if not nil).
+func checkFileRecovered(t *testing.T, path string, survivors []fileCall, truncated int64, next fileCall, wantFile []byte) {
+	t.Helper()
+	s := openFileStore(t, path, broker.Fsync(broker.FsyncNone))
+	assert.Equal(t, fileRecovery(survivors, truncated), s.Recovery())
+	checkFileStore(t, s, survivors)
+	require.NoError(t, s.Append(next.producer, next.first, next.records()))
+	require.NoError(t, s.Close())
+
+	all := append(survivors[:len(survivors):len(survivors)], next)
+	s = openFileStore(t, path, broker.Fsync(broker.FsyncNone))
+	defer s.Close()
+	assert.Equal(t, fileRecovery(all, 0), s.Recovery())
+	checkFileStore(t, s, all)
+	if wantFile != nil {
+		got, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.Equal(t, wantFile, got)
+	}
+}
+
+func TestFileStoreTornTail(t *testing.T) {
+	calls := []fileCall{
+		{"a", 1, []string{"a1", "a2"}},
+		{"b", 1, []string{"b1"}},
+		{"a", 5, []string{"a5"}},
+		{"a", 9, []string{"a9", "a10"}}, // the entry we damage: a's last falls back to 5
+	}
+	survivors, last := calls[:len(calls)-1], calls[len(calls)-1]
+	dir := t.TempDir()
+	ref := filepath.Join(dir, "ref")
+	writeFileStore(t, ref, survivors)
+	st, err := os.Stat(ref)
+	require.NoError(t, err)
+	lastStart := int(st.Size())
+	writeFileStore(t, ref, calls[len(calls)-1:]) // reopens and appends the last entry
+	full, err := os.ReadFile(ref)
+	require.NoError(t, err)
+	require.Greater(t, len(full), lastStart+8)
+	lastLen := int64(len(full) - lastStart)
+
+	t.Run("cut", func(t *testing.T) {
+		for cut := lastStart; cut < len(full); cut++ {
+			t.Run(fmt.Sprint(cut-lastStart), func(t *testing.T) {
+				path := filepath.Join(t.TempDir(), "store")
+				require.NoError(t, os.WriteFile(path, full[:cut], 0o600))
+				// Appending the lost entry again restores the file exactly.
+				checkFileRecovered(t, path, survivors, int64(cut-lastStart), last, full)
+			})
+		}
+	})
+	t.Run("flip", func(t *testing.T) {
+		for i := lastStart; i < len(full); i++ {
+			t.Run(fmt.Sprint(i-lastStart), func(t *testing.T) {
+				path := filepath.Join(t.TempDir(), "store")
+				damaged := bytes.Clone(full)
+				damaged[i] ^= 0xff
+				require.NoError(t, os.WriteFile(path, damaged, 0o600))
+				checkFileRecovered(t, path, survivors, lastLen, last, full)
+			})
+		}
+	})
+
+	hdr := func(bodyLen, crc uint32) []byte {
+		return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, bodyLen), crc)
+	}
+	lastEntry := full[lastStart:]
+	badCRC := bytes.Clone(lastEntry)
+	badCRC[5] ^= 1
+	garbage := []struct {
+		name  string
+		bytes []byte
+	}{
+		{"one byte", []byte{0}},
+		{"seven zeros", make([]byte, 7)},
+		{"zero header", make([]byte, 8)},
+		{"zero page", make([]byte, 4096)},
+		{"huge length", append(hdr(math.MaxUint32, 0), "body"...)},
+		{"length over the limit", append(hdr(1<<30+1, 0), make([]byte, 64)...)},
+		{"length past the end", append(hdr(1000, 0), make([]byte, 100)...)},
+		{"entry with a bad crc", badCRC},
+		{"entry then a torn one", append(bytes.Clone(lastEntry), lastEntry[:len(lastEntry)-1]...)},
+	}
+	for _, g := range garbage {
+		t.Run("garbage/"+g.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "store")
+			require.NoError(t, os.WriteFile(path, append(bytes.Clone(full), g.bytes...), 0o600))
+			survivors := calls
+			truncated := int64(len(g.bytes))
+			if g.name == "entry then a torn one" {
+				// The copy of the last entry is a valid entry (the store does
+				// not check the producer's seqs on replay: it keeps the max).
+				survivors = append(calls[:len(calls):len(calls)], last)
+				truncated = int64(len(lastEntry) - 1)
+			}
+			checkFileRecovered(t, path, survivors, truncated, fileCall{"b", 2, []string{"after"}}, nil)
+		})
+	}
+}
+
+// fileEntry frames body as a store entry with a correct CRC.
+func fileEntry(body []byte) []byte {
+	e := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
+	e = binary.BigEndian.AppendUint32(e, crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)))
+	return append(e, body...)
+}
+
+// fileBody builds an entry body: nameLen, name, first, count, then rest.
+func fileBody(name string, first uint64, count uint32, rest ...byte) []byte {
+	b := append([]byte{byte(len(name))}, name...)
+	b = binary.BigEndian.AppendUint64(b, first)
+	b = binary.BigEndian.AppendUint32(b, count)
+	return append(b, rest...)
+}
+
+func TestFileStoreMalformedTail(t *testing.T) {
+	// Entries whose CRC is right but whose body is not: recovery cuts them
+	// off like a torn write.
+	good := fileBody("b", 2, 2, 1, 'x', 0)
+	require.Len(t, good, 17)
+	tests := []struct {
+		name string
+		body []byte
+	}{
+		{"control: well formed", good},
+		{"empty name", append([]byte{0, 'b'}, good[2:]...)},
+		{"name past the end", append([]byte{200}, good[1:]...)},
+		{"first 0", fileBody("b", 0, 2, 1, 'x', 0)},
+		{"count 0", fileBody("b", 2, 0, 1, 'x', 0)},
+		{"seqs overflow", fileBody("b", math.MaxUint64, 2, 1, 'x', 0)},
+		{"fewer records than count", fileBody("b", 2, 3, 1, 'x', 0)},
+		{"bytes after the records", fileBody("b", 2, 1, 1, 'x', 0)},
+		{"record past the end", fileBody("b", 2, 2, 1, 'x', 5)},
+		{"bad uvarint", fileBody("b", 2, 2, 0x80, 0x80, 0x80)},
+	}
+	calls := []fileCall{{"a", 1, []string{"a1"}}, {"b", 1, []string{"b1"}}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "store")
+			writeFileStore(t, path, calls)
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+			require.NoError(t, err)
+			_, err = f.Write(fileEntry(tt.body))
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+			if bytes.Equal(tt.body, good) {
+				survivors := append(calls[:len(calls):len(calls)], fileCall{"b", 2, []string{"x", ""}})
+				checkFileRecovered(t, path, survivors, 0, fileCall{"b", 4, []string{"after"}}, nil)
+				return
+			}
+			checkFileRecovered(t, path, calls, int64(8+len(tt.body)), fileCall{"b", 2, []string{"after"}}, nil)
+		})
+	}
+}
+
+func TestFileStoreScanCorrupt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store")
+	s := openFileStore(t, path, broker.Fsync(broker.FsyncNone))
+	defer s.Close()
+	fileAppendAll(t, s, fileRoundTripCalls)
+	// Damage the second entry behind the store's back: it starts after the
+	// file header (8) and the first entry (8 + 1+1+8+4 + 3*(1+2)).
+	second := int64(8 + 8 + 14 + 9)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte{'!'}, second+8+1+1+8+4+1) // its first payload byte
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	n := 0
+	err = s.Scan(func(string, uint64, []byte) error { n++; return nil })
+	require.ErrorIs(t, err, broker.ErrCorrupt)
+	assert.Equal(t, 3, n, "the records of the first entry")
+}
+
+func TestFileStoreCloseDuringScan(t *testing.T) {
+	s := openFileStore(t, filepath.Join(t.TempDir(), "store"), broker.Fsync(broker.FsyncNone))
+	big := bytes.Repeat([]byte{'x'}, 1000)
+	for i := range 200 { // 200 kB: more than Scan reads ahead
+		require.NoError(t, s.Append("p", uint64(i+1), [][]byte{big}))
+	}
+	n := 0
+	err := s.Scan(func(string, uint64, []byte) error {
+		n++
+		if n == 1 {
+			return s.Close()
+		}
+		return nil
+	})
+	require.ErrorIs(t, err, broker.ErrStoreClosed)
+	assert.Less(t, n, 200)
+}
+
+func TestFileStoreForeignFile(t *testing.T) {
+	version2 := append([]byte("IFLT"), 0, 0, 0, 2)
+	tests := []struct {
+		name    string
+		content []byte
+	}{
+		{"text", []byte("hello, this is somebody's file\n")},
+		{"wrong version", append(version2, make([]byte, 40)...)},
+		{"short, not our header", []byte("IFX")},
+		{"zeros", make([]byte, 8)},
+		{"magic only", []byte("IFLT\x00\x00\x01\x01")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "store")
+			require.NoError(t, os.WriteFile(path, tt.content, 0o644))
+			s, err := broker.OpenFileStore(path)
+			require.ErrorIs(t, err, broker.ErrCorrupt)
+			assert.Nil(t, s)
+			got, err := os.ReadFile(path)
+			require.NoError(t, err)
+			assert.Equal(t, tt.content, got, "file untouched")
+		})
+	}
+
+	t.Run("directory", func(t *testing.T) {
+		s, err := broker.OpenFileStore(t.TempDir())
+		require.Error(t, err)
+		assert.Nil(t, s)
+	})
+}
+
+func TestFileStoreInterruptedCreation(t *testing.T) {
+	// A crash while the header was being written leaves a prefix of it.
+	for _, content := range []string{"", "I", "IFLT", "IFLT\x00\x00\x00"} {
+		t.Run(fmt.Sprintf("%q", content), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "store")
+			require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+			calls := []fileCall{{"a", 1, []string{"x"}}}
+			checkFileRecovered(t, path, nil, 0, calls[0], nil)
+		})
+	}
+}
+
+func TestFileStoreCreatesFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store")
+	s := openFileStore(t, path)
+	require.NoError(t, s.Close())
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, []byte("IFLT\x00\x00\x00\x01"), got)
+	_, err = broker.OpenFileStore(filepath.Join(t.TempDir(), "no", "such", "dir"))
+	require.Error(t, err)
+}
+
+func TestFileStoreAsBrokerStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store")
+	fs := openFileStore(t, path)
+	b, err := broker.New(fs)
+	require.NoError(t, err)
+	c := newConn(b)
+	assert.Zero(t, c.hello(t, "p").LastSeq)
+	assert.Equal(t, uint64(5), c.send(t, 0, 1, 5))
+	assert.Equal(t, uint64(8), c.send(t, 0, 6, 3))
+	c.Close()
+	require.NoError(t, fs.Close())
+
+	// Restart: a new broker on the reopened file.
+	fs = openFileStore(t, path)
+	defer fs.Close()
+	assert.Equal(t, broker.Recovery{Entries: 2, Records: 8}, fs.Recovery())
+	b, err = broker.New(fs)
+	require.NoError(t, err)
+	c = newConn(b)
+	defer c.Close()
+	assert.Equal(t, uint64(8), c.hello(t, "p").LastSeq)
+	assert.Equal(t, uint64(8), c.send(t, 1, 6, 3), "a resend of the last batch is acknowledged")
+	assert.Equal(t, uint64(10), c.send(t, 1, 7, 4), "overlapping: 7 and 8 skipped, 9 and 10 stored")
+	st := b.Stats()
+	assert.Equal(t, uint64(5), st.Duplicates)
+	assert.Equal(t, uint64(2), st.Stored)
+
+	var wantRecs []fileRec
+	for seq := uint64(1); seq <= 10; seq++ {
+		gen := 0
+		if seq > 8 {
+			gen = 1
+		}
+		wantRecs = append(wantRecs, fileRec{"p", seq, string(payload(gen, seq))})
+	}
+	assert.Equal(t, wantRecs, fileScanAll(t, fs), "every record once, first write wins")
+
+	// A closed store fails the session with ErrStore.
+	require.NoError(t, fs.Close())
+	reply, err := c.handle(t, batchFrame(1, 11, 1))
+	require.ErrorIs(t, err, broker.ErrStore)
+	require.ErrorIs(t, err, broker.ErrStoreClosed)
+	assert.Equal(t, wire.CodeStore, errorFrame(t, reply).Code)
+}
+
+func TestFileStorePolicies(t *testing.T) {
+	for _, p := range []broker.FsyncPolicy{broker.FsyncNone, broker.FsyncBatch, broker.FsyncInterval} {
+		t.Run(p.String(), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "store")
+			s := openFileStore(t, path, broker.Fsync(p), broker.FsyncEvery(time.Millisecond))
+			var calls []fileCall
+			for i := range 5 {
+				c := fileCall{"p", uint64(1 + 2*i), []string{fmt.Sprint("r", i), "second"}}
+				require.NoError(t, s.Append(c.producer, c.first, c.records()))
+				calls = append(calls, c)
+				if p == broker.FsyncInterval {
+					// Not needed for the outcome: lets the background fsync
+					// run between appends, for the race detector to see.
+					time.Sleep(2 * time.Millisecond)
+				}
+			}
+			checkFileStore(t, s, calls)
+			require.NoError(t, s.Close())
+			require.NoError(t, s.Close(), "Close is idempotent")
+
+			require.ErrorIs(t, s.Append("p", 100, recs("late")), broker.ErrStoreClosed)
+			_, err := s.LastSeq("p")
+			require.ErrorIs(t, err, broker.ErrStoreClosed)
+			require.ErrorIs(t, s.Scan(func(string, uint64, []byte) error { return nil }), broker.ErrStoreClosed)
+
+			s = openFileStore(t, path)
+			defer s.Close()
+			assert.Equal(t, fileRecovery(calls, 0), s.Recovery())
+			checkFileStore(t, s, calls)
+		})
+	}
+}
+
+func TestFileStoreConcurrentAppends(t *testing.T) {
+	const producers, appends, perAppend = 8, 50, 3
+	for _, p := range []broker.FsyncPolicy{broker.FsyncNone, broker.FsyncBatch, broker.FsyncInterval} {
+		t.Run(p.String(), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "store")
+			s := openFileStore(t, path, broker.Fsync(p), broker.FsyncEvery(time.Millisecond))
+
+			// A reader scans while the writers append: per producer it must
+			// always see seqs 1, 2, 3, ... with no gap.
+			stopScan := make(chan struct{})
+			scanErr := make(chan error, 1)
+			go func() {
+				scanErr <- func() error {
+					for {
+						select {
+						case <-stopScan:
+							return nil
+						default:
+						}
+						next := make(map[string]uint64)
+						err := s.Scan(func(producer string, seq uint64, payload []byte) error {
+							if seq != next[producer]+1 || string(payload) != fmt.Sprint(producer, "/", seq) {
+								return fmt.Errorf("%s: seq %d payload %q after %d", producer, seq, payload, next[producer])
+							}
+							next[producer] = seq
+							return nil
+						})
+						if err != nil {
+							return err
+						}
+					}
+				}()
+			}()
+
+			var wg sync.WaitGroup
+			errs := make(chan error, producers*appends)
+			for i := range producers {
+				name := fmt.Sprint("p", i)
+				wg.Go(func() {
+					for j := range appends {
+						first := uint64(j*perAppend + 1)
+						batch := make([][]byte, perAppend)
+						for k := range batch {
+							batch[k] = fmt.Append(nil, name, "/", first+uint64(k))
+						}
+						if err := s.Append(name, first, batch); err != nil {
+							errs <- err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(stopScan)
+			require.NoError(t, <-scanErr)
+			close(errs)
+			for err := range errs {
+				require.NoError(t, err)
+			}
+
+			check := func(s *broker.FileStore) {
+				got := make(map[string][]uint64)
+				for _, r := range fileScanAll(t, s) {
+					require.Equal(t, fmt.Sprint(r.Producer, "/", r.Seq), r.Payload)
+					got[r.Producer] = append(got[r.Producer], r.Seq)
+				}
+				require.Len(t, got, producers)
+				for name, seqs := range got {
+					assert.Equal(t, seqRange(1, appends*perAppend), seqs, name)
+					last, err := s.LastSeq(name)
+					require.NoError(t, err)
+					assert.Equal(t, uint64(appends*perAppend), last)
+				}
+			}
+			check(s)
+			require.NoError(t, s.Close())
+			s = openFileStore(t, path)
+			defer s.Close()
+			assert.Equal(t, broker.Recovery{Entries: producers * appends, Records: producers * appends * perAppend}, s.Recovery())
+			check(s)
+		})
+	}
+}
+
+func TestFileStoreCloseDuringAppends(t *testing.T) {
+	// Every Append that returned nil before, during or after Close is in
+	// the file; the others returned ErrStoreClosed.
+	path := filepath.Join(t.TempDir(), "store")
+	s := openFileStore(t, path, broker.Fsync(broker.FsyncBatch))
+	const writers = 4
+	acked := make([]uint64, writers) // last acknowledged seq per writer
+	var wg sync.WaitGroup
+	started := make(chan struct{}, writers)
+	for i := range writers {
+		wg.Go(func() {
+			name := fmt.Sprint("w", i)
+			for seq := uint64(1); ; seq++ {
+				err := s.Append(name, seq, recs("x"))
+				if errors.Is(err, broker.ErrStoreClosed) {
+					return
+				}
+				if !assert.NoError(t, err) {
+					return
+				}
+				acked[i] = seq
+				if seq == 3 {
+					started <- struct{}{}
+				}
+			}
+		})
+	}
+	for range writers {
+		<-started
+	}
+	require.NoError(t, s.Close())
+	wg.Wait()
+
+	s = openFileStore(t, path)
+	defer s.Close()
+	for i, want := range acked {
+		got, err := s.LastSeq(fmt.Sprint("w", i))
+		require.NoError(t, err)
+		assert.Equal(t, want, got)
+	}
+}
+
+func TestFileStoreScanStops(t *testing.T) {
+	s := openFileStore(t, filepath.Join(t.TempDir(), "store"), broker.Fsync(broker.FsyncNone))
+	defer s.Close()
+	fileAppendAll(t, s, fileRoundTripCalls)
+	stop := errors.New("stop")
+	calls := 0
+	err := s.Scan(func(string, uint64, []byte) error {
+		calls++
+		if calls == 2 {
+			return stop
+		}
+		return nil
+	})
+	assert.Same(t, stop, err)
+	assert.Equal(t, 2, calls)
+
+	// fn may append: the scan sees only what existed when it started.
+	n := 0
+	require.NoError(t, s.Scan(func(string, uint64, []byte) error {
+		n++
+		return s.Append("during", uint64(n), recs("d"))
+	}))
+	wantRecs, _ := fileWant(fileRoundTripCalls)
+	assert.Equal(t, len(wantRecs), n)
+	last, err := s.LastSeq("during")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(n), last)
+}
+
+func TestParseFsyncPolicy(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    broker.FsyncPolicy
+		wantErr bool
+	}{
+		{in: "none", want: broker.FsyncNone},
+		{in: "batch", want: broker.FsyncBatch},
+		{in: "interval", want: broker.FsyncInterval},
+		{in: "", wantErr: true},
+		{in: "Batch", wantErr: true},
+		{in: " none", wantErr: true},
+		{in: "always", wantErr: true},
+		{in: "FsyncPolicy(3)", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := broker.ParseFsyncPolicy(tt.in)
+			if tt.wantErr {
+				require.ErrorIs(t, err, broker.ErrInvalidOption)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+			assert.Equal(t, tt.in, got.String())
+		})
+	}
+	assert.Equal(t, "FsyncPolicy(3)", broker.FsyncPolicy(3).String())
+}
+
+func TestFileStoreOptions(t *testing.T) {
+	tests := []struct {
+		name string
+		opts []broker.FileStoreOption
+	}{
+		{"FsyncEvery(0)", []broker.FileStoreOption{broker.FsyncEvery(0)}},
+		{"FsyncEvery(-1s)", []broker.FileStoreOption{broker.Fsync(broker.FsyncInterval), broker.FsyncEvery(-time.Second)}},
+		{"Fsync(3)", []broker.FileStoreOption{broker.Fsync(3)}},
+		{"Fsync(-1)", []broker.FileStoreOption{broker.Fsync(-1)}},
+		{"nil", []broker.FileStoreOption{nil}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "store")
+			s, err := broker.OpenFileStore(path, tt.opts...)
+			require.ErrorIs(t, err, broker.ErrInvalidOption)
+			assert.Nil(t, s)
+			assert.NoFileExists(t, path, "options are checked before the file is touched")
+		})
+	}
+}
+
+func BenchmarkFileStoreAppend(b *testing.B) {
+	const n, size = 100, 100
+	records := make([][]byte, n)
+	for i := range records {
+		records[i] = bytes.Repeat([]byte{byte('a' + i%26)}, size)
+	}
+	for _, p := range []broker.FsyncPolicy{broker.FsyncNone, broker.FsyncInterval} {
+		b.Run(p.String(), func(b *testing.B) {
+			s := openFileStore(b, filepath.Join(b.TempDir(), "store"), broker.Fsync(p))
+			defer s.Close()
+			b.SetBytes(n * size)
+			b.ReportAllocs()
+			seq := uint64(1)
+			for b.Loop() {
+				if err := s.Append("bench", seq, records); err != nil {
+					b.Fatal(err)
+				}
+				seq += n
+			}
+			b.ReportMetric(float64(seq-1)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
+}
