@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: all test vet bench demo fuzz tidy
+.PHONY: all test vet bench demo build fuzz
 
 all: test
 
@@ -17,9 +17,13 @@ vet:
 bench:
 	$(GO) test -run=NONE -bench=. -benchmem ./...
 
-## demo: the main job (a placeholder until the CLI lands)
+## demo: the main job: a producer against an embedded broker killed every 2s
 demo:
-	$(GO) test -count=1 -run 'TestSendAndReceive' -v ./core/
+	$(GO) run ./cmd/inflight demo
+
+## build: the inflight command into bin/
+build:
+	$(GO) build -o bin/inflight ./cmd/inflight
 
 ## fuzz: run each fuzz target for FUZZTIME (default 30s)
 FUZZTIME ?= 30s

@@ -1,0 +1,360 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/transport/tcp"
+)
+
+type demoConfig struct {
+	duration   time.Duration
+	size       int
+	codec      string
+	killEvery  time.Duration
+	downFor    time.Duration
+	timeout    time.Duration
+	maxPending int
+	report     time.Duration
+}
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var cfg demoConfig
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "how long to send")
+	fs.IntVar(&cfg.size, "size", 100, "payload bytes per message (at least 8)")
+	fs.StringVar(&cfg.codec, "codec", "none", "batch compression: "+codecNames)
+	fs.DurationVar(&cfg.killEvery, "kill-every", 2*time.Second, "stop the broker this often (0: never)")
+	fs.DurationVar(&cfg.downFor, "down-for", 300*time.Millisecond, "how long the broker stays down each time")
+	fs.DurationVar(&cfg.timeout, "timeout", time.Second, "SendTimeout of every message")
+	fs.IntVar(&cfg.maxPending, "max-pending", 32768, "MaxPending of the producer")
+	fs.DurationVar(&cfg.report, "progress", time.Second/4, "progress line interval")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: inflight demo [flags]
+
+Starts a broker on 127.0.0.1 (random port) and a producer over TCP, sends as
+fast as it can while the broker is stopped and restarted on the same address
+(same store), and then checks every guarantee: each accepted message got
+exactly one callback, successes came in send order, the broker stored no
+sequence ID twice, and every success is stored. Exit status 1 if one failed.
+
+flags:
+`)
+		fs.PrintDefaults()
+	}
+	if code := parseFlags(fs, args, stderr); code >= 0 {
+		return code
+	}
+	switch {
+	case cfg.duration <= 0:
+		return usageError(fs, stderr, "-duration must be positive")
+	case cfg.size < 8 || cfg.size > 1<<20:
+		return usageError(fs, stderr, "-size must be in [8, 1048576]")
+	case cfg.killEvery < 0 || cfg.downFor < 0:
+		return usageError(fs, stderr, "-kill-every and -down-for must not be negative")
+	case cfg.timeout <= 0 || cfg.maxPending <= 0 || cfg.report <= 0:
+		return usageError(fs, stderr, "-timeout, -max-pending and -progress must be positive")
+	}
+	codecOpt, err := codecOption(cfg.codec)
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	res, err := demo(ctx, cfg, codecOpt, stdout)
+	if err != nil {
+		fmt.Fprintf(stderr, "inflight demo: %v\n", err)
+		return exitFailure
+	}
+	if !res.print(stdout, cfg) {
+		return exitFailure
+	}
+	return exitOK
+}
+
+// demoResult is what the demo measured and checked.
+type demoResult struct {
+	elapsed    time.Duration
+	kills      int
+	sent       uint64 // SendAsync calls
+	refused    uint64 // SendAsync returned an error (no callback due)
+	acked      uint64
+	timedOut   uint64
+	failed     uint64 // other callback errors (ErrClosed at the end)
+	missingCB  uint64 // accepted messages whose callback never ran
+	doubleCB   uint64 // callbacks that ran twice
+	outOfOrder uint64 // successes reported out of send order
+	stored     uint64
+	duplicates uint64 // sequence IDs stored twice
+	disorder   uint64 // records stored out of send order
+	missing    uint64 // successes not in the store
+	reconnects uint64
+}
+
+// tally is the demo's callback: it runs on the producer's single callback
+// goroutine, so its bookkeeping needs no lock; counters the progress line
+// reads are atomic.
+type tally struct {
+	called       bitset // by message index
+	successSeqs  bitset // by sequence ID
+	lastSuccess  uint64 // message index + 1 of the newest success
+	doubles      uint64
+	outOfOrder   uint64
+	acked, timed atomic.Uint64
+	failed       atomic.Uint64
+	callbacks    atomic.Uint64
+}
+
+func (t *tally) callback(id core.MessageID, msg *core.Message, err error) {
+	idx := binary.BigEndian.Uint64(msg.Payload)
+	if t.called.set(idx) {
+		t.doubles++
+		return
+	}
+	t.callbacks.Add(1)
+	switch {
+	case err == nil:
+		t.acked.Add(1)
+		t.successSeqs.set(uint64(id))
+		if idx+1 <= t.lastSuccess {
+			t.outOfOrder++
+		}
+		t.lastSuccess = idx + 1
+	case errors.Is(err, core.ErrTimeout):
+		t.timed.Add(1)
+	default:
+		t.failed.Add(1)
+	}
+}
+
+// broker is the embedded broker: a TCP server on a fixed address, with a
+// store that outlives restarts.
+type demoBroker struct {
+	mu     sync.Mutex
+	store  *checkStore
+	addr   string
+	server *tcp.Server // nil while down
+	kills  int
+}
+
+func (b *demoBroker) up() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.server != nil {
+		return nil
+	}
+	br, err := broker.New(b.store)
+	if err != nil {
+		return err
+	}
+	addr := b.addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	srv, err := tcp.NewServer(addr, br)
+	if err != nil {
+		return err
+	}
+	b.server, b.addr = srv, srv.Addr().String()
+	return nil
+}
+
+func (b *demoBroker) down() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.server == nil {
+		return
+	}
+	_ = b.server.Close(context.Background())
+	b.server = nil
+	b.kills++
+}
+
+func demo(ctx context.Context, cfg demoConfig, codecOpt core.Option, stdout io.Writer) (*demoResult, error) {
+	b := &demoBroker{store: newCheckStore()}
+	if err := b.up(); err != nil {
+		return nil, err
+	}
+	defer b.down()
+	d, err := tcp.NewDialer(b.addr)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	opts := []core.Option{
+		core.Name("demo"),
+		core.SendTimeout(cfg.timeout),
+		core.MaxPending(cfg.maxPending),
+		core.ReconnectBackoff(10*time.Millisecond, 100*time.Millisecond),
+	}
+	if codecOpt != nil {
+		opts = append(opts, codecOpt)
+	}
+	p, err := core.New(d, opts...)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stdout, "inflight demo: broker on %s, %d-byte messages for %v, broker killed every %v for %v, SendTimeout %v\n",
+		b.addr, cfg.size, cfg.duration, cfg.killEvery, cfg.downFor, cfg.timeout)
+
+	t := &tally{}
+	var sent, refused atomic.Uint64
+	sendCtx, stopSending := context.WithTimeout(ctx, cfg.duration)
+	defer stopSending()
+	start := time.Now()
+
+	var wg sync.WaitGroup
+	wg.Go(func() { sendLoop(sendCtx, p, cfg, t, &sent, &refused) })
+	wg.Go(func() { killLoop(sendCtx, b, cfg) })
+	prog := newProgress(stdout)
+	showProgress := func() {
+		st := p.Stats()
+		el := time.Since(start).Seconds()
+		prog.show(fmt.Sprintf("%5.1fs  sent %s  acked %s (%s)  pending %s  timed out %s  reconnects %d  broker %s",
+			el, count(sent.Load()), count(t.acked.Load()), rate(float64(t.acked.Load())/el),
+			count(st.Pending), count(t.timed.Load()), st.Reconnects, b.state()))
+	}
+	tick := time.NewTicker(cfg.report)
+	for done := false; !done; {
+		select {
+		case <-tick.C:
+			showProgress()
+		case <-sendCtx.Done():
+			done = true
+		}
+	}
+	tick.Stop()
+	wg.Wait()
+	elapsed := time.Since(start)
+	showProgress()
+	prog.end()
+
+	// Bring the broker back so that what is pending can still be delivered,
+	// then drain: Close waits up to the messages' own timeout.
+	if err := b.up(); err != nil {
+		return nil, err
+	}
+	closeCtx, cancel := context.WithTimeout(context.Background(), cfg.timeout+5*time.Second)
+	defer cancel()
+	_ = p.Close(closeCtx) // what Close fails still gets its callback
+	st := p.Stats()
+	b.down()
+
+	stored, dups, disorder := b.store.snapshot()
+	res := &demoResult{
+		elapsed:    elapsed,
+		kills:      b.kills - 1, // the final stop is not a kill
+		sent:       sent.Load(),
+		refused:    refused.Load(),
+		acked:      t.acked.Load(),
+		timedOut:   t.timed.Load(),
+		failed:     t.failed.Load(),
+		doubleCB:   t.doubles,
+		outOfOrder: t.outOfOrder,
+		stored:     stored,
+		duplicates: dups,
+		disorder:   disorder,
+		missing:    b.store.missing(t.successSeqs),
+		reconnects: st.Reconnects,
+	}
+	accepted := res.sent - res.refused
+	if cb := t.callbacks.Load(); cb < accepted {
+		res.missingCB = accepted - cb
+	}
+	return res, nil
+}
+
+func (b *demoBroker) state() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.server == nil {
+		return "DOWN"
+	}
+	return "up"
+}
+
+// sendLoop sends as fast as the producer takes messages until ctx ends.
+// Message objects are reused round robin: a message's slot comes around
+// again only after MaxPending newer sends, and the producer holds at most
+// MaxPending messages, so its callback has run by then.
+func sendLoop(ctx context.Context, p *core.Producer, cfg demoConfig, t *tally, sent, refused *atomic.Uint64) {
+	msgs := make([]core.Message, cfg.maxPending+1)
+	for i := range msgs {
+		msgs[i].Payload = make([]byte, cfg.size)
+	}
+	for idx := uint64(0); ctx.Err() == nil; idx++ {
+		m := &msgs[idx%uint64(len(msgs))]
+		binary.BigEndian.PutUint64(m.Payload, idx)
+		sent.Add(1)
+		// ctx only stops the loop: the messages live by SendTimeout alone.
+		if err := p.SendAsync(context.Background(), m, t.callback); err != nil {
+			refused.Add(1) // waited for room past its deadline
+		}
+	}
+}
+
+// killLoop stops the broker every killEvery for downFor, until ctx ends.
+func killLoop(ctx context.Context, b *demoBroker, cfg demoConfig) {
+	if cfg.killEvery == 0 {
+		return
+	}
+	for {
+		select {
+		case <-time.After(cfg.killEvery):
+		case <-ctx.Done():
+			return
+		}
+		b.down()
+		select {
+		case <-time.After(cfg.downFor):
+		case <-ctx.Done():
+		}
+		if err := b.up(); err != nil {
+			return // the final up() reports it
+		}
+	}
+}
+
+// print writes the report and returns whether every guarantee held.
+func (r *demoResult) print(w io.Writer, cfg demoConfig) bool {
+	ok := true
+	check := func(name string, bad uint64, detail string) {
+		verdict := "ok"
+		if bad != 0 {
+			verdict, ok = "FAILED", false
+		}
+		fmt.Fprintf(w, "  %-42s %-6s %s\n", name, verdict, detail)
+	}
+	secs := r.elapsed.Seconds()
+	fmt.Fprintf(w, "\nsent %s messages in %.1fs, broker killed %d times, %d reconnects\n", count(r.sent), secs, r.kills, r.reconnects)
+	fmt.Fprintf(w, "  acked %s, timed out %s, failed at close %s, refused at send %s\n",
+		count(r.acked), count(r.timedOut), count(r.failed), count(r.refused))
+	fmt.Fprintf(w, "  throughput %s acked (%.1f MB/s of payload)\n\n", rate(float64(r.acked)/secs), float64(r.acked)*float64(cfg.size)/secs/1e6)
+	accounted := r.acked + r.timedOut + r.failed + r.refused
+	check("sent = acked + failed", diff(r.sent, accounted), fmt.Sprintf("%s = %s", count(r.sent), count(accounted)))
+	check("every callback exactly once", r.missingCB+r.doubleCB, fmt.Sprintf("%d missing, %d twice", r.missingCB, r.doubleCB))
+	check("success order = send order", r.outOfOrder, fmt.Sprintf("%d out of order", r.outOfOrder))
+	check("broker duplicates", r.duplicates, fmt.Sprintf("%d sequence IDs stored twice", r.duplicates))
+	check("broker stored in send order", r.disorder, fmt.Sprintf("%d out of order", r.disorder))
+	check("success but missing from the broker", r.missing, fmt.Sprintf("%d missing of %s stored", r.missing, count(r.stored)))
+	if ok {
+		fmt.Fprintln(w, "\nall guarantees held")
+	} else {
+		fmt.Fprintln(w, "\nA GUARANTEE FAILED")
+	}
+	return ok
+}
+
+func diff(a, b uint64) uint64 {
+	if a > b {
+		return a - b
+	}
+	return b - a
+}

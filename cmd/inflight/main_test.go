@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/inflightmq/inflight/internal/leakcheck"
+)
+
+func TestMain(m *testing.M) {
+	if serveChild() { // re-executed as a broker by TestServeSurvivesKill9
+		return
+	}
+	goleak.VerifyTestMain(m, leakcheck.Options()...)
+}
+
+func runCmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// TestDemoGuaranteesHold runs the main job briefly, with the broker killed
+// several times, and checks its report.
+func TestDemoGuaranteesHold(t *testing.T) {
+	code, out, errOut := runCmd(t, "demo", "-duration=1500ms", "-kill-every=300ms", "-down-for=100ms", "-timeout=500ms", "-max-pending=4096")
+	t.Log(out)
+	require.Equal(t, exitOK, code, "stderr: %s", errOut)
+	assert.Contains(t, out, "all guarantees held")
+	for _, line := range []string{"sent = acked + failed", "every callback exactly once", "success order = send order",
+		"broker duplicates", "broker stored in send order", "success but missing from the broker"} {
+		assert.Regexp(t, regexp.QuoteMeta(line)+`\s+ok`, out)
+	}
+	assert.Regexp(t, `broker killed [3-9] times`, out)
+}
+
+func TestBadUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"nope"},
+		{"demo", "-duration=0"},
+		{"demo", "-size=4"},
+		{"demo", "-codec=lz77"},
+		{"demo", "-bogus"},
+		{"demo", "extra"},
+		{"serve", "-store=tape"},
+		{"serve", "-store=file:x", "-fsync=sometimes"},
+		{"serve", "-stats-every=-1s"},
+		{"produce", "-n=0"},
+		{"produce", "-size=8"},
+		{"produce", "-rate=-1"},
+		{"produce", "-addr=no-port"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			code, _, errOut := runCmd(t, args...)
+			assert.Equal(t, exitUsage, code)
+			assert.NotEmpty(t, errOut, "a usage error says why")
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"demo", "-h"}, {"serve", "-h"}, {"produce", "-h"}} {
+		code, out, errOut := runCmd(t, args...)
+		assert.Equal(t, exitOK, code, "%v", args)
+		assert.Contains(t, out+errOut, "usage: inflight")
+	}
+}
