@@ -3,6 +3,7 @@ package ringbuf
 import (
 	"runtime"
 	"sync/atomic"
+	"time"
 )
 
 const (
@@ -103,16 +104,13 @@ func (r *Ring[T]) TryClaim(size int64) (uint64, error) {
 	if size < 0 {
 		return 0, ErrInvalidSize
 	}
-	if r.tail.Load()&closedBit != 0 {
-		return 0, ErrClosed
-	}
-	if !r.reserve(size) {
-		return 0, ErrFull
-	}
+	reserved := false
 	for {
 		t := r.tail.Load()
 		if t&closedBit != 0 {
-			r.unreserve(size)
+			if reserved {
+				r.unreserve(size)
+			}
 			return 0, ErrClosed
 		}
 		if t-r.headCache.Load() >= r.limit {
@@ -120,10 +118,21 @@ func (r *Ring[T]) TryClaim(size int64) (uint64, error) {
 			// claimers read a cached copy and refresh it only here.
 			h := r.head.Load()
 			if t-h >= r.limit {
-				r.unreserve(size)
+				if reserved {
+					r.unreserve(size)
+				}
 				return 0, ErrFull
 			}
 			r.headCache.Store(h)
+		}
+		// Bytes are reserved only once a slot is known to be free: a
+		// reservation that has to be given back wakes every waiter, and a
+		// claimer that did so on every try would wake itself in a loop.
+		if !reserved {
+			if !r.reserve(size) {
+				return 0, ErrFull
+			}
+			reserved = true
 		}
 		if r.tail.CompareAndSwap(t, t+1) {
 			r.slots[t&r.mask].size = size
@@ -265,6 +274,12 @@ func (r *Ring[T]) DisarmRoom() { r.space.disarm() }
 // ErrCanceled if done is closed first and ErrClosed if the ring is closed and
 // pos was never claimed. Consumer only.
 func (r *Ring[T]) WaitPublished(pos uint64, done <-chan struct{}) error {
+	return r.WaitPublishedUntil(pos, done, nil)
+}
+
+// WaitPublishedUntil is WaitPublished that also gives up with ErrTimeout
+// when timeout delivers (a nil timeout never does). Consumer only.
+func (r *Ring[T]) WaitPublishedUntil(pos uint64, done <-chan struct{}, timeout <-chan time.Time) error {
 	for i := 0; ; i++ {
 		if r.Published(pos) {
 			return nil
@@ -287,6 +302,9 @@ func (r *Ring[T]) WaitPublished(pos uint64, done <-chan struct{}) error {
 		case <-done:
 			r.consumer.parked.Store(false)
 			return ErrCanceled
+		case <-timeout:
+			r.consumer.parked.Store(false)
+			return ErrTimeout
 		}
 	}
 }

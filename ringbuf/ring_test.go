@@ -405,3 +405,23 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		time.Sleep(100 * time.Microsecond)
 	}
 }
+
+// TestFailedClaimWakesNobody: a claim refused because every slot is taken
+// must not wake waiters (it reserves no bytes, so it has none to give back).
+// It used to reserve first and give back after, waking every waiter, itself
+// included: a blocked claimer spun, allocating a wake-up channel per turn.
+func TestFailedClaimWakesNobody(t *testing.T) {
+	r, _ := New[int](1, 1<<20)
+	pos, _ := r.TryClaim(10)
+	r.Publish(pos)
+	room := r.ArmRoom()
+	defer r.DisarmRoom()
+	_, err := r.TryClaim(10)
+	require.ErrorIs(t, err, ErrFull)
+	select {
+	case <-room:
+		t.Fatal("a refused claim woke the waiters")
+	default:
+	}
+	assert.Equal(t, int64(10), r.Bytes())
+}
