@@ -3,6 +3,7 @@ module github.com/inflightmq/inflight
 go 1.26
 
 require (
+	github.com/klauspost/compress v1.20.4
 	github.com/panjf2000/gnet/v2 v2.9.7
 	github.com/smallnest/chanx v1.2.0
 	github.com/stretchr/testify v1.12.1

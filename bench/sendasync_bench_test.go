@@ -12,6 +12,7 @@ import (
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/transport/mem"
 	"github.com/inflightmq/inflight/transport/tcp"
+	"github.com/inflightmq/inflight/wire"
 )
 
 // fixture is a broker reachable through one transport.
@@ -47,46 +48,88 @@ var transports = []struct {
 	new  func(*testing.B) fixture
 }{{"mem", memFixture}, {"tcp", tcpFixture}}
 
-// BenchmarkSendAsync measures SendAsync to callback, the broker storing
-// (counting) every record. One op is one message; msgs/s counts callbacks.
+// run measures SendAsync to callback from one goroutine: one op is one
+// message; msgs/s counts callbacks (the broker stored, or counted, each
+// record); ratio is raw batch bytes over bytes on the wire.
+func run(b *testing.B, f fixture, msgs []*core.Message, opts ...core.Option) {
+	defer f.close()
+	p, err := core.New(f.dialer, append([]core.Option{core.Name("bench")}, opts...)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	var failed atomic.Int64
+	cb := func(_ core.MessageID, _ *core.Message, err error) {
+		if err != nil {
+			failed.Add(1)
+		}
+	}
+	ctx := context.Background()
+	if _, err := p.Send(ctx, msgs[0]); err != nil { // connect
+		b.Fatal(err)
+	}
+	before := p.Stats()
+	b.SetBytes(int64(len(msgs[0].Payload)))
+	b.ReportAllocs()
+	start := time.Now()
+	i := 0
+	for b.Loop() {
+		if err := p.SendAsync(ctx, msgs[i%len(msgs)], cb); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	if err := p.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
+	st := p.Stats()
+	if wireBytes := st.BytesWire - before.BytesWire; wireBytes > 0 {
+		b.ReportMetric(float64(st.BytesRaw-before.BytesRaw)/float64(wireBytes), "ratio")
+		b.ReportMetric(float64(st.Sent-before.Sent)/float64(st.Batches-before.Batches), "msgs/batch")
+	}
+	if failed.Load() != 0 {
+		b.Fatalf("%d messages failed", failed.Load())
+	}
+}
+
+// BenchmarkSendAsync: every transport, no compression, natural batching.
 func BenchmarkSendAsync(b *testing.B) {
 	for _, tr := range transports {
 		for _, size := range []int{100, 1024, 16 << 10} {
 			b.Run(fmt.Sprintf("%s/payload=%d", tr.name, size), func(b *testing.B) {
-				f := tr.new(b)
-				defer f.close()
-				p, err := core.New(f.dialer, core.Name("bench"))
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer p.Close(context.Background())
-				msg := &core.Message{Payload: make([]byte, size)}
-				var failed atomic.Int64
-				cb := func(_ core.MessageID, _ *core.Message, err error) {
-					if err != nil {
-						failed.Add(1)
-					}
-				}
-				ctx := context.Background()
-				if _, err := p.Send(ctx, msg); err != nil { // connect
-					b.Fatal(err)
-				}
-				b.SetBytes(int64(size))
-				b.ReportAllocs()
-				start := time.Now()
-				for b.Loop() {
-					if err := p.SendAsync(ctx, msg, cb); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if err := p.Flush(ctx); err != nil {
-					b.Fatal(err)
-				}
-				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
-				if failed.Load() != 0 {
-					b.Fatalf("%d messages failed", failed.Load())
-				}
+				run(b, tr.new(b), messages(poolSize(size), size))
 			})
 		}
 	}
 }
+
+// BenchmarkCodecs: over mem, every codec x batch size x payload size.
+func BenchmarkCodecs(b *testing.B) {
+	codecs := []struct {
+		name  string
+		codec wire.Codec
+		level wire.Level
+	}{
+		{"none", wire.CodecNone, wire.LevelFastest},
+		{"s2", wire.CodecS2, wire.LevelDefault},
+		{"snappy", wire.CodecSnappy, wire.LevelDefault},
+		{"zstd-fastest", wire.CodecZstd, wire.LevelFastest},
+		{"zstd-default", wire.CodecZstd, wire.LevelDefault},
+	}
+	for _, c := range codecs {
+		for _, batch := range []int{256, 4096} {
+			for _, size := range []int{100, 1024, 16 << 10} {
+				b.Run(fmt.Sprintf("%s/batch=%d/payload=%d", c.name, batch, size), func(b *testing.B) {
+					run(b, memFixture(b), messages(poolSize(size), size),
+						core.Compression(c.codec, c.level), core.MaxBatchMessages(batch))
+				})
+			}
+		}
+	}
+}
+
+// poolSize is how many distinct messages a benchmark cycles through: more
+// than a batch holds, so that compression never sees a batch repeat itself,
+// within 64 MiB of payload.
+func poolSize(size int) int { return min(max(64<<20/size, 1024), 16384) }

@@ -13,6 +13,7 @@ import (
 type Broker struct {
 	store    Store
 	maxFrame int
+	dec      *wire.Decompressor // shared by sessions; bounded by maxFrame
 
 	mu        sync.Mutex
 	producers map[string]*producerState // only names with a live session
@@ -72,7 +73,11 @@ func New(store Store, opts ...Option) (*Broker, error) {
 			return nil, err
 		}
 	}
-	return &Broker{store: store, maxFrame: cfg.maxFrame, producers: make(map[string]*producerState)}, nil
+	dec, err := wire.NewDecompressor(cfg.maxFrame)
+	if err != nil {
+		return nil, err
+	}
+	return &Broker{store: store, maxFrame: cfg.maxFrame, dec: dec, producers: make(map[string]*producerState)}, nil
 }
 
 // MaxFrameSize returns the largest frame the broker accepts.

@@ -103,7 +103,7 @@ func TestGarbage(t *testing.T) {
 		{name: "batch header cut", afterHello: true, frame: rawFrame(byte(wire.TypeBatch), batch[wire.HeaderSize:wire.BatchHeaderSize-1]...), wantCode: wire.CodeProtocol, wantErr: wire.ErrTruncated},
 		{name: "flipped data byte", afterHello: true, frame: patched(batch, xorByte(-1, 1)), wantCode: wire.CodeChecksum, wantErr: wire.ErrChecksum},
 		{name: "flipped crc", afterHello: true, frame: patched(batch, xorByte(offCRC, 0x80)), wantCode: wire.CodeChecksum, wantErr: wire.ErrChecksum},
-		{name: "codec zstd", afterHello: true, frame: patched(batch, setByte(offCodec, byte(wire.CodecZstd))), wantCode: wire.CodeUnsupportedCodec, wantErr: wire.ErrUnsupportedCodec},
+		{name: "zstd flag on plain data", afterHello: true, frame: patched(batch, setByte(offCodec, byte(wire.CodecZstd))), wantCode: wire.CodeProtocol, wantErr: wire.ErrMalformed},
 		{name: "codec unknown", afterHello: true, frame: patched(batch, setByte(offCodec, 9)), wantCode: wire.CodeUnsupportedCodec, wantErr: wire.ErrUnsupportedCodec},
 		{name: "count above records", afterHello: true, frame: patched(batch, putU32(offCount, 4)), wantCode: wire.CodeProtocol, wantErr: wire.ErrMalformed},
 		{name: "count below records", afterHello: true, frame: patched(batch, putU32(offCount, 2)), wantCode: wire.CodeProtocol, wantErr: wire.ErrMalformed},

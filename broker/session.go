@@ -29,6 +29,7 @@ type Session struct {
 	prod   *producerState // set by HELLO
 	closed atomic.Bool
 	out    []byte   // reused for outbound frames
+	raw    []byte   // reused for decompressed records blocks
 	recs   [][]byte // reused record views into the current frame
 }
 
@@ -115,6 +116,11 @@ func (s *Session) batch(frame []byte) error {
 	}
 	b, err := wire.DecodeBatch(frame)
 	if err != nil {
+		return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
+	}
+	// A compressed block is decoded within the frame limit, checked before
+	// anything is allocated: a decompression bomb fails this session only.
+	if b, s.raw, err = b.Decompress(s.b.dec, s.raw); err != nil {
 		return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
 	}
 	recs, err := b.AppendRecords(s.recs[:0])

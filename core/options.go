@@ -47,6 +47,9 @@ type config struct {
 	maxBatchMessages int
 	maxBatchBytes    int
 	maxFrameSize     int
+	linger           time.Duration
+	codec            wire.Codec
+	level            wire.Level
 	clock            clock.Clock
 	onError          func(error)
 }
@@ -65,6 +68,7 @@ func defaultConfig() config {
 		maxBatchMessages: DefaultMaxBatchMessages,
 		maxBatchBytes:    DefaultMaxBatchBytes,
 		maxFrameSize:     wire.DefaultMaxFrameSize,
+		level:            wire.LevelFastest,
 		clock:            clock.System(),
 		onError:          func(error) {},
 	}
@@ -193,6 +197,38 @@ func MaxBatchBytes(n int) Option {
 			return invalid("MaxBatchBytes", n, fmt.Sprintf("must be in [%d, 2^30]", wire.MinMaxFrameSize))
 		}
 		c.maxBatchBytes = n
+		return nil
+	})
+}
+
+// Linger sets how long the writer may wait for a batch to fill before it
+// sends a batch that is not full (default 0: natural batching, which sends
+// whatever is ready at once and lets the next batch grow while the
+// connection is busy). A positive linger trades latency for bigger batches,
+// which helps compression.
+func Linger(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d < 0 {
+			return invalid("Linger", d, "must not be negative")
+		}
+		c.linger = d
+		return nil
+	})
+}
+
+// Compression sets the codec that compresses each batch (default
+// wire.CodecNone) and its level (wire.LevelFastest, LevelDefault or
+// LevelBetter; zstd uses all three, s2 distinguishes LevelBetter, snappy
+// none). A batch whose compressed form does not save at least 1/8 is sent
+// uncompressed (flagged CodecNone in its frame).
+func Compression(codec wire.Codec, level wire.Level) Option {
+	return optionFunc(func(c *config) error {
+		cp, err := wire.NewCompressor(codec, level)
+		if err != nil {
+			return invalid("Compression", fmt.Sprintf("%v/%v", codec, level), err.Error())
+		}
+		cp.Close()
+		c.codec, c.level = codec, level
 		return nil
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/inflightmq/inflight/clock"
 	"github.com/inflightmq/inflight/ringbuf"
 	"github.com/inflightmq/inflight/transport"
+	"github.com/inflightmq/inflight/wire"
 )
 
 // entry is what the ring holds for one message.
@@ -30,6 +31,9 @@ type Producer struct {
 	clock  clock.Clock
 	epoch  time.Time
 	coarse bool // the clock is the system clock: SendAsync reads the shared coarse clock
+
+	comp    *wire.Compressor // nil without compression; pump only
+	scratch []byte           // raw batch buffer when compressing; pump only
 
 	// Sequence IDs are seqBase + position + 1. seqBase is fixed by the
 	// first HELLO_OK (the broker's last stored seq for this name), before
@@ -96,6 +100,11 @@ func New(dialer transport.Dialer, opts ...Option) (*Producer, error) {
 		stop:         make(chan struct{}),
 		stopDisp:     make(chan struct{}),
 		closed:       make(chan struct{}),
+	}
+	if cfg.codec != wire.CodecNone {
+		if p.comp, err = wire.NewCompressor(cfg.codec, cfg.level); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
 	}
 	if p.coarse {
 		// All times are ns since one epoch: the coarse clock's.
@@ -182,6 +191,9 @@ func (p *Producer) Close(ctx context.Context) error {
 	p.wg.Wait()
 	if p.coarse {
 		coarse.unregister(p)
+	}
+	if p.comp != nil {
+		p.comp.Close()
 	}
 	close(p.stopDisp)
 	p.dispWG.Wait()

@@ -187,18 +187,28 @@ func (p *Producer) writeLoop(s *session, bufs chan *transport.Buffer) {
 				return
 			}
 		}
+		if p.cfg.linger > 0 && !p.linger(s, pos) {
+			bufs <- buf
+			return
+		}
+		raw := buf.Bytes // without compression, build the frame in place
+		if p.comp != nil {
+			raw = p.scratch
+		}
 		var n int
-		pos, n = p.fillBatch(&bb, buf, pos, s.maxFrame)
+		pos, n = p.fillBatch(&bb, raw, pos, s.maxFrame)
 		if n == 0 {
 			bufs <- buf
 			continue
 		}
+		rawLen := bb.Size()
+		p.finishBatch(&bb, buf)
 		if pos > p.maxWritten.Load() {
 			p.maxWritten.Store(pos)
 		}
 		p.stats.sent.Add(uint64(n))
 		p.stats.batches.Add(1)
-		p.stats.bytesRaw.Add(uint64(len(buf.Bytes)))
+		p.stats.bytesRaw.Add(uint64(rawLen))
 		p.stats.bytesWire.Add(uint64(len(buf.Bytes)))
 		if err := s.conn.WriteFrame(buf); err != nil {
 			s.fail(err)
@@ -207,17 +217,55 @@ func (p *Producer) writeLoop(s *session, bufs chan *transport.Buffer) {
 	}
 }
 
+// finishBatch completes the frame built in bb into buf: in place without
+// compression; compressed into buf when that pays; otherwise the raw frame
+// in the scratch buffer changes places with buf's (no copy).
+func (p *Producer) finishBatch(bb *wire.BatchBuilder, buf *transport.Buffer) {
+	if p.comp == nil {
+		buf.Bytes = bb.Finish()
+		return
+	}
+	// Room for the worst case up front, so that when compression does not
+	// pay, the buffer that goes back to scratch keeps its capacity.
+	need := wire.BatchHeaderSize + p.comp.Bound(bb.Size())
+	if cap(buf.Bytes) < need {
+		buf.Bytes = make([]byte, 0, need)
+	}
+	frame, compressed := bb.FinishCompressed(p.comp, buf.Bytes)
+	if compressed {
+		buf.Bytes, p.scratch = frame, bb.Bytes()[:0]
+		return
+	}
+	buf.Bytes, p.scratch = frame, buf.Bytes[:0]
+}
+
+// linger waits, up to Linger, until a full batch is published from pos. It
+// returns false if the session died or the producer is stopping.
+func (p *Producer) linger(s *session, pos uint64) bool {
+	last := pos + uint64(p.cfg.maxBatchMessages) - 1
+	if p.ring.Published(last) {
+		return true
+	}
+	t := p.clock.NewTimer(p.cfg.linger)
+	defer t.Stop()
+	switch p.ring.WaitPublishedUntil(last, s.dead, t.C()) {
+	case ringbuf.ErrCanceled:
+		return false
+	}
+	return !p.stopping()
+}
+
 // fillBatch builds one BATCH frame into buf from consecutive positions
 // starting at pos, and returns the next position to look at and the number
 // of records. It stops at the batch limits, at the first unpublished
 // position, and at a gap: a position that is resolved, or that it resolves
 // itself because its deadline passed or its context ended (such a message
 // is never written). Sequence IDs in one frame are consecutive.
-func (p *Producer) fillBatch(bb *wire.BatchBuilder, buf *transport.Buffer, pos uint64, maxFrame int) (uint64, int) {
+func (p *Producer) fillBatch(bb *wire.BatchBuilder, raw []byte, pos uint64, maxFrame int) (uint64, int) {
 	limit := min(p.cfg.maxBatchBytes, maxFrame)
 	maxRecord := maxFrame - wire.BatchHeaderSize - wire.RecordOverhead(maxFrame)
 	now := p.preciseNow()
-	bb.Reset(buf.Bytes[:0], p.seqBase.Load()+pos+1)
+	bb.Reset(raw[:0], p.seqBase.Load()+pos+1)
 	n := 0
 	for n < p.cfg.maxBatchMessages {
 		st := p.ring.State(pos)
@@ -229,7 +277,7 @@ func (p *Producer) fillBatch(bb *wire.BatchBuilder, buf *transport.Buffer, pos u
 				break
 			}
 			pos++
-			bb.Reset(buf.Bytes[:0], p.seqBase.Load()+pos+1)
+			bb.Reset(raw[:0], p.seqBase.Load()+pos+1)
 			continue
 		}
 		slot := p.ring.Slot(pos)
@@ -257,16 +305,13 @@ func (p *Producer) fillBatch(bb *wire.BatchBuilder, buf *transport.Buffer, pos u
 			if n > 0 {
 				break
 			}
-			bb.Reset(buf.Bytes[:0], p.seqBase.Load()+pos+1)
+			bb.Reset(raw[:0], p.seqBase.Load()+pos+1)
 			continue
 		}
 		bb.Add(e.payload)
 		p.ring.Transition(pos, ringbuf.Writing, ringbuf.Written)
 		n++
 		pos++
-	}
-	if n > 0 {
-		buf.Bytes = bb.Finish()
 	}
 	return pos, n
 }

@@ -47,3 +47,21 @@ func (p *Producer) Stats() Stats {
 		BytesWire:    p.stats.bytesWire.Load(),
 	}
 }
+
+// MessagesPerBatch returns the average number of messages in a BATCH frame
+// (resends included), or 0 before the first batch.
+func (s Stats) MessagesPerBatch() float64 {
+	if s.Batches == 0 {
+		return 0
+	}
+	return float64(s.Sent) / float64(s.Batches)
+}
+
+// CompressionRatio returns BytesRaw / BytesWire (1 without compression, or
+// before the first batch).
+func (s Stats) CompressionRatio() float64 {
+	if s.BytesWire == 0 {
+		return 1
+	}
+	return float64(s.BytesRaw) / float64(s.BytesWire)
+}

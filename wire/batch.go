@@ -86,6 +86,25 @@ func errRawLen(rawLen uint32, n int) error {
 	return fmt.Errorf("%w: raw length %d, records block is %d bytes", ErrMalformed, rawLen, n)
 }
 
+// Decompress returns the batch with its records block decoded by d into
+// dst (grown if needed; reuse it across calls): a CodecNone batch whose
+// Records can be read. A CodecNone batch is returned as is. Errors:
+// ErrFrameTooLarge when RawLen exceeds d's limit (checked before any
+// allocation), ErrMalformed when the block does not decode to exactly
+// RawLen bytes. The CRC was checked by DecodeBatch, on the compressed data.
+func (b *Batch) Decompress(d *Decompressor, dst []byte) (Batch, []byte, error) {
+	if b.Codec == CodecNone {
+		return *b, dst, nil
+	}
+	out, err := d.Decode(dst, b.Codec, b.Data, int(b.RawLen))
+	if err != nil {
+		return Batch{}, out, err
+	}
+	nb := *b
+	nb.Codec, nb.Data = CodecNone, out
+	return nb, out, nil
+}
+
 // LastSeq returns the sequence id of the last record, FirstSeq+Count-1.
 // It is meaningful for a batch returned by DecodeBatch.
 func (b *Batch) LastSeq() uint64 {

@@ -66,6 +66,11 @@ func (b *BatchBuilder) Count() int { return b.count }
 // included.
 func (b *BatchBuilder) Size() int { return max(len(b.buf), BatchHeaderSize) }
 
+// Bytes returns the frame under construction, header not yet filled in. Its
+// backing array is the builder's buffer: keep it to reuse the buffer's
+// capacity in a later Reset.
+func (b *BatchBuilder) Bytes() []byte { return b.buf }
+
 // FirstSeq returns the sequence id given to Reset.
 func (b *BatchBuilder) FirstSeq() uint64 { return b.firstSeq }
 
@@ -80,14 +85,46 @@ func (b *BatchBuilder) Finish() []byte {
 	if len(b.buf) < BatchHeaderSize {
 		b.Reset(b.buf, b.firstSeq)
 	}
-	f := b.buf
+	putBatchHeader(b.buf, b.firstSeq, b.count, CodecNone, len(b.buf)-BatchHeaderSize)
+	return b.buf
+}
+
+// FinishCompressed builds the batch into dst[:0] with its records block
+// compressed by c, when that pays: when the compressed block is at most 7/8
+// of the raw one. Otherwise, and for CodecNone, it returns Finish() (in the
+// builder's own buffer) and false: the frame then says CodecNone, which is
+// how a frame flags "sent uncompressed". It allocates only when dst lacks
+// capacity.
+func (b *BatchBuilder) FinishCompressed(c *Compressor, dst []byte) (frame []byte, compressed bool) {
+	if len(b.buf) < BatchHeaderSize {
+		b.Reset(b.buf, b.firstSeq)
+	}
+	raw := b.buf[BatchHeaderSize:]
+	if c == nil || c.codec == CodecNone || len(raw) < minCompress {
+		return b.Finish(), false
+	}
+	var hdr [BatchHeaderSize]byte
+	f := c.Append(append(dst[:0], hdr[:]...), raw)
 	data := f[BatchHeaderSize:]
+	if len(data) > len(raw)-len(raw)/8 {
+		return b.Finish(), false
+	}
+	putBatchHeader(f, b.firstSeq, b.count, c.codec, len(raw))
+	return f, true
+}
+
+// minCompress is the smallest records block worth compressing: below it the
+// codecs' own headers eat the gain.
+const minCompress = 64
+
+// putBatchHeader fills the header of the BATCH frame f, whose data follows
+// BatchHeaderSize, CRC included.
+func putBatchHeader(f []byte, firstSeq uint64, count int, codec Codec, rawLen int) {
 	binary.BigEndian.PutUint32(f, uint32(len(f)-prefixSize))
 	f[prefixSize] = byte(TypeBatch)
-	binary.BigEndian.PutUint64(f[offFirstSeq:], b.firstSeq)
-	binary.BigEndian.PutUint32(f[offCount:], uint32(b.count))
-	f[offCodec] = byte(CodecNone)
-	binary.BigEndian.PutUint32(f[offRawLen:], uint32(len(data)))
-	binary.BigEndian.PutUint32(f[offCRC:], crc32.Checksum(data, castagnoli))
-	return f
+	binary.BigEndian.PutUint64(f[offFirstSeq:], firstSeq)
+	binary.BigEndian.PutUint32(f[offCount:], uint32(count))
+	f[offCodec] = byte(codec)
+	binary.BigEndian.PutUint32(f[offRawLen:], uint32(rawLen))
+	binary.BigEndian.PutUint32(f[offCRC:], crc32.Checksum(f[BatchHeaderSize:], castagnoli))
 }

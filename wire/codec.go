@@ -4,8 +4,8 @@ import "strconv"
 
 // Codec says how the records block of a BATCH is compressed.
 //
-// All four values are valid in a BATCH header, but this version reads only
-// CodecNone batches record by record: Batch.Records returns
+// A compressed batch is read by Batch.Decompress (with a Decompressor)
+// first; Batch.Records reads only CodecNone batches and returns
 // ErrUnsupportedCodec for the others.
 type Codec uint8
 
