@@ -114,7 +114,7 @@ func NewServer(addr string, b *broker.Broker, opts ...ServerOption) (*Server, er
 		}
 	}
 	s := &Server{broker: b, cfg: cfg, done: make(chan struct{}), listenFD: -1}
-	s.events = &serverEvents{s: s, booted: make(chan gnet.Engine, 1), conns: make(map[*serverConn]struct{})}
+	s.events = &serverEvents{s: s, started: make(chan struct{}), conns: make(map[*serverConn]struct{})}
 	go func() {
 		defer close(s.done)
 		s.runErr = gnet.Run(s.events, "tcp://"+addr,
@@ -125,18 +125,26 @@ func NewServer(addr string, b *broker.Broker, opts ...ServerOption) (*Server, er
 			gnet.WithTicker(true),
 		)
 	}()
+	// OnBoot learns the address (on gnet's goroutine, before the engine
+	// starts: Engine.Dup races with a failing start otherwise); the first
+	// OnTick says the event loops run.
 	select {
-	case eng := <-s.events.booted:
-		s.events.eng = eng
-		fd, a, err := listenAddr(eng)
-		if err != nil {
+	case <-s.events.started:
+		if s.events.bootErr != nil {
 			s.Close(context.Background())
-			return nil, err
+			return nil, s.events.bootErr
 		}
-		s.listenFD, s.addr = fd, a
+		s.listenFD, s.addr = s.events.listenFD, s.events.addr
 		return s, nil
 	case <-s.done:
-		return nil, fmt.Errorf("inflight/tcp: listen %s: %w", addr, s.runErr)
+		if s.events.listenFD >= 0 {
+			unix.Close(s.events.listenFD)
+		}
+		err := s.runErr
+		if err == nil {
+			err = s.events.bootErr
+		}
+		return nil, fmt.Errorf("inflight/tcp: listen %s: %w", addr, err)
 	}
 }
 
@@ -244,9 +252,14 @@ func (c *serverConn) Close() error { return c.gc.Close() }
 
 type serverEvents struct {
 	gnet.BuiltinEventEngine
-	s      *Server
-	eng    gnet.Engine
-	booted chan gnet.Engine
+	s *Server
+	// Set by OnBoot, read after started is closed or Run returned.
+	eng      gnet.Engine
+	listenFD int
+	addr     net.Addr
+	bootErr  error
+	started  chan struct{} // closed by the first OnTick
+	tickOnce sync.Once
 
 	mu    sync.Mutex
 	conns map[*serverConn]struct{}
@@ -255,7 +268,11 @@ type serverEvents struct {
 }
 
 func (e *serverEvents) OnBoot(eng gnet.Engine) gnet.Action {
-	e.booted <- eng
+	e.eng = eng
+	e.listenFD, e.addr, e.bootErr = listenAddr(eng)
+	if e.bootErr != nil {
+		return gnet.Shutdown
+	}
 	return gnet.None
 }
 
@@ -340,6 +357,7 @@ func (e *serverEvents) OnClose(gc gnet.Conn, _ error) gnet.Action {
 // gnet's ticker goroutine: AsyncWrite and Close are safe there, and the
 // write is queued before the close.
 func (e *serverEvents) OnTick() (time.Duration, gnet.Action) {
+	e.tickOnce.Do(func() { close(e.started) })
 	cfg := e.s.cfg
 	now := time.Now().UnixNano()
 	for _, c := range e.snapshot() {
