@@ -223,6 +223,7 @@ func (s *Server) Close(ctx context.Context) error {
 		}
 		select {
 		case <-s.done:
+			reapLeaked(s.addr)
 		case <-ctx.Done():
 			err = ctx.Err()
 		}
