@@ -1,6 +1,7 @@
 GO ?= go
+SHELL := /bin/bash
 
-.PHONY: all test vet bench demo build fuzz
+.PHONY: all test vet bench demo build fuzz chaos
 
 all: test
 
@@ -25,8 +26,19 @@ demo:
 build:
 	$(GO) build -o bin/inflight ./cmd/inflight
 
-## fuzz: run each fuzz target for FUZZTIME (default 30s)
-FUZZTIME ?= 30s
+## fuzz: run every fuzz target for FUZZTIME each (go test runs their seed corpora always)
+FUZZTIME ?= 60s
+FUZZ_TARGETS = wire:FuzzDecode wire:FuzzBatchBuilder wire:FuzzDecompress wire:FuzzCompressRoundTrip \
+	broker:FuzzSession broker:FuzzFileStoreReplay core:FuzzProducerInbound
 fuzz:
-	$(GO) test -run=NONE -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) ./wire/
-	$(GO) test -run=NONE -fuzz=FuzzBatchBuilder -fuzztime=$(FUZZTIME) ./wire/
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "== $$fn ($$pkg)"; \
+		$(GO) test -run=NONE -fuzz="^$$fn$$" -fuzztime=$(FUZZTIME) ./$$pkg/ || exit 1; \
+	done
+
+## chaos: thousands of chaos seeds over mem and over tcp (make test runs 200 + 30)
+CHAOS_SEEDS ?= 5000
+chaos:
+	set -o pipefail; $(GO) test -count=1 -v -run 'TestChaos' -chaos.seeds=$(CHAOS_SEEDS) \
+		-chaos.tcpseeds=$$(( $(CHAOS_SEEDS) / 10 )) -timeout 60m . 2>&1 | grep -E 'seeds:|reproduce|FAIL|^ok'

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -10,7 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/transport/mem"
 )
 
 // TestCloseFailsPendingWithErrClosed: with the broker gone, Close gives up
@@ -90,6 +93,33 @@ func TestConcurrentClose(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() { assert.NoError(t, e.p.Close(context.Background())) })
+	}
+	wg.Wait()
+}
+
+// TestProducersComeAndGo: producers are created, used and closed while
+// others send; they share one coarse clock, which starts with the first and
+// stops with the last. (TestChaos, whose seeds run side by side, is what
+// caught its wake-up channel being replaced under readers.)
+func TestProducersComeAndGo(t *testing.T) {
+	b, _ := broker.New(broker.NewMemoryStore())
+	d := mem.NewDialer(b)
+	defer d.Close()
+	var wg sync.WaitGroup
+	for g := range 2 { // two, so that the count of producers often drops to zero
+		wg.Go(func() {
+			for round := range 40 {
+				p, err := core.New(d, core.Name(fmt.Sprintf("p%d-%d", g, round)))
+				if !assert.NoError(t, err) {
+					return
+				}
+				for range 5 {
+					_, err := p.Send(context.Background(), &core.Message{Payload: []byte("x")})
+					assert.NoError(t, err)
+				}
+				assert.NoError(t, p.Close(context.Background()))
+			}
+		})
 	}
 	wg.Wait()
 }

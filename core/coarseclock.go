@@ -17,7 +17,7 @@ const (
 
 // coarse is the process-wide coarse clock shared by every producer that uses
 // the system clock: one ticker for all of them, not one each.
-var coarse = &coarseClock{epoch: time.Now()}
+var coarse = &coarseClock{epoch: time.Now(), wake: make(chan struct{}, 1)}
 
 // coarseClock caches the time since its epoch, refreshed every coarseTick
 // while any registered producer has messages pending. When none has for a
@@ -71,7 +71,6 @@ func (c *coarseClock) register(p *Producer) {
 	c.usersMu.Unlock()
 	if first {
 		c.idle.Store(true)
-		c.wake = make(chan struct{}, 1)
 		c.stop = make(chan struct{})
 		c.done = make(chan struct{})
 		go c.run(c.wake, c.stop, c.done)

@@ -18,6 +18,7 @@ type counters struct {
 type Stats struct {
 	Pending      int    // messages enqueued and not yet released (callback not yet run)
 	PendingBytes int64  // their payload bytes
+	Unacked      int    // messages written to a connection whose receipt has not come (nor a later one's)
 	Sent         uint64 // messages written to a connection, resends included
 	Acked        uint64 // success callbacks
 	TimedOut     uint64 // ErrTimeout callbacks
@@ -33,9 +34,11 @@ type Stats struct {
 // cheap (atomic loads); the fields are read one by one, so they are not a
 // single consistent instant.
 func (p *Producer) Stats() Stats {
+	acked := p.acked.Load()
 	return Stats{
 		Pending:      p.ring.Len(),
 		PendingBytes: p.ring.Bytes(),
+		Unacked:      int(max(p.maxWritten.Load(), acked) - acked),
 		Sent:         p.stats.sent.Load(),
 		Acked:        p.stats.acked.Load(),
 		TimedOut:     p.stats.timedOut.Load(),

@@ -188,16 +188,22 @@ func (p peer) Send(frame []byte) error {
 		return transport.ErrClosed
 	default:
 	}
-	if c.d.dropReceipts.Load() {
-		if t, err := wire.TypeOf(frame); err == nil && t == wire.TypeReceipt {
-			return nil
-		}
+	receipt := false
+	if c.d.dropReceipts.Load() || c.d.dupReceipts.Load() {
+		t, err := wire.TypeOf(frame)
+		receipt = err == nil && t == wire.TypeReceipt
+	}
+	if receipt && c.d.dropReceipts.Load() {
+		return nil
 	}
 	f := outFrame{b: append([]byte(nil), frame...)}
 	if delay := c.d.receiptDelay.Load(); delay > 0 {
 		f.at = time.Now().Add(time.Duration(delay))
 	}
 	c.out.In <- f
+	if receipt && c.d.dupReceipts.Load() {
+		c.out.In <- f
+	}
 	return nil
 }
 

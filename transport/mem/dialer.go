@@ -23,6 +23,7 @@ type Dialer struct {
 	refuse       atomic.Bool
 	dropAfter    atomic.Int64 // frames per connection before it is cut; 0: never
 	dropReceipts atomic.Bool
+	dupReceipts  atomic.Bool
 	receiptDelay atomic.Int64 // ns
 	corrupt      atomic.Int64 // frames still to corrupt
 	stall        stallSwitch
@@ -92,6 +93,11 @@ func (d *Dialer) DropAfterFrames(n int) { d.dropAfter.Store(int64(max(n, 0))) }
 // DropReceipts makes the broker's RECEIPT frames vanish instead of reaching
 // the producer, while on is true. The records are still stored.
 func (d *Dialer) DropReceipts(on bool) { d.dropReceipts.Store(on) }
+
+// DuplicateReceipts makes the broker's RECEIPT frames arrive twice while on
+// is true (a receipt is cumulative, so a producer must treat the second as
+// old news).
+func (d *Dialer) DuplicateReceipts(on bool) { d.dupReceipts.Store(on) }
 
 // DelayReceipts holds each frame from the broker (receipts and the rest) for
 // delay before the producer sees it; order is kept. 0 turns it off.

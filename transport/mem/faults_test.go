@@ -386,3 +386,17 @@ func TestFaults(t *testing.T) {
 		}
 	})
 }
+
+func TestDuplicateReceipts(t *testing.T) {
+	e := newEnv(t)
+	e.d.DuplicateReceipts(true)
+	c, r := e.dial(t)
+	write(t, c, helloFrame(t, "dup"))
+	write(t, c, batchFrame(1, 1))
+	var types []wire.Type
+	for _, f := range r.waitFrames(t, 3) {
+		types = append(types, typeOf(t, f))
+	}
+	assert.Equal(t, []wire.Type{wire.TypeHelloOK, wire.TypeReceipt, wire.TypeReceipt}, types, "the HELLO_OK once, the receipt twice")
+	assert.Equal(t, 1, e.store.Len("dup"))
+}
