@@ -7,46 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
-	"github.com/inflightmq/inflight/transport"
-	"github.com/inflightmq/inflight/transport/mem"
-	"github.com/inflightmq/inflight/transport/tcp"
 	"github.com/inflightmq/inflight/wire"
 )
-
-// fixture is a broker reachable through one transport.
-type fixture struct {
-	dialer transport.Dialer
-	close  func()
-}
-
-func memFixture(b *testing.B) fixture {
-	br, _ := broker.New(broker.NewCountingStore())
-	d := mem.NewDialer(br)
-	return fixture{dialer: d, close: func() { d.Close() }}
-}
-
-func tcpFixture(b *testing.B) fixture {
-	br, _ := broker.New(broker.NewCountingStore())
-	srv, err := tcp.NewServer("127.0.0.1:0", br)
-	if err != nil {
-		b.Fatal(err)
-	}
-	d, err := tcp.NewDialer(srv.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	return fixture{dialer: d, close: func() {
-		d.Close()
-		srv.Close(context.Background())
-	}}
-}
-
-var transports = []struct {
-	name string
-	new  func(*testing.B) fixture
-}{{"mem", memFixture}, {"tcp", tcpFixture}}
 
 // run measures SendAsync to callback from one goroutine: one op is one
 // message; msgs/s counts callbacks (the broker stored, or counted, each

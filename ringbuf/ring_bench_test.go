@@ -17,7 +17,7 @@ func BenchmarkQueue(b *testing.B) {
 			r, _ := New[uint64](capacity, 1<<40)
 			runQueueBench(b, producers,
 				func(v uint64) {
-					pos, err := r.Claim(8, nil)
+					pos, err := r.Claim(0, nil)
 					if err != nil {
 						panic(err)
 					}

@@ -1,0 +1,83 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/smallnest/chanx"
+
+	"github.com/inflightmq/inflight/ringbuf"
+)
+
+// BenchmarkRing compares the ring used as an MPSC queue with a buffered
+// channel and with chanx.UnboundedChan, in the same run: 1, 2 and 8
+// producers, one consumer. One op is one item pushed and popped. The ring is
+// count-limited (zero-byte claims, like a channel); its consumer drains in
+// batches, one release per batch.
+func BenchmarkRing(b *testing.B) {
+	const capacity = 4096
+	for _, producers := range []int{1, 2, 8} {
+		b.Run(fmt.Sprintf("%dP1C/ring", producers), func(b *testing.B) {
+			r, _ := ringbuf.New[uint64](capacity, 1)
+			queueBench(b, producers,
+				func(v uint64) {
+					pos, err := r.Claim(0, nil)
+					if err != nil {
+						panic(err)
+					}
+					r.Slot(pos).Value = v
+					r.Publish(pos)
+				},
+				func(n int) {
+					buf := make([]uint64, 0, 512)
+					for got := 0; got < n; {
+						buf, _ = r.Drain(buf[:0], 512, nil)
+						got += len(buf)
+					}
+				})
+		})
+		b.Run(fmt.Sprintf("%dP1C/chan", producers), func(b *testing.B) {
+			ch := make(chan uint64, capacity)
+			queueBench(b, producers, func(v uint64) { ch <- v }, func(n int) {
+				for range n {
+					<-ch
+				}
+			})
+		})
+		b.Run(fmt.Sprintf("%dP1C/chanx", producers), func(b *testing.B) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			ch := chanx.NewUnboundedChan[uint64](ctx, capacity)
+			queueBench(b, producers, func(v uint64) { ch.In <- v }, func(n int) {
+				for range n {
+					<-ch.Out
+				}
+			})
+			close(ch.In)
+			for range ch.Out { // let its goroutine finish
+			}
+		})
+	}
+}
+
+// queueBench runs producers pushing b.N items in total and one consumer.
+func queueBench(b *testing.B, producers int, push func(uint64), consume func(n int)) {
+	b.ReportAllocs()
+	per := max(b.N/producers, 1)
+	total := per * producers
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Go(func() {
+			for i := range per {
+				push(uint64(p*per + i))
+			}
+		})
+	}
+	consume(total)
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "msgs/s")
+}
