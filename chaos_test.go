@@ -22,7 +22,6 @@ import (
 	"github.com/inflightmq/inflight/internal/faultproxy"
 	"github.com/inflightmq/inflight/internal/leakcheck"
 	"github.com/inflightmq/inflight/transport"
-	"github.com/inflightmq/inflight/transport/mem"
 	"github.com/inflightmq/inflight/transport/tcp"
 	"github.com/inflightmq/inflight/wire"
 )
@@ -117,7 +116,7 @@ type chaosMsg struct {
 func runChaos(t *testing.T, seed uint64, total *chaosTotals, cn chaosNet) (ok bool) {
 	defer func() { ok = !t.Failed() }()
 	r := rand.New(rand.NewPCG(seed, seed*0x9e3779b97f4a7c15))
-	store := cn.store()
+	store := cn.Store()
 
 	timeout := time.Duration(20+r.IntN(180)) * time.Millisecond
 	opts := []core.Option{
@@ -138,7 +137,7 @@ func runChaos(t *testing.T, seed uint64, total *chaosTotals, cn chaosNet) (ok bo
 	if r.IntN(4) == 0 {
 		opts = append(opts, core.Linger(time.Duration(r.IntN(3))*time.Millisecond))
 	}
-	p, err := core.New(cn.dialer(), opts...)
+	p, err := core.New(cn.Dialer(), opts...)
 	require.NoError(t, err)
 
 	senders := 1 + r.IntN(6)
@@ -219,7 +218,7 @@ func runChaos(t *testing.T, seed uint64, total *chaosTotals, cn chaosNet) (ok bo
 	wg.Wait()
 	close(stopFaults)
 	faultWG.Wait()
-	cn.close()
+	cn.Close()
 
 	// 1-4.
 	mu.Lock()
@@ -291,33 +290,22 @@ func injectFaults(r *rand.Rand, cn chaosNet, stop <-chan struct{}, count *atomic
 
 // chaosNet is a broker behind a transport whose faults a chaos run injects.
 type chaosNet interface {
-	dialer() transport.Dialer
-	store() *broker.MemoryStore
+	Dialer() transport.Dialer
+	Store() *broker.MemoryStore
+	Close()
 	inject(r *rand.Rand) bool // one random fault (false: a quiet moment)
 	heal()                    // everything reachable again
-	close()
 }
 
-// memChaos injects every fault the mem transport has.
-type memChaos struct {
-	st *broker.MemoryStore
-	d  *mem.Dialer
-}
+// memChaos is the suite's mem fixture, injecting every fault mem has.
+type memChaos struct{ *memFixture }
 
-func newMemChaos(t *testing.T) chaosNet {
-	st := broker.NewMemoryStore()
-	b, err := broker.New(st)
-	require.NoError(t, err)
-	return &memChaos{st: st, d: mem.NewDialer(b)}
-}
+func newMemChaos(t *testing.T) chaosNet { return memChaos{newMemFixture(t).(*memFixture)} }
 
-func (c *memChaos) dialer() transport.Dialer   { return c.d }
-func (c *memChaos) store() *broker.MemoryStore { return c.st }
-func (c *memChaos) close()                     { c.d.Close() }
-func (c *memChaos) heal()                      { c.d.RefuseDials(false); c.d.StallWrites(false) }
+func (c memChaos) heal() { c.dialer.RefuseDials(false); c.dialer.StallWrites(false) }
 
-func (c *memChaos) inject(r *rand.Rand) bool {
-	d := c.d
+func (c memChaos) inject(r *rand.Rand) bool {
+	d := c.dialer
 	switch r.IntN(10) {
 	case 0:
 		d.DropConnections()
@@ -362,11 +350,11 @@ func newTCPChaos(t *testing.T) chaosNet {
 	return &tcpChaos{st: st, srv: srv, proxy: proxy, d: d}
 }
 
-func (c *tcpChaos) dialer() transport.Dialer   { return c.d }
-func (c *tcpChaos) store() *broker.MemoryStore { return c.st }
+func (c *tcpChaos) Dialer() transport.Dialer   { return c.d }
+func (c *tcpChaos) Store() *broker.MemoryStore { return c.st }
 func (c *tcpChaos) heal()                      { c.proxy.Refuse(false); c.proxy.Stall(false); c.proxy.Delay(0) }
 
-func (c *tcpChaos) close() {
+func (c *tcpChaos) Close() {
 	c.d.Close()
 	c.proxy.Close()
 	c.srv.Close(context.Background())

@@ -51,24 +51,23 @@ func MaxConns(n int) ServerOption {
 // bytes arrived (default 10s): a sender that trickles a frame (slowloris)
 // gets an ERROR frame and is closed.
 func ReadTimeout(d time.Duration) ServerOption {
-	return serverOptionFunc(func(c *serverConfig) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: ReadTimeout %v must be positive", ErrInvalidOption, d)
-		}
-		c.readTimeout = d
-		return nil
-	})
+	return durationOption("ReadTimeout", d, func(c *serverConfig) { c.readTimeout = d })
 }
 
 // IdleTimeout closes a connection that sent nothing for d (default 60s).
 // Producers send a PING after a heartbeat interval of silence, so a live
 // producer is never idle that long.
 func IdleTimeout(d time.Duration) ServerOption {
+	return durationOption("IdleTimeout", d, func(c *serverConfig) { c.idleTimeout = d })
+}
+
+// durationOption validates a positive duration before set stores it.
+func durationOption(name string, d time.Duration, set func(*serverConfig)) ServerOption {
 	return serverOptionFunc(func(c *serverConfig) error {
 		if d <= 0 {
-			return fmt.Errorf("%w: IdleTimeout %v must be positive", ErrInvalidOption, d)
+			return fmt.Errorf("%w: %s %v must be positive", ErrInvalidOption, name, d)
 		}
-		c.idleTimeout = d
+		set(c)
 		return nil
 	})
 }
