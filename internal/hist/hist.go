@@ -19,9 +19,9 @@ const (
 // Histogram counts durations. The zero value is ready to use. It is not
 // safe for concurrent use.
 type Histogram struct {
-	counts [buckets]uint64
-	n      uint64
-	max    time.Duration
+	counts   [buckets]uint64
+	n        uint64
+	min, max time.Duration
 }
 
 // index maps v to its bucket: values below sub are exact; above, a bucket
@@ -45,8 +45,11 @@ func lower(i int) uint64 {
 
 // Record adds one duration (negative counts as 0).
 func (h *Histogram) Record(d time.Duration) {
-	v := uint64(max(d, 0))
-	h.counts[index(v)]++
+	d = max(d, 0)
+	h.counts[index(uint64(d))]++
+	if h.n == 0 || d < h.min {
+		h.min = d
+	}
 	h.n++
 	h.max = max(h.max, d)
 }
@@ -54,8 +57,29 @@ func (h *Histogram) Record(d time.Duration) {
 // Count returns the number of recorded durations.
 func (h *Histogram) Count() uint64 { return h.n }
 
+// Min returns the smallest recorded duration (negative ones count as 0).
+func (h *Histogram) Min() time.Duration { return h.min }
+
 // Max returns the largest recorded duration.
 func (h *Histogram) Max() time.Duration { return h.max }
+
+// Each calls fn for every non-empty bucket in increasing order with the
+// bucket's largest value (kept within [Min, Max]) and the fraction of all
+// recorded durations at or below that bucket: the points of the CDF.
+func (h *Histogram) Each(fn func(upTo time.Duration, fraction float64)) {
+	var seen uint64
+	for i, c := range h.counts {
+		if c == 0 {
+			continue
+		}
+		seen += c
+		upTo := h.max
+		if i+1 < buckets {
+			upTo = min(max(time.Duration(lower(i+1)-1), h.min), h.max)
+		}
+		fn(upTo, float64(seen)/float64(h.n))
+	}
+}
 
 // Quantile returns the duration below which a fraction q (0..1) of the
 // recorded durations fall, or 0 if none were recorded.
@@ -79,8 +103,14 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 
 // Merge adds the counts of o into h.
 func (h *Histogram) Merge(o *Histogram) {
+	if o.n == 0 {
+		return
+	}
 	for i, c := range o.counts {
 		h.counts[i] += c
+	}
+	if h.n == 0 || o.min < h.min {
+		h.min = o.min
 	}
 	h.n += o.n
 	h.max = max(h.max, o.max)

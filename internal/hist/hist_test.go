@@ -52,7 +52,35 @@ func TestEmptyAndMerge(t *testing.T) {
 	a.Merge(&b)
 	assert.Equal(t, uint64(3), a.Count())
 	assert.Equal(t, time.Second, a.Max())
+	assert.Zero(t, a.Min(), "negative durations count as 0")
 	assert.Zero(t, a.Quantile(0))
+
+	var c Histogram
+	c.Record(time.Millisecond)
+	c.Merge(&Histogram{})
+	assert.Equal(t, time.Millisecond, c.Min(), "merging an empty histogram keeps the minimum")
+}
+
+func TestEachIsACDF(t *testing.T) {
+	var h Histogram
+	for _, d := range []time.Duration{5, 5, 100, 1000, 1000, 1000, -3} {
+		h.Record(d)
+	}
+	assert.Equal(t, time.Duration(0), h.Min())
+	var last time.Duration = -1
+	var lastF float64
+	var points int
+	h.Each(func(d time.Duration, f float64) {
+		assert.Greater(t, d, last, "bucket bounds increase")
+		assert.Greater(t, f, lastF, "fractions increase")
+		last, lastF = d, f
+		points++
+	})
+	assert.Equal(t, 4, points, "one point per non-empty bucket: 0, 5, ~100, ~1000")
+	assert.Equal(t, 1.0, lastF)
+	assert.Equal(t, time.Duration(1000), last, "the last point is kept at Max")
+	var empty Histogram
+	empty.Each(func(time.Duration, float64) { t.Error("an empty histogram has no CDF points") })
 }
 
 func TestRecordAllocatesNothing(t *testing.T) {
