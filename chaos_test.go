@@ -50,7 +50,7 @@ const chaosTolerance = time.Second
 //
 // A run is decided by its seed: its random choices are; goroutine timing is
 // not, so a failing seed reproduces the same scenario, usually the same
-// failure. Reproduce with: go test -run TestChaos -chaos.seed=N .
+// failure. Reproduce with: go test . -run TestChaos -chaos.seed=N
 func TestChaos(t *testing.T) { chaos(t, *chaosSeeds, newMemChaos) }
 
 // TestChaosTCP is TestChaos over real loopback sockets, with a fault proxy
@@ -80,7 +80,7 @@ func chaos(t *testing.T, n int, newNet func(t *testing.T) chaosNet) {
 			t.Run(fmt.Sprint(seed), func(t *testing.T) {
 				t.Parallel()
 				if !runChaos(t, seed, &total, newNet(t)) {
-					t.Logf("reproduce with: go test -run '%s' -chaos.seed=%d .", t.Name()[:strings.Index(t.Name(), "/")], seed)
+					t.Logf("reproduce with: go test . -run '%s' -chaos.seed=%d", t.Name()[:strings.Index(t.Name(), "/")], seed)
 				}
 			})
 		}

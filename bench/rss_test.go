@@ -26,7 +26,7 @@ var rssFor = flag.Duration("bench.rss", 0, "run TestRSSBound for this long (make
 // pending bytes are real memory.
 func TestRSSBound(t *testing.T) {
 	if *rssFor == 0 {
-		t.Skip("run with -bench.rss=60s")
+		t.Skip("run with: go test ./bench/ -run TestRSSBound -bench.rss=60s")
 	}
 	const maxPending = 64 << 20
 	const size = 1 << 10
