@@ -1,7 +1,7 @@
 GO ?= go
 SHELL := /bin/bash
 
-.PHONY: all test vet bench demo build fuzz chaos
+.PHONY: all test vet bench bench-peers bench-plot demo build fuzz chaos
 
 all: test
 
@@ -14,9 +14,27 @@ vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	 if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-## bench: the library's benchmarks
+## bench: the inflight suite in bench/ (ring, end to end, churn, fixed rate, a 60 s RSS run):
+## benchstat-friendly text in $(BENCH_OUT)/bench.txt, a Markdown table in $(BENCH_OUT)/bench.md
+BENCH_OUT ?= bench-out
+BENCHTIME ?= 1s
+BENCH ?= .
 bench:
-	$(GO) test -run=NONE -bench=. -benchmem ./...
+	@mkdir -p $(BENCH_OUT)
+	set -o pipefail; $(GO) test ./bench/ -count=1 -v -run='^TestRSSBound$$' -bench.rss=60s | grep -E 'RSS|^(ok|FAIL|---)'
+	set -o pipefail; $(GO) test -run=NONE -bench='$(BENCH)' -benchtime=$(BENCHTIME) -timeout=60m ./bench/ | tee $(BENCH_OUT)/bench.txt
+	$(GO) run ./bench/benchtable $(BENCH_OUT)/bench.txt | tee $(BENCH_OUT)/bench.md
+
+## bench-peers: inflight next to NATS JetStream and franz-go/kfake (bench/peers, its own module)
+PEERS_BENCHTIME ?= 1s
+bench-peers:
+	@mkdir -p $(BENCH_OUT)
+	set -o pipefail; cd bench/peers && $(GO) test -run=NONE -bench=Peers -benchtime=$(PEERS_BENCHTIME) -timeout=60m . | tee ../../$(BENCH_OUT)/peers.txt
+	$(GO) run ./bench/benchtable $(BENCH_OUT)/peers.txt | tee $(BENCH_OUT)/peers.md
+
+## bench-plot: throughput vs payload size and the latency CDF, as PNGs in docs/
+bench-plot:
+	cd bench/peers && $(GO) run ./cmd/plot -out ../../docs
 
 ## demo: the main job: a producer against an embedded broker killed every 2s
 demo:
@@ -40,5 +58,5 @@ fuzz:
 ## chaos: thousands of chaos seeds over mem and over tcp (make test runs 200 + 30)
 CHAOS_SEEDS ?= 5000
 chaos:
-	set -o pipefail; $(GO) test -count=1 -v -run 'TestChaos' -chaos.seeds=$(CHAOS_SEEDS) \
-		-chaos.tcpseeds=$$(( $(CHAOS_SEEDS) / 10 )) -timeout 60m . 2>&1 | grep -E 'seeds:|reproduce|FAIL|^ok'
+	set -o pipefail; $(GO) test . -count=1 -v -run 'TestChaos' -chaos.seeds=$(CHAOS_SEEDS) \
+		-chaos.tcpseeds=$$(( $(CHAOS_SEEDS) / 10 )) -timeout 60m 2>&1 | grep -E 'seeds:|reproduce|FAIL|^ok'

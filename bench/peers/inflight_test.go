@@ -1,0 +1,84 @@
+package peers
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/transport"
+	"github.com/inflightmq/inflight/transport/mem"
+	"github.com/inflightmq/inflight/transport/tcp"
+)
+
+// inflightClient is an inflight Producer with its defaults (MaxPending
+// 32768, MaxPendingBytes 64 MiB, natural batching, no compression) against
+// a broker that counts what it stores.
+//
+// One Message is reused for every send: the producer only reads it and the
+// payload is never modified, which the API allows (see core.Message).
+// Other clients need a fresh record per message; inflight does not.
+type inflightClient struct {
+	p   *core.Producer
+	msg *core.Message // made by the first send: a run sends one payload
+	cb  core.Callback
+}
+
+func openInflightMem(tb testing.TB, t *tracker) client {
+	br, err := broker.New(broker.NewCountingStore())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	d := mem.NewDialer(br)
+	tb.Cleanup(func() { d.Close() })
+	return newInflight(tb, t, d)
+}
+
+func openInflightTCP(tb testing.TB, t *tracker) client {
+	br, err := broker.New(broker.NewCountingStore())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv, err := tcp.NewServer("127.0.0.1:0", br)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { srv.Close(context.Background()) })
+	d, err := tcp.NewDialer(srv.Addr().String())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { d.Close() })
+	return newInflight(tb, t, d)
+}
+
+func newInflight(tb testing.TB, t *tracker, d transport.Dialer) *inflightClient {
+	p, err := core.New(d, core.Name("peers"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		p.Close(ctx)
+	})
+	c := &inflightClient{p: p}
+	c.cb = func(id core.MessageID, _ *core.Message, err error) {
+		if err != nil {
+			t.fail(err)
+			return
+		}
+		t.ack(uint64(id))
+	}
+	return c
+}
+
+func (c *inflightClient) send(payload []byte) error {
+	if c.msg == nil {
+		c.msg = &core.Message{Payload: payload}
+	}
+	return c.p.SendAsync(context.Background(), c.msg, c.cb)
+}
+
+func (c *inflightClient) flush(ctx context.Context) error { return c.p.Flush(ctx) }

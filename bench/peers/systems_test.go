@@ -1,0 +1,32 @@
+package peers
+
+import (
+	"context"
+	"testing"
+)
+
+// client is one producer under test, connected to its broker.
+type client interface {
+	// send hands one message to the client without waiting for its
+	// acknowledgement, which reaches the tracker given to open. It may wait
+	// when the client's window is full; that is the client's backpressure.
+	send(payload []byte) error
+	// flush waits until every message sent so far is acknowledged (or
+	// failed).
+	flush(ctx context.Context) error
+}
+
+// system is a way to run a client and its broker in this process. open
+// starts both and registers their shutdown with tb.Cleanup.
+type system struct {
+	name string
+	open func(tb testing.TB, t *tracker) client
+}
+
+var systems = []system{
+	{"inflight-mem", openInflightMem},
+	{"inflight-tcp", openInflightTCP},
+	{"nats-js", openNATS},
+	{"franz-kfake", openFranz(false)},
+	{"franz-kfake-linger0", openFranz(true)},
+}
