@@ -5,7 +5,13 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/inflightmq/inflight/internal/leakcheck"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leakcheck.Options()...) }
 
 func TestShort(t *testing.T) {
 	for v, want := range map[float64]string{14.6e6: "15M", 4.12e6: "4.1M", 1e6: "1M", 950_400: "950k", 12.3: "12"} {
