@@ -4,11 +4,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"math/rand/v2"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/inflightmq/inflight/bench/peers/internal/workload"
 )
 
 var (
@@ -40,9 +39,9 @@ const warmup = 2000
 // allocs/op and B/op count the whole process during the send loop: the
 // in-process broker's allocations are part of them.
 func BenchmarkPeers(b *testing.B) {
-	sizes, err := parseSizes(*sizesFlag)
+	sizes, err := workload.ParseSizes(*sizesFlag)
 	if err != nil {
-		b.Fatal(err)
+		b.Fatal("-peers.sizes: ", err)
 	}
 	for _, sys := range systems {
 		for _, size := range sizes {
@@ -54,7 +53,7 @@ func BenchmarkPeers(b *testing.B) {
 }
 
 func runPeer(b *testing.B, sys system, size int) {
-	payload := makePayload(size)
+	payload := workload.Payload(size)
 	t := newTracker(*sampleFlag)
 	c := sys.open(b, t)
 	if err := warm(c, t, payload); err != nil {
@@ -129,26 +128,3 @@ func pacer(rate int) func(start time.Time, n uint64) {
 }
 
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
-
-// makePayload returns size random bytes: incompressible, and no client here
-// compresses anyway.
-func makePayload(size int) []byte {
-	r := rand.New(rand.NewPCG(uint64(size), 7))
-	p := make([]byte, size)
-	for i := range p {
-		p[i] = byte(r.Uint32())
-	}
-	return p
-}
-
-func parseSizes(s string) ([]int, error) {
-	var sizes []int
-	for f := range strings.SplitSeq(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("-peers.sizes: bad size %q", f)
-		}
-		sizes = append(sizes, n)
-	}
-	return sizes, nil
-}

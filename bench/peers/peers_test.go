@@ -3,6 +3,8 @@ package peers
 import (
 	"testing"
 	"time"
+
+	"github.com/inflightmq/inflight/bench/peers/internal/workload"
 )
 
 // TestPeers runs every system briefly: each message is acknowledged once,
@@ -11,7 +13,7 @@ func TestPeers(t *testing.T) {
 	const n = 5000
 	for _, sys := range systems {
 		t.Run(sys.name, func(t *testing.T) {
-			payload := makePayload(100)
+			payload := workload.Payload(100)
 			tr := newTracker(1)
 			c := sys.open(t, tr)
 			if err := warm(c, tr, payload); err != nil {

@@ -25,9 +25,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/inflightmq/inflight/bench/peers/internal/workload"
 )
 
 func main() {
@@ -47,13 +47,9 @@ func main() {
 }
 
 func run(out, sizeList string, warm, dur time.Duration, rate, latSize int, latDur time.Duration) error {
-	var sizes []int
-	for f := range strings.SplitSeq(sizeList, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n <= 0 {
-			return fmt.Errorf("-sizes: bad size %q", f)
-		}
-		sizes = append(sizes, n)
+	sizes, err := workload.ParseSizes(sizeList)
+	if err != nil {
+		return fmt.Errorf("-sizes: %w", err)
 	}
 	if rate <= 0 || latSize <= 0 || warm <= 0 || dur <= 0 || latDur <= 0 {
 		return fmt.Errorf("-rate, -latsize, -warm, -dur and -latdur must be positive")

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -13,6 +12,8 @@ import (
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/transport/mem"
 	"github.com/inflightmq/inflight/transport/tcp"
+
+	"github.com/inflightmq/inflight/bench/peers/internal/workload"
 )
 
 // producer is an inflight Producer (default options: no compression,
@@ -92,7 +93,7 @@ func throughput(transportName string, sizes []int, warm, dur time.Duration) (ser
 	}
 	ctx := context.Background()
 	for _, size := range sizes {
-		msg := &core.Message{Payload: payload(size)}
+		msg := &core.Message{Payload: workload.Payload(size)}
 		// Warm up for a while; the rate seen sizes the measured run.
 		start := time.Now()
 		warmN := 0
@@ -155,7 +156,7 @@ func pacedLatency(rate, size int, d time.Duration) (*latencyRun, error) {
 	}
 	defer p.close()
 	ctx := context.Background()
-	msg := &core.Message{Payload: payload(size)}
+	msg := &core.Message{Payload: workload.Payload(size)}
 
 	// Warm up, and learn the ID that precedes the first measured message:
 	// IDs of successes are consecutive, so message k has ID base+1+k.
@@ -205,13 +206,4 @@ func pacedLatency(rate, size int, d time.Duration) (*latencyRun, error) {
 		return nil, fmt.Errorf("%d messages failed", f)
 	}
 	return run, nil
-}
-
-func payload(size int) []byte {
-	r := rand.New(rand.NewPCG(uint64(size), 11))
-	b := make([]byte, size)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	return b
 }
