@@ -17,20 +17,21 @@ vet:
 ## bench: the inflight suite in bench/ (ring, end to end, churn, fixed rate, a 60 s RSS run):
 ## benchstat-friendly text in $(BENCH_OUT)/bench.txt, a Markdown table in $(BENCH_OUT)/bench.md
 BENCH_OUT ?= bench-out
+bench_out = $(abspath $(BENCH_OUT))
 BENCHTIME ?= 1s
 BENCH ?= .
 bench:
 	@mkdir -p $(BENCH_OUT)
 	set -o pipefail; $(GO) test ./bench/ -count=1 -v -run='^TestRSSBound$$' -bench.rss=60s | grep -E 'RSS|^(ok|FAIL|---)'
 	set -o pipefail; $(GO) test -run=NONE -bench='$(BENCH)' -benchtime=$(BENCHTIME) -timeout=60m ./bench/ | tee $(BENCH_OUT)/bench.txt
-	$(GO) run ./bench/benchtable $(BENCH_OUT)/bench.txt | tee $(BENCH_OUT)/bench.md
+	set -o pipefail; $(GO) run ./bench/benchtable $(BENCH_OUT)/bench.txt | tee $(BENCH_OUT)/bench.md
 
 ## bench-peers: inflight next to NATS JetStream and franz-go/kfake (bench/peers, its own module)
 PEERS_BENCHTIME ?= 1s
 bench-peers:
 	@mkdir -p $(BENCH_OUT)
-	set -o pipefail; cd bench/peers && $(GO) test -run=NONE -bench=Peers -benchtime=$(PEERS_BENCHTIME) -timeout=60m . | tee ../../$(BENCH_OUT)/peers.txt
-	$(GO) run ./bench/benchtable $(BENCH_OUT)/peers.txt | tee $(BENCH_OUT)/peers.md
+	set -o pipefail; cd bench/peers && $(GO) test -run=NONE -bench=Peers -benchtime=$(PEERS_BENCHTIME) -timeout=60m . | tee $(bench_out)/peers.txt
+	set -o pipefail; $(GO) run ./bench/benchtable $(BENCH_OUT)/peers.txt | tee $(BENCH_OUT)/peers.md
 
 ## bench-plot: throughput vs payload size and the latency CDF, as PNGs in docs/
 bench-plot:

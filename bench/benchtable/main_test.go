@@ -89,4 +89,8 @@ func TestNoResults(t *testing.T) {
 	if err := run(&strings.Builder{}, strings.NewReader(peersOut), nil, "bogus", "x"); err == nil {
 		t.Error("no error for a bad -mode")
 	}
+	err := run(&strings.Builder{}, strings.NewReader(peersOut), nil, "peers", "nats")
+	if err == nil || !strings.Contains(err.Error(), `"nats"`) {
+		t.Errorf("an unknown -ref gave %v, want an error naming it", err)
+	}
 }

@@ -29,12 +29,15 @@ func peersTable(w io.Writer, rows []row, ref string) error {
 			refRate[m[2]] = r.values["msgs/s"]
 		}
 	}
+	if len(refRate) == 0 {
+		return fmt.Errorf("-ref %q: no such system in the input", ref)
+	}
 	t := table{header: []string{"system", "payload", "msgs/s", "p50", "p99", "allocs/op", ref + " / this"},
 		right: []bool{false, true, true, true, true, true, true}}
 	for _, r := range rows {
 		m := peersName.FindStringSubmatch(r.name)
 		size, _ := strconv.Atoi(m[2])
-		ratio := "–"
+		ratio := "–" // the reference did not run at this size
 		if rate, ok := r.values["msgs/s"]; ok && rate > 0 && refRate[m[2]] > 0 {
 			ratio = fmt.Sprintf("%.2f×", refRate[m[2]]/rate)
 		}

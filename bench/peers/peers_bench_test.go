@@ -38,6 +38,11 @@ const warmup = 2000
 //
 // allocs/op and B/op count the whole process during the send loop: the
 // in-process broker's allocations are part of them.
+//
+// b.Loop sizes a run from how fast sends were accepted at first; a client
+// that buffers a lot before it pushes back (kgo: 50,000 records) gets a
+// larger count and runs longer than -benchtime (franz-kfake at 16 KiB:
+// about 12 s for 1s). The figures stay valid; -benchtime=Nx fixes the count.
 func BenchmarkPeers(b *testing.B) {
 	sizes, err := workload.ParseSizes(*sizesFlag)
 	if err != nil {

@@ -206,7 +206,7 @@ func drawLatency(file string, run *latencyRun) error {
 	}
 
 	// X range: the data, with a little room; the markers must not widen it.
-	lo, hi := us(run.hist.Min()), us(run.hist.Max())
+	lo, hi := max(us(run.hist.Min()), 0.1), us(run.hist.Max()) // a log axis starts above 0
 	for _, p := range []*plot.Plot{left, right} {
 		p.X.Min, p.X.Max = lo/1.2, hi*1.2
 	}
