@@ -14,15 +14,16 @@ vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	 if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-## bench: the inflight suite in bench/ (ring, end to end, churn, fixed rate, a 60 s RSS run):
+## bench: the inflight suite in bench/ (ring, end to end, churn, fixed rate, a BENCH_RSS-long RSS run, 0 skips it):
 ## benchstat-friendly text in $(BENCH_OUT)/bench.txt, a Markdown table in $(BENCH_OUT)/bench.md
 BENCH_OUT ?= bench-out
 bench_out = $(abspath $(BENCH_OUT))
 BENCHTIME ?= 1s
 BENCH ?= .
+BENCH_RSS ?= 60s
 bench:
 	@mkdir -p $(BENCH_OUT)
-	set -o pipefail; $(GO) test ./bench/ -count=1 -v -run='^TestRSSBound$$' -bench.rss=60s | grep -E 'RSS|^(ok|FAIL|---)'
+	set -o pipefail; $(GO) test ./bench/ -count=1 -v -run='^TestRSSBound$$' -bench.rss=$(BENCH_RSS) | grep -E 'RSS|^(ok|FAIL|---)'
 	set -o pipefail; $(GO) test -run=NONE -bench='$(BENCH)' -benchtime=$(BENCHTIME) -timeout=60m ./bench/ | tee $(BENCH_OUT)/bench.txt
 	set -o pipefail; $(GO) run ./bench/benchtable $(BENCH_OUT)/bench.txt | tee $(BENCH_OUT)/bench.md
 
