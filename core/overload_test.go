@@ -85,17 +85,21 @@ func TestOverloadBoundsMemory(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	// What the producer retains, not the garbage of refused messages: the
+	// pending ones are still referenced by the ring (writes are stalled).
 	var after runtime.MemStats
+	runtime.GC()
 	runtime.ReadMemStats(&after)
 	close(stopWatch)
 	watch.Wait()
 
 	assert.LessOrEqual(t, maxPending.Load(), int64(limit+size), "pending bytes over the limit")
-	assert.Less(t, int64(after.HeapInuse)-int64(before.HeapInuse), int64(limit+16<<20), "heap grew past the limit plus a constant")
+	grown := int64(after.HeapInuse) - int64(before.HeapInuse)
+	assert.Less(t, grown, int64(limit+8<<20), "heap grew past the limit plus a constant")
 	assert.Equal(t, int64(4), blockedErrs.Load(), "every blocking sender was released by its context")
 	assert.Positive(t, fullErrs.Load(), "fail-fast senders were refused")
-	t.Logf("accepted %d (%d KiB), refused %d with ErrQueueFull, peak pending %d KiB",
-		accepted.Load(), accepted.Load()*size>>10, fullErrs.Load(), maxPending.Load()>>10)
+	t.Logf("accepted %d (%d KiB), refused %d with ErrQueueFull, peak pending %d KiB, heap grew %d KiB",
+		accepted.Load(), accepted.Load()*size>>10, fullErrs.Load(), maxPending.Load()>>10, grown>>10)
 }
 
 // TestBlockingCallbackDoesNotStallReceipts: while a callback blocks, the
