@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/inflightmq/inflight/internal/gate"
 )
 
 // Proxy forwards connections from its own address to a target address. Its
@@ -21,7 +23,7 @@ type Proxy struct {
 
 	refuse atomic.Bool
 	delay  atomic.Int64 // ns added to each chunk toward the client
-	stall  gate         // closed gate: nothing flows toward the server
+	stall  gate.Gate    // stalled: nothing flows toward the server
 
 	mu     sync.Mutex
 	conns  map[*pair]struct{}
@@ -50,7 +52,6 @@ func New(target string) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{ln: ln, target: target, conns: make(map[*pair]struct{})}
-	p.stall.set(false)
 	p.wg.Go(p.accept)
 	return p, nil
 }
@@ -72,7 +73,7 @@ func (p *Proxy) Refuse(on bool) { p.refuse.Store(on) }
 
 // Stall stops forwarding toward the server while on (the client's writes
 // pile up in socket buffers, then block).
-func (p *Proxy) Stall(on bool) { p.stall.set(on) }
+func (p *Proxy) Stall(on bool) { p.stall.Stall(on) }
 
 // Delay holds each chunk flowing back to the client for d (0: none).
 func (p *Proxy) Delay(d time.Duration) { p.delay.Store(int64(d)) }
@@ -85,7 +86,7 @@ func (p *Proxy) Close() error {
 	p.mu.Unlock()
 	err := p.ln.Close()
 	p.Cut()
-	p.stall.set(false)
+	p.stall.Stall(false)
 	p.wg.Wait()
 	if errors.Is(err, net.ErrClosed) {
 		err = nil
@@ -136,7 +137,9 @@ func (p *Proxy) pipe(pr *pair, src, dst net.Conn, toServer bool) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			if toServer {
-				p.stall.wait(pr)
+				if !p.stall.Wait(pr.done) {
+					return // cut while stalled
+				}
 			} else if d := p.delay.Load(); d > 0 {
 				time.Sleep(time.Duration(d))
 			}
@@ -147,41 +150,5 @@ func (p *Proxy) pipe(pr *pair, src, dst net.Conn, toServer bool) {
 		if err != nil {
 			return // EOF or a cut: either way the pair is done
 		}
-	}
-}
-
-// gate is a switch goroutines can wait on.
-type gate struct {
-	mu   sync.Mutex
-	on   bool
-	open chan struct{} // closed while the gate is open (not stalled)
-}
-
-func (g *gate) set(stalled bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.open == nil {
-		g.open = make(chan struct{})
-		close(g.open)
-	}
-	if stalled == g.on {
-		return
-	}
-	g.on = stalled
-	if stalled {
-		g.open = make(chan struct{})
-	} else {
-		close(g.open)
-	}
-}
-
-// wait returns once the gate is open or the pair is cut.
-func (g *gate) wait(pr *pair) {
-	g.mu.Lock()
-	open := g.open
-	g.mu.Unlock()
-	select {
-	case <-open:
-	case <-pr.done:
 	}
 }

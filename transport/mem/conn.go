@@ -102,12 +102,8 @@ func (c *conn) serve() {
 			return
 		default:
 		}
-		for resume := c.d.stall.wait(); resume != nil; resume = c.d.stall.wait() {
-			select {
-			case <-resume:
-			case <-c.done:
-				return
-			}
+		if !c.d.stall.Wait(c.done) {
+			return
 		}
 		if n := c.d.dropAfter.Load(); n > 0 && frames >= n {
 			c.close(ErrDropped)
@@ -188,12 +184,13 @@ func (p peer) Send(frame []byte) error {
 		return transport.ErrClosed
 	default:
 	}
+	drop, dup := c.d.dropReceipts.Load(), c.d.dupReceipts.Load()
 	receipt := false
-	if c.d.dropReceipts.Load() || c.d.dupReceipts.Load() {
+	if drop || dup {
 		t, err := wire.TypeOf(frame)
 		receipt = err == nil && t == wire.TypeReceipt
 	}
-	if receipt && c.d.dropReceipts.Load() {
+	if receipt && drop {
 		return nil
 	}
 	f := outFrame{b: append([]byte(nil), frame...)}
@@ -201,7 +198,7 @@ func (p peer) Send(frame []byte) error {
 		f.at = time.Now().Add(time.Duration(delay))
 	}
 	c.out.In <- f
-	if receipt && c.d.dupReceipts.Load() {
+	if receipt && dup {
 		c.out.In <- f
 	}
 	return nil

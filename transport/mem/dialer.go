@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/internal/gate"
 	"github.com/inflightmq/inflight/transport"
 )
 
@@ -26,7 +27,7 @@ type Dialer struct {
 	dupReceipts  atomic.Bool
 	receiptDelay atomic.Int64 // ns
 	corrupt      atomic.Int64 // frames still to corrupt
-	stall        stallSwitch
+	stall        gate.Gate
 	dials        atomic.Int64
 }
 
@@ -106,7 +107,7 @@ func (d *Dialer) DelayReceipts(delay time.Duration) { d.receiptDelay.Store(int64
 // StallWrites makes the broker stop reading frames while on is true: frames
 // queue up (WriteFrame blocks once the queue is full) until it is turned off
 // or the connection closes.
-func (d *Dialer) StallWrites(on bool) { d.stall.set(on) }
+func (d *Dialer) StallWrites(on bool) { d.stall.Stall(on) }
 
 // CorruptFrames flips one byte in each of the next n frames the broker reads
 // (in a BATCH, a record byte, so the CRC check catches it; in other frames,
@@ -151,41 +152,4 @@ func (d *Dialer) forget(c *conn) {
 	d.mu.Lock()
 	delete(d.conns, c)
 	d.mu.Unlock()
-}
-
-// stallSwitch is a boolean that goroutines can wait on.
-type stallSwitch struct {
-	mu      sync.Mutex
-	stalled bool
-	resume  chan struct{} // closed when the switch turns off
-}
-
-func (s *stallSwitch) set(on bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if on == s.stalled {
-		return
-	}
-	s.stalled = on
-	if on {
-		s.resume = make(chan struct{})
-	} else {
-		close(s.resume)
-	}
-}
-
-func (s *stallSwitch) on() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stalled
-}
-
-// wait returns a channel closed when the switch is off (nil if it is off).
-func (s *stallSwitch) wait() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.stalled {
-		return nil
-	}
-	return s.resume
 }
