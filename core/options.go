@@ -223,11 +223,9 @@ func Linger(d time.Duration) Option {
 // uncompressed (flagged CodecNone in its frame).
 func Compression(codec wire.Codec, level wire.Level) Option {
 	return optionFunc(func(c *config) error {
-		cp, err := wire.NewCompressor(codec, level)
-		if err != nil {
+		if err := wire.CheckCompression(codec, level); err != nil {
 			return invalid("Compression", fmt.Sprintf("%v/%v", codec, level), err.Error())
 		}
-		cp.Close()
 		c.codec, c.level = codec, level
 		return nil
 	})

@@ -42,11 +42,8 @@ type Compressor struct {
 // accepted (Append then copies); an unknown codec or level returns
 // ErrUnsupportedCodec.
 func NewCompressor(c Codec, l Level) (*Compressor, error) {
-	if !c.known() {
-		return nil, fmt.Errorf("%w: %v", ErrUnsupportedCodec, c)
-	}
-	if l < LevelFastest || l > LevelBetter {
-		return nil, fmt.Errorf("%w: level %v", ErrUnsupportedCodec, l)
+	if err := CheckCompression(c, l); err != nil {
+		return nil, err
 	}
 	cp := &Compressor{codec: c, level: l}
 	if c == CodecZstd {
@@ -59,6 +56,18 @@ func NewCompressor(c Codec, l Level) (*Compressor, error) {
 		cp.zstd = enc
 	}
 	return cp, nil
+}
+
+// CheckCompression returns the error NewCompressor gives for codec c at
+// level l (ErrUnsupportedCodec), or nil, without building an encoder.
+func CheckCompression(c Codec, l Level) error {
+	if !c.known() {
+		return fmt.Errorf("%w: %v", ErrUnsupportedCodec, c)
+	}
+	if l < LevelFastest || l > LevelBetter {
+		return fmt.Errorf("%w: level %v", ErrUnsupportedCodec, l)
+	}
+	return nil
 }
 
 // Codec returns the compressor's codec.
