@@ -26,11 +26,7 @@ func BenchmarkCompress(b *testing.B) {
 		for _, cc := range codecCases {
 			b.Run(data.name+"/"+cc.name, func(b *testing.B) {
 				c := newCompressor(b, cc.codec, cc.level)
-				var bb wire.BatchBuilder
-				bb.Reset(nil, 1)
-				for _, r := range recs {
-					bb.Add(r)
-				}
+				bb := filled(1, recs)
 				raw := bb.Size() - wire.BatchHeaderSize
 				dst := make([]byte, 0, 2*raw)
 				var frame []byte
@@ -59,12 +55,7 @@ func BenchmarkDecompress(b *testing.B) {
 		for _, cc := range codecCases {
 			b.Run(data.name+"/"+cc.name, func(b *testing.B) {
 				c := newCompressor(b, cc.codec, cc.level)
-				var bb wire.BatchBuilder
-				bb.Reset(nil, 1)
-				for _, r := range recs {
-					bb.Add(r)
-				}
-				raw := bb.Finish()[wire.BatchHeaderSize:]
+				raw := buildBatch(1, recs...)[wire.BatchHeaderSize:]
 				block := c.Append(nil, raw)
 				frame := rawBatch(1, uint32(len(recs)), cc.codec, uint32(len(raw)), block)
 				out := make([]byte, 0, len(raw))

@@ -146,11 +146,7 @@ func blockLen(recs [][]byte) int {
 // build builds a batch of recs from firstSeq with a fresh BatchBuilder and
 // compresses it with c into dst.
 func build(c *wire.Compressor, dst []byte, firstSeq uint64, recs [][]byte) (frame, raw []byte, compressed bool) {
-	var bb wire.BatchBuilder
-	bb.Reset(nil, firstSeq)
-	for _, r := range recs {
-		bb.Add(r)
-	}
+	bb := filled(firstSeq, recs)
 	frame, compressed = bb.FinishCompressed(c, dst)
 	raw = bytes.Clone(bb.Finish()[wire.BatchHeaderSize:]) // Finish rewrites only the builder's header
 	return frame, raw, compressed
@@ -298,12 +294,7 @@ var raceEnabled = func() bool {
 // and not more than 5% worse at a higher level on this data (zstd's
 // default level does a little worse than its fastest here).
 func TestLevels(t *testing.T) {
-	var bb wire.BatchBuilder
-	bb.Reset(nil, 1)
-	for _, r := range jsonRecords(9, 1000, 100) {
-		bb.Add(r)
-	}
-	raw := bb.Finish()[wire.BatchHeaderSize:]
+	raw := buildBatch(1, jsonRecords(9, 1000, 100)...)[wire.BatchHeaderSize:]
 	for _, c := range []wire.Codec{wire.CodecZstd, wire.CodecS2} {
 		var prev []byte
 		for l := wire.LevelFastest; l <= wire.LevelBetter; l++ {

@@ -158,12 +158,7 @@ func rebuildBatch(t *testing.T, frame []byte) ([]byte, bool) {
 	if !slices.EqualFunc(recs, iterated, bytes.Equal) || len(recs) != int(b.Count) {
 		t.Fatalf("AppendRecords and RecordIter disagree, or count %d != %d", len(recs), b.Count)
 	}
-	var bb wire.BatchBuilder
-	bb.Reset(nil, b.FirstSeq)
-	for _, r := range recs {
-		bb.Add(r)
-	}
-	return bb.Finish(), true
+	return buildBatch(b.FirstSeq, recs...), true
 }
 
 // FuzzBatchBuilder builds a batch from records cut out of data (one record

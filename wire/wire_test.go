@@ -46,15 +46,18 @@ func samples(tb testing.TB) []sample {
 	}
 }
 
-// buildBatch builds a BATCH frame with a fresh BatchBuilder.
-func buildBatch(firstSeq uint64, recs ...[]byte) []byte {
-	var bb wire.BatchBuilder
+// filled returns a fresh BatchBuilder holding recs from firstSeq.
+func filled(firstSeq uint64, recs [][]byte) *wire.BatchBuilder {
+	bb := new(wire.BatchBuilder)
 	bb.Reset(nil, firstSeq)
 	for _, r := range recs {
 		bb.Add(r)
 	}
-	return bb.Finish()
+	return bb
 }
+
+// buildBatch builds a BATCH frame with a fresh BatchBuilder.
+func buildBatch(firstSeq uint64, recs ...[]byte) []byte { return filled(firstSeq, recs).Finish() }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
