@@ -59,25 +59,7 @@ func BenchmarkDecompress(b *testing.B) {
 				block := c.Append(nil, raw)
 				frame := rawBatch(1, uint32(len(recs)), cc.codec, uint32(len(raw)), block)
 				out := make([]byte, 0, len(raw))
-				step := func() {
-					bt, err := wire.DecodeBatch(frame)
-					if err != nil {
-						b.Fatal(err)
-					}
-					var nb wire.Batch
-					if nb, out, err = bt.Decompress(d, out); err != nil {
-						b.Fatal(err)
-					}
-					it, err := nb.Records()
-					if err != nil {
-						b.Fatal(err)
-					}
-					for _, ok := it.Next(); ok; _, ok = it.Next() {
-					}
-					if err := it.Err(); err != nil {
-						b.Fatal(err)
-					}
-				}
+				step := func() { out, _ = readBatch(b, d, frame, out) }
 				warmup(step) // every block decoder allocates its buffers on first use
 				b.SetBytes(int64(len(raw)))
 				b.ReportAllocs()
