@@ -8,49 +8,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
 	"github.com/inflightmq/inflight/internal/hist"
-	"github.com/inflightmq/inflight/transport"
-	"github.com/inflightmq/inflight/transport/mem"
-	"github.com/inflightmq/inflight/transport/tcp"
+	"github.com/inflightmq/inflight/internal/loopback"
 	"github.com/inflightmq/inflight/wire"
 )
 
-// fixture is a broker, counting what it stores, reachable through one
-// transport; cut drops every connection (the producer redials).
-type fixture struct {
-	dialer transport.Dialer
-	cut    func()
-	close  func()
-}
-
-func memFixture(b *testing.B) fixture {
-	br, _ := broker.New(broker.NewCountingStore())
-	d := mem.NewDialer(br)
-	return fixture{dialer: d, cut: d.DropConnections, close: func() { d.Close() }}
-}
-
-func tcpFixture(b *testing.B) fixture {
-	br, _ := broker.New(broker.NewCountingStore())
-	srv, err := tcp.NewServer("127.0.0.1:0", br)
+// open starts a loopback broker over transport name, stopped when b ends.
+func open(b *testing.B, name string) *loopback.Env {
+	env, err := loopback.Open(name)
 	if err != nil {
 		b.Fatal(err)
 	}
-	d, err := tcp.NewDialer(srv.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	return fixture{dialer: d, cut: srv.CloseConns, close: func() {
-		d.Close()
-		srv.Close(context.Background())
-	}}
+	b.Cleanup(env.Close)
+	return env
 }
-
-var transports = []struct {
-	name string
-	new  func(*testing.B) fixture
-}{{"mem", memFixture}, {"tcp", tcpFixture}}
 
 // sampleEvery is how often a message's send time is taken for the latency
 // percentiles: reading the clock for every message would cost more than
@@ -141,15 +113,14 @@ func BenchmarkEndToEnd(b *testing.B) {
 		name  string
 		codec wire.Codec
 	}{{"none", wire.CodecNone}, {"s2", wire.CodecS2}, {"zstd", wire.CodecZstd}}
-	for _, tr := range transports {
+	for _, tr := range loopback.Transports {
 		for _, size := range []int{100, 1 << 10, 16 << 10, 64 << 10} {
 			for _, c := range codecs {
 				for _, senders := range []int{1, 8} {
-					name := fmt.Sprintf("%s/payload=%d/codec=%s/senders=%d", tr.name, size, c.name, senders)
+					name := fmt.Sprintf("%s/payload=%d/codec=%s/senders=%d", tr, size, c.name, senders)
 					b.Run(name, func(b *testing.B) {
-						f := tr.new(b)
-						defer f.close()
-						p, err := core.New(f.dialer, core.Name("bench"), core.Compression(c.codec, wire.LevelFastest))
+						env := open(b, tr)
+						p, err := core.New(env.Dialer, core.Name("bench"), core.Compression(c.codec, wire.LevelFastest))
 						if err != nil {
 							b.Fatal(err)
 						}
@@ -184,11 +155,10 @@ func BenchmarkEndToEnd(b *testing.B) {
 // every 100 ms. Reports throughput under churn and checks that every
 // message got its callback.
 func BenchmarkChurn(b *testing.B) {
-	for _, tr := range transports {
-		b.Run(tr.name+"/payload=100", func(b *testing.B) {
-			f := tr.new(b)
-			defer f.close()
-			p, err := core.New(f.dialer, core.Name("churn"), core.SendTimeout(time.Minute),
+	for _, tr := range loopback.Transports {
+		b.Run(tr+"/payload=100", func(b *testing.B) {
+			env := open(b, tr)
+			p, err := core.New(env.Dialer, core.Name("churn"), core.SendTimeout(time.Minute),
 				core.ReconnectBackoff(time.Millisecond, 10*time.Millisecond))
 			if err != nil {
 				b.Fatal(err)
@@ -206,7 +176,7 @@ func BenchmarkChurn(b *testing.B) {
 				for {
 					select {
 					case <-t.C:
-						f.cut()
+						env.Cut()
 					case <-stop:
 						return
 					}
@@ -239,11 +209,10 @@ func BenchmarkChurn(b *testing.B) {
 // message is timed. One op is one message, so -benchtime=300000x is 3 s.
 func BenchmarkFixedRate(b *testing.B) {
 	const rate = 100_000
-	for _, tr := range transports {
-		b.Run(tr.name+"/rate=100k/payload=100", func(b *testing.B) {
-			f := tr.new(b)
-			defer f.close()
-			p, err := core.New(f.dialer, core.Name("rate"))
+	for _, tr := range loopback.Transports {
+		b.Run(tr+"/rate=100k/payload=100", func(b *testing.B) {
+			env := open(b, tr)
+			p, err := core.New(env.Dialer, core.Name("rate"))
 			if err != nil {
 				b.Fatal(err)
 			}

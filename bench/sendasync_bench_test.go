@@ -8,15 +8,15 @@ import (
 	"time"
 
 	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/internal/loopback"
 	"github.com/inflightmq/inflight/wire"
 )
 
 // run measures SendAsync to callback from one goroutine: one op is one
 // message; msgs/s counts callbacks (the broker stored, or counted, each
 // record); ratio is raw batch bytes over bytes on the wire.
-func run(b *testing.B, f fixture, msgs []*core.Message, opts ...core.Option) {
-	defer f.close()
-	p, err := core.New(f.dialer, append([]core.Option{core.Name("bench")}, opts...)...)
+func run(b *testing.B, env *loopback.Env, msgs []*core.Message, opts ...core.Option) {
+	p, err := core.New(env.Dialer, append([]core.Option{core.Name("bench")}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -58,10 +58,10 @@ func run(b *testing.B, f fixture, msgs []*core.Message, opts ...core.Option) {
 
 // BenchmarkSendAsync: every transport, no compression, natural batching.
 func BenchmarkSendAsync(b *testing.B) {
-	for _, tr := range transports {
+	for _, tr := range loopback.Transports {
 		for _, size := range []int{100, 1024, 16 << 10} {
-			b.Run(fmt.Sprintf("%s/payload=%d", tr.name, size), func(b *testing.B) {
-				run(b, tr.new(b), messages(poolSize(size), size))
+			b.Run(fmt.Sprintf("%s/payload=%d", tr, size), func(b *testing.B) {
+				run(b, open(b, tr), messages(poolSize(size), size))
 			})
 		}
 	}
@@ -84,7 +84,7 @@ func BenchmarkCodecs(b *testing.B) {
 		for _, batch := range []int{256, 4096} {
 			for _, size := range []int{100, 1024, 16 << 10} {
 				b.Run(fmt.Sprintf("%s/batch=%d/payload=%d", c.name, batch, size), func(b *testing.B) {
-					run(b, memFixture(b), messages(poolSize(size), size),
+					run(b, open(b, "mem"), messages(poolSize(size), size),
 						core.Compression(c.codec, c.level), core.MaxBatchMessages(batch))
 				})
 			}

@@ -5,11 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/internal/loopback"
 	"github.com/inflightmq/inflight/transport"
-	"github.com/inflightmq/inflight/transport/mem"
-	"github.com/inflightmq/inflight/transport/tcp"
 )
 
 // inflightClient is an inflight Producer with its defaults (MaxPending
@@ -25,32 +23,16 @@ type inflightClient struct {
 	cb  core.Callback
 }
 
-func openInflightMem(tb testing.TB, t *tracker) client {
-	br, err := broker.New(broker.NewCountingStore())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	d := mem.NewDialer(br)
-	tb.Cleanup(func() { d.Close() })
-	return newInflight(tb, t, d)
-}
+func openInflightMem(tb testing.TB, t *tracker) client { return openInflight(tb, t, "mem") }
+func openInflightTCP(tb testing.TB, t *tracker) client { return openInflight(tb, t, "tcp") }
 
-func openInflightTCP(tb testing.TB, t *tracker) client {
-	br, err := broker.New(broker.NewCountingStore())
+func openInflight(tb testing.TB, t *tracker, name string) client {
+	env, err := loopback.Open(name)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv, err := tcp.NewServer("127.0.0.1:0", br)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { srv.Close(context.Background()) })
-	d, err := tcp.NewDialer(srv.Addr().String())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { d.Close() })
-	return newInflight(tb, t, d)
+	tb.Cleanup(env.Close)
+	return newInflight(tb, t, env.Dialer)
 }
 
 func newInflight(tb testing.TB, t *tracker, d transport.Dialer) *inflightClient {

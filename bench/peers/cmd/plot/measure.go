@@ -6,12 +6,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
 	"github.com/inflightmq/inflight/internal/hist"
-	"github.com/inflightmq/inflight/transport"
-	"github.com/inflightmq/inflight/transport/mem"
-	"github.com/inflightmq/inflight/transport/tcp"
+	"github.com/inflightmq/inflight/internal/loopback"
 
 	"github.com/inflightmq/inflight/bench/peers/internal/workload"
 )
@@ -25,43 +22,20 @@ type producer struct {
 }
 
 func open(transportName string) (*producer, error) {
-	br, err := broker.New(broker.NewCountingStore())
+	env, err := loopback.Open(transportName)
 	if err != nil {
 		return nil, err
 	}
-	var d transport.Dialer
-	var closeTransport func()
-	switch transportName {
-	case "mem":
-		md := mem.NewDialer(br)
-		d, closeTransport = md, func() { md.Close() }
-	case "tcp":
-		srv, err := tcp.NewServer("127.0.0.1:0", br)
-		if err != nil {
-			return nil, err
-		}
-		td, err := tcp.NewDialer(srv.Addr().String())
-		if err != nil {
-			srv.Close(context.Background())
-			return nil, err
-		}
-		d, closeTransport = td, func() {
-			td.Close()
-			srv.Close(context.Background())
-		}
-	default:
-		return nil, fmt.Errorf("unknown transport %q", transportName)
-	}
-	p, err := core.New(d, core.Name("plot-"+transportName))
+	p, err := core.New(env.Dialer, core.Name("plot-"+transportName))
 	if err != nil {
-		closeTransport()
+		env.Close()
 		return nil, err
 	}
 	return &producer{Producer: p, close: func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		p.Close(ctx)
-		closeTransport()
+		env.Close()
 	}}, nil
 }
 
