@@ -235,10 +235,7 @@ func TestFinishCompressedBuffers(t *testing.T) {
 	dst := make([]byte, 0, 1<<20)
 	var bb wire.BatchBuilder
 
-	bb.Reset(buf, 1)
-	for _, r := range repeatedRecords(100) {
-		bb.Add(r)
-	}
+	fill(&bb, buf, 1, repeatedRecords(100))
 	frame, ok := bb.FinishCompressed(c, dst)
 	if !ok || &frame[0] != &dst[:1][0] {
 		t.Errorf("compressible batch: compressed %v, built in dst %v", ok, ok && &frame[0] == &dst[:1][0])
@@ -721,10 +718,7 @@ func TestAllocsCompressed(t *testing.T) {
 			dst := make([]byte, 0, 16<<10)
 			var frame []byte
 			build := func() {
-				bb.Reset(buf, 1)
-				for _, r := range recs {
-					bb.Add(r)
-				}
+				fill(&bb, buf, 1, recs)
 				var ok bool
 				if frame, ok = bb.FinishCompressed(c, dst); !ok {
 					t.Fatal("not compressed")
@@ -763,10 +757,7 @@ func TestAllocsIncompressible(t *testing.T) {
 			buf := make([]byte, 0, 16<<10)
 			dst := make([]byte, 0, wire.BatchHeaderSize+s2.MaxEncodedLen(16<<10))
 			run := func() {
-				bb.Reset(buf, 1)
-				for _, r := range recs {
-					bb.Add(r)
-				}
+				fill(&bb, buf, 1, recs)
 				if _, ok := bb.FinishCompressed(c, dst); ok {
 					t.Fatal("random data compressed")
 				}

@@ -46,13 +46,19 @@ func samples(tb testing.TB) []sample {
 	}
 }
 
-// filled returns a fresh BatchBuilder holding recs from firstSeq.
-func filled(firstSeq uint64, recs [][]byte) *wire.BatchBuilder {
-	bb := new(wire.BatchBuilder)
-	bb.Reset(nil, firstSeq)
+// fill resets bb onto buf (reusing its capacity) and adds recs from
+// firstSeq.
+func fill(bb *wire.BatchBuilder, buf []byte, firstSeq uint64, recs [][]byte) {
+	bb.Reset(buf, firstSeq)
 	for _, r := range recs {
 		bb.Add(r)
 	}
+}
+
+// filled returns a fresh BatchBuilder holding recs from firstSeq.
+func filled(firstSeq uint64, recs [][]byte) *wire.BatchBuilder {
+	bb := new(wire.BatchBuilder)
+	fill(bb, nil, firstSeq, recs)
 	return bb
 }
 
