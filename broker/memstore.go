@@ -3,12 +3,21 @@ package broker
 import (
 	"slices"
 	"sync"
+	"time"
+
+	"github.com/inflightmq/inflight/wire"
 )
 
-// Record is one stored record, as MemoryStore returns it.
+// Record is one record as a Store sees it: the sequence ID the producer
+// assigned, the payload and its metadata. Records handed to a Store are views
+// into the broker's frame buffer, valid only during the call; a store that
+// keeps them must copy every slice (and the header values).
 type Record struct {
-	Seq     uint64
-	Payload []byte
+	Seq       uint64
+	Payload   []byte
+	Key       []byte        // nil when the producer set none
+	Headers   []wire.Header // ordered; keys may repeat; nil when none
+	EventTime time.Time     // zero when the producer set none
 }
 
 // MemoryStore is a Store that keeps every record in memory, for tests and
