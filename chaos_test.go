@@ -215,6 +215,11 @@ func runChaos(t *testing.T, seed uint64, total *chaosTotals, cn chaosNet) (ok bo
 	_ = p.Close(ctx)
 	cancel()
 	closed := time.Since(closeStart)
+	// A Close whose ctx ended returns at once; the callbacks still owed run
+	// afterwards. A second Close waits for them.
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	require.NoError(t, p.Close(ctx), "the callbacks owed after Close")
+	cancel()
 	wg.Wait()
 	close(stopFaults)
 	faultWG.Wait()

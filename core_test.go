@@ -79,6 +79,12 @@ func newProducer(t *testing.T, f fixture, opts ...core.Option) *core.Producer {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		_ = p.Close(ctx)
+		// Callbacks still owed when ctx ended run afterwards: wait for them.
+		end, endCancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer endCancel()
+		if err := p.Close(end); err != nil {
+			t.Errorf("callbacks still owed 10s after Close: %v", err)
+		}
 	})
 	return p
 }

@@ -17,7 +17,7 @@ import (
 type entry struct {
 	msg     *Message
 	payload []byte
-	cb      Callback
+	cb      Callback        // nil for a Send: its waiter is in Producer.waits
 	ctx     context.Context // nil when the context can never be done
 	stop    func() bool     // stops ctx's AfterFunc; nil without one
 }
@@ -41,24 +41,34 @@ type Producer struct {
 	seqBase atomic.Uint64
 	baseSet bool // pump only
 
-	// Cursors beside the ring's head and tail (see the ringbuf doc):
-	// head <= acked <= written positions <= tail.
+	// Cursors beside the ring's head and tail (see the ringbuf doc).
+	// acked <= maxWritten <= tail, and head <= tail; acked may lag head
+	// (failures release positions without acknowledging them) or lead it
+	// (acknowledged positions whose callbacks have not run).
 	acked      atomic.Uint64 // every position below is resolved
 	maxWritten atomic.Uint64 // every position below was handed to a connection once
+	unacked    atomic.Int64  // positions written and not yet resolved
+
+	// waits[pos&waitMask] holds the waiter of a Send at pos until pos
+	// resolves (see notify).
+	waits    []atomic.Pointer[waiter]
+	waitMask uint64
 
 	failMu sync.Mutex
 	fails  []uint64 // positions that failed, for the dispatcher (out of order)
 
+	disp         dispatcher    // the callback goroutine's state
+	dispGoid     atomic.Uint64 // the callback goroutine's ID
 	dispatchWake chan struct{} // capacity 1
 	sweepWake    chan struct{} // capacity 1
 	late         lateQueue     // messages that entered out of deadline order
 
 	closing   atomic.Bool
 	stop      chan struct{} // closed to stop the pump, sweeper and clock
-	stopDisp  chan struct{} // closed to stop the dispatcher, after the last callback
-	closed    chan struct{} // closed when Close has finished
+	stopDisp  chan struct{} // closed by Close: the dispatcher ends after the last callback
+	closed    chan struct{} // closed by the dispatcher after the last callback
 	wg        sync.WaitGroup
-	dispWG    sync.WaitGroup
+	dispWG    sync.WaitGroup // the dispatcher goroutine, and any that replaced it
 	stats     counters
 	sessionMu sync.Mutex
 	session   *session // current connection, for Close to cut
@@ -95,6 +105,8 @@ func New(dialer transport.Dialer, opts ...Option) (*Producer, error) {
 		clock:        cfg.clock,
 		epoch:        cfg.clock.Now(),
 		coarse:       clock.IsSystem(cfg.clock),
+		waits:        make([]atomic.Pointer[waiter], ring.Cap()),
+		waitMask:     uint64(ring.Cap() - 1),
 		dispatchWake: make(chan struct{}, 1),
 		sweepWake:    make(chan struct{}, 1),
 		stop:         make(chan struct{}),
@@ -114,6 +126,7 @@ func New(dialer transport.Dialer, opts ...Option) (*Producer, error) {
 	p.wg.Go(p.runPump)
 	p.wg.Go(p.runSweeper)
 	p.dispWG.Go(p.runDispatcher)
+
 	return p, nil
 }
 
@@ -141,10 +154,18 @@ func (p *Producer) report(err error) { p.cfg.onError(err) }
 
 // Flush waits until every message enqueued before the call has been resolved
 // and its callback has returned. It returns ctx's error if ctx ends first.
-// Flush reports nothing about outcomes: they go to the callbacks. It must not
-// be called from a callback.
+// Flush reports nothing about outcomes: they go to the callbacks. Called
+// from a callback it would wait for itself: it returns ErrInCallback at
+// once.
 func (p *Producer) Flush(ctx context.Context) error {
-	if err := p.ring.WaitHead(p.ring.Tail(), ctx.Done()); err != nil {
+	tail := p.ring.Tail()
+	if p.ring.Head() >= tail {
+		return nil
+	}
+	if p.onDispatcher() {
+		return ErrInCallback
+	}
+	if err := p.ring.WaitHead(tail, ctx.Done()); err != nil {
 		return ctx.Err()
 	}
 	return nil
@@ -157,14 +178,25 @@ func (p *Producer) Flush(ctx context.Context) error {
 //  2. it waits until every pending message is resolved (the connection, if
 //     any, keeps sending) or ctx ends;
 //  3. if ctx ended, it fails every message still pending with ErrClosed;
-//  4. it waits for all callbacks to return, then stops its goroutines and
-//     closes the connection.
+//  4. it stops its goroutines and closes the connection;
+//  5. it waits until every callback has returned, or ctx ends.
 //
-// Close returns ctx's error if ctx ended before step 2 finished, else nil.
-// Close is idempotent: later calls wait for the first to finish (or their own
-// ctx to end) and return nil. It must not be called from a callback.
+// Close returns ctx's error if ctx ended before it finished, else nil. When
+// it returns early, the callbacks still owed run afterwards, each exactly
+// once, and the callback goroutine then exits; a later Close(ctx) waits for
+// that. Every wait is bounded by ctx, also while a callback blocks.
+//
+// Close may be called from a callback: it then waits as in step 2 (the
+// callbacks of the messages it waits for run after the calling callback
+// returns) and skips step 5. Close is idempotent: later calls wait for the
+// first to finish (or their own ctx to end) and return nil; from a
+// callback they return nil at once.
 func (p *Producer) Close(ctx context.Context) error {
+	inCallback := p.onDispatcher()
 	if !p.closing.CompareAndSwap(false, true) {
+		if inCallback {
+			return nil
+		}
 		select {
 		case <-p.closed:
 			return nil
@@ -172,19 +204,17 @@ func (p *Producer) Close(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	defer close(p.closed)
 
 	p.ring.Close()
 	tail := p.ring.Tail()
 	var err error
-	if p.ring.WaitHead(tail, ctx.Done()) != nil {
+	if !p.drain(ctx, tail, inCallback) {
 		err = ctx.Err()
 		for pos := p.ring.Head(); pos < tail; pos++ {
-			if _, ok := p.ring.Resolve(pos, ringbuf.Closed); ok {
-				p.failed(pos)
+			if prev, ok := p.ring.Resolve(pos, ringbuf.Closed); ok {
+				p.failed(pos, prev, ringbuf.Closed)
 			}
 		}
-		_ = p.ring.WaitHead(tail, nil) // callbacks must return
 	}
 	close(p.stop)
 	p.cutSession()
@@ -196,8 +226,43 @@ func (p *Producer) Close(ctx context.Context) error {
 		p.comp.Close()
 	}
 	close(p.stopDisp)
-	p.dispWG.Wait()
+	if inCallback {
+		return err
+	}
+	select {
+	case <-p.closed:
+		p.dispWG.Wait()
+	case <-ctx.Done():
+		if err == nil {
+			err = ctx.Err()
+		}
+	}
 	return err
+}
+
+// drain waits until every position below tail is resolved, and reports
+// false if ctx ended first. Outside a callback that is "released" (head
+// reached tail). Inside one the dispatcher cannot release: it waits for the
+// states instead, woken by each resolution (the wake is the dispatcher's,
+// and the caller is the dispatcher).
+func (p *Producer) drain(ctx context.Context, tail uint64, inCallback bool) bool {
+	if !inCallback {
+		return p.ring.WaitHead(tail, ctx.Done()) == nil
+	}
+	defer p.wakeDispatcher() // the woken-for work is still to be done
+	for pos := p.ring.Head(); ; {
+		for pos < tail && p.ring.State(pos).Final() {
+			pos++
+		}
+		if pos == tail {
+			return true
+		}
+		select {
+		case <-p.dispatchWake:
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // setSession records the pump's current connection so Close can cut it.

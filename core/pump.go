@@ -66,6 +66,15 @@ func refill(bufs chan *transport.Buffer) chan *transport.Buffer {
 	return bufs
 }
 
+// giveBack returns an unused buffer to the pool. The pool may be full
+// already: a buffer a dead connection held came back late (see refill).
+func giveBack(bufs chan *transport.Buffer, buf *transport.Buffer) {
+	select {
+	case bufs <- buf:
+	default:
+	}
+}
+
 func (p *Producer) stopping() bool {
 	select {
 	case <-p.stop:
@@ -188,7 +197,7 @@ func (p *Producer) writeLoop(s *session, bufs chan *transport.Buffer) {
 			}
 		}
 		if p.cfg.linger > 0 && !p.linger(s, pos) {
-			bufs <- buf
+			giveBack(bufs, buf)
 			return
 		}
 		raw := buf.Bytes // without compression, build the frame in place
@@ -198,7 +207,7 @@ func (p *Producer) writeLoop(s *session, bufs chan *transport.Buffer) {
 		var n int
 		pos, n = p.fillBatch(&bb, raw, pos, s.maxFrame)
 		if n == 0 {
-			bufs <- buf
+			giveBack(bufs, buf)
 			continue
 		}
 		rawLen := bb.Size()
@@ -255,6 +264,22 @@ func (p *Producer) linger(s *session, pos uint64) bool {
 	return !p.stopping()
 }
 
+// expired reports whether the deadline d passed by now (never early).
+func (p *Producer) expired(d, now int64) bool {
+	e, _ := p.due(d, now)
+	return e
+}
+
+// rejected is called by the pump for pos, which it just resolved as Rejected
+// from state prev: the in-order walk reports it.
+func (p *Producer) rejected(pos uint64, prev ringbuf.State) {
+	if prev == ringbuf.Written {
+		p.unacked.Add(-1)
+	}
+	p.notify(pos, ringbuf.Rejected)
+	p.wakeDispatcher()
+}
+
 // fillBatch builds one BATCH frame into buf from consecutive positions
 // starting at pos, and returns the next position to look at and the number
 // of records. It stops at the batch limits, at the first unpublished
@@ -267,6 +292,7 @@ func (p *Producer) fillBatch(bb *wire.BatchBuilder, raw []byte, pos uint64, maxF
 	now := p.preciseNow()
 	bb.Reset(raw[:0], p.seqBase.Load()+pos+1)
 	n := 0
+	fresh := int64(0) // written for the first time
 	for n < p.cfg.maxBatchMessages {
 		st := p.ring.State(pos)
 		if st == ringbuf.Unpublished {
@@ -291,7 +317,7 @@ func (p *Producer) fillBatch(bb *wire.BatchBuilder, raw []byte, pos uint64, maxF
 		e := &slot.Value
 		var fail ringbuf.State
 		switch {
-		case slot.Deadline() <= now:
+		case p.expired(slot.Deadline(), now):
 			fail = ringbuf.Expired
 		case e.ctx != nil && e.ctx.Err() != nil:
 			fail = ringbuf.Canceled
@@ -300,7 +326,12 @@ func (p *Producer) fillBatch(bb *wire.BatchBuilder, raw []byte, pos uint64, maxF
 		}
 		if fail != ringbuf.Unpublished {
 			p.ring.Transition(pos, ringbuf.Writing, fail)
-			p.failed(pos)
+			if fail == ringbuf.Rejected {
+				// Reported in order, like a success: not an exception.
+				p.rejected(pos, st)
+			} else {
+				p.failed(pos, st, fail)
+			}
 			pos++
 			if n > 0 {
 				break
@@ -310,8 +341,12 @@ func (p *Producer) fillBatch(bb *wire.BatchBuilder, raw []byte, pos uint64, maxF
 		}
 		bb.Add(e.payload)
 		p.ring.Transition(pos, ringbuf.Writing, ringbuf.Written)
+		if st == ringbuf.Pending {
+			fresh++
+		}
 		n++
 		pos++
 	}
+	p.unacked.Add(fresh)
 	return pos, n
 }

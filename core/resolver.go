@@ -25,9 +25,13 @@ func (p *Producer) resolve(seq uint64) {
 	if upto <= from {
 		return
 	}
+	acked := int64(0)
 	for pos := from; pos < upto; pos++ {
-		p.ack(pos)
+		if p.ack(pos) {
+			acked++
+		}
 	}
+	p.unacked.Add(-acked)
 	for {
 		cur := p.acked.Load()
 		if cur >= upto || p.acked.CompareAndSwap(cur, upto) {
@@ -37,19 +41,21 @@ func (p *Producer) resolve(seq uint64) {
 	p.wakeDispatcher()
 }
 
-// ack moves pos from Written to Acked. A position below maxWritten is
-// Written, Writing (being resent: wait for it) or already resolved.
-func (p *Producer) ack(pos uint64) {
+// ack moves pos from Written to Acked and reports whether it did. A
+// position below maxWritten is Written, Writing (being resent: wait for it)
+// or already resolved.
+func (p *Producer) ack(pos uint64) bool {
 	for {
 		switch p.ring.State(pos) {
 		case ringbuf.Written:
 			if p.ring.Transition(pos, ringbuf.Written, ringbuf.Acked) {
-				return
+				p.notify(pos, ringbuf.Acked)
+				return true
 			}
 		case ringbuf.Writing:
 			runtime.Gosched()
 		default:
-			return
+			return false
 		}
 	}
 }

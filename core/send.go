@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/inflightmq/inflight/ringbuf"
@@ -35,64 +36,100 @@ const lateSlack = 5 * time.Millisecond
 // SendAsync is safe for concurrent use. Messages from one goroutine keep
 // their order; see the package doc for the guarantees.
 func (p *Producer) SendAsync(ctx context.Context, msg *Message, cb Callback) error {
-	return p.send(ctx, msg, cb, p.cfg.blockIfFull)
+	if cb == nil {
+		return ErrNilCallback
+	}
+	_, err := p.send(ctx, msg, cb, nil, p.cfg.blockIfFull)
+	return err
 }
 
 // TrySendAsync is SendAsync that never waits: when the queue is full it
 // returns ErrQueueFull at once, whatever BlockIfFull says.
 func (p *Producer) TrySendAsync(ctx context.Context, msg *Message, cb Callback) error {
-	return p.send(ctx, msg, cb, false)
+	if cb == nil {
+		return ErrNilCallback
+	}
+	_, err := p.send(ctx, msg, cb, nil, false)
+	return err
 }
 
 // Send enqueues msg and waits for its outcome: the message's ID once the
-// broker stored it, or the error its callback would have received, or the
-// error SendAsync would have returned. It returns no later than the
-// message's deadline (plus the sweeper's latency).
+// broker stored it, or the error a callback would have received, or the
+// error SendAsync would have returned. Send learns the outcome when the
+// message resolves, not through the callback goroutine: it returns by the
+// message's deadline (plus scheduling latency) even while a callback blocks,
+// and it may be called from a callback. It does not wait for the callbacks
+// of earlier messages. Send is safe for concurrent use and allocation-free.
 func (p *Producer) Send(ctx context.Context, msg *Message) (MessageID, error) {
 	w := waiters.Get().(*waiter)
 	defer waiters.Put(w)
-	if err := p.SendAsync(ctx, msg, w.cb); err != nil {
+	pos, err := p.send(ctx, msg, nil, w, p.cfg.blockIfFull)
+	if err != nil {
 		return 0, err
 	}
-	r := <-w.ch
-	return r.id, r.err
+	st := <-w.ch
+	if st == ringbuf.Canceled {
+		return 0, ctx.Err()
+	}
+	return p.outcome(pos, st)
 }
 
-type result struct {
-	id  MessageID
-	err error
-}
-
-// waiter carries one Send's outcome. Its callback is created once, so a
-// pooled waiter makes Send allocation-free.
+// waiter receives one Send's resolved state. It is handed over through the
+// producer's waits array (see notify), so it can be pooled: nobody holds it
+// once its state was sent.
 type waiter struct {
-	ch chan result
-	cb Callback
+	ch  chan ringbuf.State // capacity 1
+	pos atomic.Uint64      // the position it waits for
 }
 
-var waiters = sync.Pool{New: func() any {
-	w := &waiter{ch: make(chan result, 1)}
-	w.cb = func(id MessageID, _ *Message, err error) { w.ch <- result{id, err} }
-	return w
-}}
+var waiters = sync.Pool{New: func() any { return &waiter{ch: make(chan ringbuf.State, 1)} }}
 
-func (p *Producer) send(ctx context.Context, msg *Message, cb Callback, block bool) error {
+// notify hands the resolved state st of pos to its Send, if pos is a Send's.
+// Only the goroutine that resolved pos calls it, and the dispatcher does not
+// release a Send's position before it ran (see waitNotified), so waits[pos]
+// cannot have been reused for a later position of a Send meanwhile; a later
+// SendAsync position never sets it.
+func (p *Producer) notify(pos uint64, st ringbuf.State) {
+	ref := &p.waits[pos&p.waitMask]
+	w := ref.Load()
+	if w == nil || w.pos.Load() != pos {
+		return
+	}
+	ref.Store(nil)
+	w.ch <- st
+}
+
+// waitNotified waits until the Send of pos, resolved, has been notified:
+// the goroutine that resolved it calls notify right after. The dispatcher
+// calls it before it releases pos.
+func (p *Producer) waitNotified(pos uint64) {
+	ref := &p.waits[pos&p.waitMask]
+	for {
+		w := ref.Load()
+		if w == nil || w.pos.Load() != pos {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// send enqueues msg with either a callback or a Send's waiter and returns
+// its position.
+func (p *Producer) send(ctx context.Context, msg *Message, cb Callback, w *waiter, block bool) (uint64, error) {
 	switch {
 	case ctx == nil:
-		return ErrNilContext
+		return 0, ErrNilContext
 	case msg == nil:
-		return ErrNilMessage
-	case cb == nil:
-		return ErrNilCallback
+		return 0, ErrNilMessage
 	}
 	size := len(msg.Payload)
 	if size > p.cfg.maxMessageSize() {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrMessageTooLarge, size, p.cfg.maxMessageSize())
+		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrMessageTooLarge, size, p.cfg.maxMessageSize())
 	}
 	done := ctx.Done()
 	if done != nil {
 		if err := ctx.Err(); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	deadline := p.now() + int64(p.cfg.sendTimeout)
@@ -105,13 +142,17 @@ func (p *Producer) send(ctx context.Context, msg *Message, cb Callback, block bo
 	if err != nil {
 		switch err {
 		case ringbuf.ErrFull:
-			return ErrQueueFull
+			return 0, ErrQueueFull
 		case ringbuf.ErrClosed:
-			return ErrClosed
+			return 0, ErrClosed
 		}
-		return err
+		return 0, err
 	}
 
+	if w != nil {
+		w.pos.Store(pos)
+		p.waits[pos&p.waitMask].Store(w)
+	}
 	s := p.ring.Slot(pos)
 	s.Value = entry{msg: msg, payload: msg.Payload, cb: cb}
 	s.SetDeadline(deadline)
@@ -120,8 +161,8 @@ func (p *Producer) send(ctx context.Context, msg *Message, cb Callback, block bo
 		// for the publish.
 		s.Value.ctx = ctx
 		s.Value.stop = context.AfterFunc(ctx, func() {
-			if _, ok := p.ring.Resolve(pos, ringbuf.Canceled); ok {
-				p.failed(pos)
+			if prev, ok := p.ring.Resolve(pos, ringbuf.Canceled); ok {
+				p.failed(pos, prev, ringbuf.Canceled)
 			}
 		})
 	}
@@ -129,7 +170,7 @@ func (p *Producer) send(ctx context.Context, msg *Message, cb Callback, block bo
 	if waited {
 		p.enteredLate(pos, deadline)
 	}
-	return nil
+	return pos, nil
 }
 
 // claimWait waits for room until the deadline, ctx's end or Close.
@@ -140,7 +181,8 @@ func (p *Producer) claimWait(ctx context.Context, size, deadline int64) (uint64,
 			return pos, err
 		}
 	}
-	wait := time.Duration(deadline - p.preciseNow())
+	now := p.preciseNow()
+	wait := time.Duration(p.expiry(deadline, now) - now)
 	if wait <= 0 {
 		return 0, ErrTimeout
 	}
@@ -170,10 +212,11 @@ func (p *Producer) claimWait(ctx context.Context, size, deadline int64) (uint64,
 // earlier than those of messages ahead of it in the ring.
 func (p *Producer) enteredLate(pos uint64, deadline int64) {
 	now := p.preciseNow()
+	expired, _ := p.due(deadline, now)
 	switch {
-	case deadline <= now:
-		if _, ok := p.ring.Resolve(pos, ringbuf.Expired); ok {
-			p.failed(pos)
+	case expired:
+		if prev, ok := p.ring.Resolve(pos, ringbuf.Expired); ok {
+			p.failed(pos, prev, ringbuf.Expired)
 		}
 	case deadline < now+int64(p.cfg.sendTimeout-lateSlack):
 		p.late.push(pos, deadline)
@@ -184,8 +227,15 @@ func (p *Producer) enteredLate(pos uint64, deadline int64) {
 	}
 }
 
-// failed queues pos, just resolved as a failure, for the dispatcher.
-func (p *Producer) failed(pos uint64) {
+// failed is called by the goroutine that just resolved pos as the failure
+// st, from state prev: it hands st to a Send and queues pos for the
+// dispatcher, which reports it at once (the documented exception to
+// ordering).
+func (p *Producer) failed(pos uint64, prev, st ringbuf.State) {
+	if prev == ringbuf.Written {
+		p.unacked.Add(-1)
+	}
+	p.notify(pos, st)
 	p.failMu.Lock()
 	p.fails = append(p.fails, pos)
 	p.failMu.Unlock()

@@ -125,7 +125,7 @@ func (s *session) heartbeat() {
 		case <-p.stop:
 			return
 		}
-		silent := p.preciseNow() - s.inbound.Load()
+		silent := p.silence(s.inbound.Load(), p.preciseNow())
 		switch {
 		case silent >= 2*interval:
 			s.fail(fmt.Errorf("%w: nothing for %v", ErrHeartbeat, time.Duration(silent)))

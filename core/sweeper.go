@@ -20,7 +20,7 @@ func (p *Producer) runSweeper() {
 	t := p.clock.NewTimer(p.cfg.sendTimeout)
 	defer t.Stop()
 	var from uint64 // every position below is known to be resolved
-	var due []uint64
+	var due []lateEntry
 	for {
 		select {
 		case <-t.C():
@@ -32,9 +32,18 @@ func (p *Producer) runSweeper() {
 		var next, lateNext int64
 		from, next = p.expire(from, now)
 		due, lateNext = p.late.due(now, due[:0])
-		for _, pos := range due {
-			if _, ok := p.ring.Resolve(pos, ringbuf.Expired); ok {
-				p.failed(pos)
+		for _, e := range due {
+			// Its true expiry may still be ahead (see due): then later.
+			if expired, at := p.due(e.deadline, now); !expired {
+				if p.ring.State(e.pos).Final() {
+					continue
+				}
+				p.late.pushAt(e.pos, e.deadline, at)
+				lateNext = minDeadline(lateNext, at)
+				continue
+			}
+			if prev, ok := p.ring.Resolve(e.pos, ringbuf.Expired); ok {
+				p.failed(e.pos, prev, ringbuf.Expired)
 			}
 		}
 		if lateNext != 0 {
@@ -68,11 +77,11 @@ func (p *Producer) expire(from uint64, now int64) (uint64, int64) {
 			// Claimed, about to be published; look again soon.
 			return from, now + int64(minSweep)
 		}
-		if d := p.ring.Slot(pos).Deadline(); d > now {
-			return from, d
+		if expired, at := p.due(p.ring.Slot(pos).Deadline(), now); !expired {
+			return from, at
 		}
-		if _, ok := p.ring.Resolve(pos, ringbuf.Expired); ok {
-			p.failed(pos)
+		if prev, ok := p.ring.Resolve(pos, ringbuf.Expired); ok {
+			p.failed(pos, prev, ringbuf.Expired)
 		}
 	}
 	return from, 0
