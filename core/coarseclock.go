@@ -180,7 +180,7 @@ func (c *coarseClock) busy() bool {
 	c.usersMu.Lock()
 	defer c.usersMu.Unlock()
 	for p := range c.users {
-		if p.ring.Len() != 0 {
+		if n, _ := p.led.pending(); n != 0 {
 			return true
 		}
 	}

@@ -1,15 +1,11 @@
 package core
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/inflightmq/inflight/ringbuf"
 )
-
-// releaseEvery bounds how many positions the dispatcher walks before it
-// releases them, so blocked senders get room while a long run of callbacks
-// is still going.
-const releaseEvery = 1024
 
 // dispatcher is the state of the callback goroutine. There is one such
 // goroutine at a time: New starts it, and if a callback ends it with
@@ -35,11 +31,17 @@ type dispatcher struct {
 // resolved by then), closes closed and returns.
 func (p *Producer) runDispatcher() {
 	p.dispGoid.Store(goid())
+	d := &p.disp
 	for {
-		p.dispatch()
+		p.led.deliverFails(&d.fails, d.next, p.deliver) // left by a goroutine that exited
+		d.fails = p.led.takeFails(d.spare)
+		d.spare = d.fails
+		p.led.deliverFails(&d.fails, d.next, p.deliver)
+		p.led.walk(&d.next, p.deliver)
+
 		select {
 		case <-p.stopDisp:
-			if p.ring.Head() >= p.ring.Tail() {
+			if head, tail := p.led.bounds(); head >= tail {
 				close(p.closed)
 				return
 			}
@@ -47,7 +49,7 @@ func (p *Producer) runDispatcher() {
 		default:
 		}
 		select {
-		case <-p.dispatchWake:
+		case <-p.led.dispatchWake:
 		case <-p.stopDisp:
 		}
 	}
@@ -57,67 +59,16 @@ func (p *Producer) runDispatcher() {
 // that is, inside a callback.
 func (p *Producer) onDispatcher() bool { return goid() == p.dispGoid.Load() }
 
-// dispatch delivers everything that is ready: queued failures, then the
-// in-order walk.
-func (p *Producer) dispatch() {
-	d := &p.disp
-	p.deliverFails() // left by a goroutine that exited in a callback
-	p.failMu.Lock()
-	d.fails, p.fails = p.fails, d.spare[:0]
-	p.failMu.Unlock()
-	d.spare = d.fails
-	p.deliverFails()
-	p.walk()
-}
-
-// deliverFails delivers the taken failures that the walk has not.
-func (p *Producer) deliverFails() {
-	d := &p.disp
-	head := p.ring.Head()
-	for len(d.fails) > 0 {
-		pos := d.fails[0]
-		d.fails = d.fails[1:] // before the callback: it may end this goroutine
-		// Below next, the in-order walk already delivered it (a position
-		// can be failed, then walked, then queued here).
-		if st := p.ring.State(pos); pos >= head && pos >= d.next && st.Failed() {
-			p.ring.Transition(pos, st, ringbuf.Done)
-			p.deliver(pos, st)
-		}
-	}
-}
-
-// walk delivers resolved positions from the last delivered one in order and
-// releases them. Everything it delivers is below head when it returns.
-func (p *Producer) walk() {
-	d := &p.disp
-	head := p.ring.Head()
-	d.next = max(d.next, head)
-	for {
-		pos := d.next
-		st := p.ring.State(pos)
-		if !st.Final() {
-			break
-		}
-		d.next = pos + 1 // before the callback: it may end this goroutine
-		if st != ringbuf.Done {
-			p.deliver(pos, st)
-		}
-		if d.next-head >= releaseEvery {
-			p.ring.Release(d.next)
-			head = d.next
-		}
-	}
-	p.ring.Release(d.next)
-}
-
-// outcome returns what a message resolved in state st reports. Canceled is
-// the caller's to map (it needs the message's context).
-func (p *Producer) outcome(pos uint64, st ringbuf.State) (MessageID, error) {
+// outcome returns what a message resolved in state st reports; ctx is the
+// message's context (nil if it could not end).
+func (p *Producer) outcome(pos uint64, st ringbuf.State, ctx context.Context) (MessageID, error) {
 	switch st {
 	case ringbuf.Acked:
-		return p.id(pos), nil
+		return MessageID(p.led.seq(pos)), nil
 	case ringbuf.Expired:
 		return 0, ErrTimeout
+	case ringbuf.Canceled:
+		return 0, ctx.Err()
 	case ringbuf.Rejected:
 		return 0, ErrMessageTooLarge
 	default:
@@ -128,24 +79,23 @@ func (p *Producer) outcome(pos uint64, st ringbuf.State) (MessageID, error) {
 // deliver runs the callback of pos, resolved in state st, and counts it. A
 // Send's position has no callback: its Send was notified when it resolved.
 func (p *Producer) deliver(pos uint64, st ringbuf.State) {
-	e := &p.ring.Slot(pos).Value
-	if e.stop != nil {
-		e.stop()
+	e := p.led.entryAt(pos)
+	if e.stopCancel != nil {
+		e.stopCancel()
 	}
-	id, err := p.outcome(pos, st)
+	id, err := p.outcome(pos, st, e.ctx)
 	switch st {
 	case ringbuf.Acked:
 		p.stats.acked.Add(1)
 	case ringbuf.Expired:
 		p.stats.timedOut.Add(1)
 	case ringbuf.Canceled:
-		err = e.ctx.Err()
 		p.stats.canceled.Add(1)
 	default:
 		p.stats.failed.Add(1)
 	}
 	if e.cb == nil {
-		p.waitNotified(pos)
+		p.led.waitNotified(pos)
 		return
 	}
 	p.call(e.cb, id, e.msg, err)

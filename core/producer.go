@@ -8,63 +8,35 @@ import (
 	"time"
 
 	"github.com/inflightmq/inflight/clock"
-	"github.com/inflightmq/inflight/ringbuf"
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/wire"
 )
 
-// entry is what the ring holds for one message.
-type entry struct {
-	msg     *Message
-	payload []byte
-	cb      Callback        // nil for a Send: its waiter is in Producer.waits
-	ctx     context.Context // nil when the context can never be done
-	stop    func() bool     // stops ctx's AfterFunc; nil without one
-}
-
 // Producer sends messages to one broker through a transport.Dialer. All
 // methods are safe for concurrent use. A Producer must not be copied.
+//
+// Its goroutines and what each drives: the pump (pump.go) dials,
+// handshakes and writes batches the ledger hands it; the session
+// (session.go) decodes the broker's frames on the transport's goroutine
+// and passes receipts to the ledger; the sweeper (sweeper.go) wakes the
+// ledger at deadlines; the dispatcher (dispatcher.go) runs the callbacks
+// of what the ledger reports ready. The ledger (ledger.go) alone moves
+// message states and cursors.
 type Producer struct {
-	cfg    config
-	dialer transport.Dialer
-	ring   *ringbuf.Ring[entry]
-	clock  clock.Clock
-	epoch  time.Time
-	coarse bool // the clock is the system clock: SendAsync reads the shared coarse clock
+	cfg           config
+	dialer        transport.Dialer
+	led           *ledger
+	clock         clock.Clock
+	epoch         time.Time
+	onSystemClock bool // SendAsync reads the shared coarse clock
 
-	comp    *wire.Compressor // nil without compression; pump only
-	scratch []byte           // raw batch buffer when compressing; pump only
+	comp *wire.Compressor // nil without compression; pump only
 
-	// Sequence IDs are seqBase + position + 1. seqBase is fixed by the
-	// first HELLO_OK (the broker's last stored seq for this name), before
-	// anything is written or reported.
-	seqBase atomic.Uint64
-	baseSet bool // pump only
-
-	// Cursors beside the ring's head and tail (see the ringbuf doc).
-	// acked <= maxWritten <= tail, and head <= tail; acked may lag head
-	// (failures release positions without acknowledging them) or lead it
-	// (acknowledged positions whose callbacks have not run).
-	acked      atomic.Uint64 // every position below is resolved
-	maxWritten atomic.Uint64 // every position below was handed to a connection once
-	unacked    atomic.Int64  // positions written and not yet resolved
-
-	// waits[pos&waitMask] holds the waiter of a Send at pos until pos
-	// resolves (see notify).
-	waits    []atomic.Pointer[waiter]
-	waitMask uint64
-
-	failMu sync.Mutex
-	fails  []uint64 // positions that failed, for the dispatcher (out of order)
-
-	disp         dispatcher    // the callback goroutine's state
-	dispGoid     atomic.Uint64 // the callback goroutine's ID
-	dispatchWake chan struct{} // capacity 1
-	sweepWake    chan struct{} // capacity 1
-	late         lateQueue     // messages that entered out of deadline order
+	disp     dispatcher    // the callback goroutine's state
+	dispGoid atomic.Uint64 // the callback goroutine's ID
 
 	closing   atomic.Bool
-	stop      chan struct{} // closed to stop the pump, sweeper and clock
+	stop      chan struct{} // closed to stop the pump and sweeper
 	stopDisp  chan struct{} // closed by Close: the dispatcher ends after the last callback
 	closed    chan struct{} // closed by the dispatcher after the last callback
 	wg        sync.WaitGroup
@@ -94,31 +66,28 @@ func New(dialer transport.Dialer, opts ...Option) (*Producer, error) {
 	if cfg.name == "" {
 		cfg.name = randomName()
 	}
-	ring, err := ringbuf.New[entry](cfg.maxPending, cfg.maxPendingBytes)
+	onSystemClock := clock.IsSystem(cfg.clock)
+	led, err := newLedger(cfg.maxPending, cfg.maxPendingBytes, cfg.sendTimeout, onSystemClock)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	p := &Producer{
-		cfg:          cfg,
-		dialer:       dialer,
-		ring:         ring,
-		clock:        cfg.clock,
-		epoch:        cfg.clock.Now(),
-		coarse:       clock.IsSystem(cfg.clock),
-		waits:        make([]atomic.Pointer[waiter], ring.Cap()),
-		waitMask:     uint64(ring.Cap() - 1),
-		dispatchWake: make(chan struct{}, 1),
-		sweepWake:    make(chan struct{}, 1),
-		stop:         make(chan struct{}),
-		stopDisp:     make(chan struct{}),
-		closed:       make(chan struct{}),
+		cfg:           cfg,
+		dialer:        dialer,
+		led:           led,
+		clock:         cfg.clock,
+		epoch:         cfg.clock.Now(),
+		onSystemClock: onSystemClock,
+		stop:          make(chan struct{}),
+		stopDisp:      make(chan struct{}),
+		closed:        make(chan struct{}),
 	}
 	if cfg.codec != wire.CodecNone {
 		if p.comp, err = wire.NewCompressor(cfg.codec, cfg.level); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 		}
 	}
-	if p.coarse {
+	if p.onSystemClock {
 		// All times are ns since one epoch: the coarse clock's.
 		p.epoch = coarse.epoch
 		coarse.register(p)
@@ -139,7 +108,7 @@ func (p *Producer) MaxMessageSize() int { return p.cfg.maxMessageSize() }
 // now returns the time in ns since the producer's epoch, from the coarse
 // clock when there is one (SendAsync's path).
 func (p *Producer) now() int64 {
-	if p.coarse {
+	if p.onSystemClock {
 		return coarse.now()
 	}
 	return p.preciseNow()
@@ -147,8 +116,6 @@ func (p *Producer) now() int64 {
 
 // preciseNow reads the clock (the pump, once per batch; the sweeper).
 func (p *Producer) preciseNow() int64 { return int64(p.clock.Now().Sub(p.epoch)) }
-
-func (p *Producer) id(pos uint64) MessageID { return MessageID(p.seqBase.Load() + pos + 1) }
 
 func (p *Producer) report(err error) { p.cfg.onError(err) }
 
@@ -158,14 +125,14 @@ func (p *Producer) report(err error) { p.cfg.onError(err) }
 // from a callback it would wait for itself: it returns ErrInCallback at
 // once.
 func (p *Producer) Flush(ctx context.Context) error {
-	tail := p.ring.Tail()
-	if p.ring.Head() >= tail {
+	head, tail := p.led.bounds()
+	if head >= tail {
 		return nil
 	}
 	if p.onDispatcher() {
 		return ErrInCallback
 	}
-	if err := p.ring.WaitHead(tail, ctx.Done()); err != nil {
+	if !p.led.releasedBelow(tail, ctx.Done()) {
 		return ctx.Err()
 	}
 	return nil
@@ -205,21 +172,17 @@ func (p *Producer) Close(ctx context.Context) error {
 		}
 	}
 
-	p.ring.Close()
-	tail := p.ring.Tail()
+	p.led.close()
+	_, tail := p.led.bounds()
 	var err error
 	if !p.drain(ctx, tail, inCallback) {
 		err = ctx.Err()
-		for pos := p.ring.Head(); pos < tail; pos++ {
-			if prev, ok := p.ring.Resolve(pos, ringbuf.Closed); ok {
-				p.failed(pos, prev, ringbuf.Closed)
-			}
-		}
+		p.led.failAll(tail)
 	}
 	close(p.stop)
 	p.cutSession()
 	p.wg.Wait()
-	if p.coarse {
+	if p.onSystemClock {
 		coarse.unregister(p)
 	}
 	if p.comp != nil {
@@ -247,22 +210,17 @@ func (p *Producer) Close(ctx context.Context) error {
 // and the caller is the dispatcher).
 func (p *Producer) drain(ctx context.Context, tail uint64, inCallback bool) bool {
 	if !inCallback {
-		return p.ring.WaitHead(tail, ctx.Done()) == nil
+		return p.led.releasedBelow(tail, ctx.Done())
 	}
-	defer p.wakeDispatcher() // the woken-for work is still to be done
-	for pos := p.ring.Head(); ; {
-		for pos < tail && p.ring.State(pos).Final() {
-			pos++
-		}
-		if pos == tail {
-			return true
-		}
+	defer p.led.wakeDispatcher() // the woken-for work is still to be done
+	for !p.led.resolvedBelow(tail) {
 		select {
-		case <-p.dispatchWake:
+		case <-p.led.dispatchWake:
 		case <-ctx.Done():
 			return false
 		}
 	}
+	return true
 }
 
 // setSession records the pump's current connection so Close can cut it.

@@ -50,6 +50,22 @@ func inCallback(t *testing.T, p *core.Producer, limit time.Duration, f func()) {
 	}
 }
 
+// blockCallbacks sends a message whose callback blocks until the returned
+// channel is closed, and returns once that callback runs.
+func blockCallbacks(t *testing.T, p *core.Producer) chan struct{} {
+	t.Helper()
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	require.NoError(t, p.SendAsync(context.Background(), &core.Message{Payload: []byte("blocker")},
+		func(core.MessageID, *core.Message, error) { close(entered); <-release }))
+	select {
+	case <-entered:
+	case <-time.After(waitTimeout):
+		t.Fatal("the blocking callback did not run")
+	}
+	return release
+}
+
 // TestCloseInsideCallbackReturnsByContext: Close called from a callback
 // while another message is pending (its receipt never comes) returns ctx's
 // error when ctx ends, and the callbacks still owed then run exactly once.
@@ -108,11 +124,7 @@ func TestCloseInsideCallbackReturnsByContext(t *testing.T) {
 // callback and the rest run afterwards.
 func TestCloseWhileCallbackBlocksReturnsByContext(t *testing.T) {
 	e := newEnv(t)
-	release := make(chan struct{})
-	entered := make(chan struct{})
-	require.NoError(t, e.p.SendAsync(context.Background(), &core.Message{Payload: []byte("blocker")},
-		func(core.MessageID, *core.Message, error) { close(entered); <-release }))
-	<-entered
+	release := blockCallbacks(t, e.p)
 	rec := newRecorder(3)
 	for i := range 3 {
 		require.NoError(t, e.p.SendAsync(context.Background(), &core.Message{Payload: payload(i)}, rec.cb(i)))
@@ -165,12 +177,7 @@ func TestSendInsideCallbackReturnsByDeadline(t *testing.T) {
 
 	// Outside callbacks: a blocked callback does not hold Send past its bound.
 	t.Run("WhileCallbackBlocks", func(t *testing.T) {
-		release := make(chan struct{})
-		entered := make(chan struct{})
-		require.NoError(t, e.p.SendAsync(context.Background(), &core.Message{},
-			func(core.MessageID, *core.Message, error) { close(entered); <-release }))
-		<-entered
-		defer close(release)
+		defer close(blockCallbacks(t, e.p))
 		watchdog(t, 5*time.Second, "Send while a callback blocks", func() {
 			start := time.Now()
 			_, err := e.p.Send(context.Background(), &core.Message{Payload: []byte("x")})
@@ -201,12 +208,7 @@ func TestFlushInsideCallbackReturnsByContext(t *testing.T) {
 	assert.NoError(t, rec.get(0).err)
 
 	// Outside a callback, a blocked callback bounds Flush only by its ctx.
-	release := make(chan struct{})
-	entered := make(chan struct{})
-	require.NoError(t, e.p.SendAsync(context.Background(), &core.Message{},
-		func(core.MessageID, *core.Message, error) { close(entered); <-release }))
-	<-entered
-	defer close(release)
+	defer close(blockCallbacks(t, e.p))
 	watchdog(t, 5*time.Second, "Flush while a callback blocks", func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()

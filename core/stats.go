@@ -34,10 +34,11 @@ type Stats struct {
 // cheap (atomic loads); the fields are read one by one, so they are not a
 // single consistent instant.
 func (p *Producer) Stats() Stats {
+	pending, bytes := p.led.pending()
 	return Stats{
-		Pending:      p.ring.Len(),
-		PendingBytes: p.ring.Bytes(),
-		Unacked:      int(max(p.unacked.Load(), 0)),
+		Pending:      pending,
+		PendingBytes: bytes,
+		Unacked:      p.led.unackedNow(),
 		Sent:         p.stats.sent.Load(),
 		Acked:        p.stats.acked.Load(),
 		TimedOut:     p.stats.timedOut.Load(),
