@@ -141,7 +141,7 @@ func uniqueName(base string) string { return fmt.Sprintf("%s-%d", base, nameSeq.
 
 // rawConn is a hand-driven client for testing a server with bad input.
 type rawConn struct {
-	t  *testing.T
+	t   *testing.T
 	nc  net.Conn
 	rb  []byte
 	eof bool
