@@ -136,9 +136,7 @@ func (c *clientConn) read() {
 	for {
 		frame, err := fr.next()
 		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = fmt.Errorf("%w: the broker hung up", transport.ErrClosed)
-			}
+			err = c.explain(err)
 			c.shut(err)
 			break
 		}
@@ -146,4 +144,20 @@ func (c *clientConn) read() {
 	}
 	c.d.remove(c)
 	c.h.OnClose(c.why())
+}
+
+// explain makes a read error say what happened. With TLS 1.3 a client
+// finishes its half of the handshake before the server has checked the
+// client's certificate: a refusal (no certificate, an unknown authority)
+// arrives as the server's alert on the first read, and is reported as
+// the handshake failure it is.
+func (c *clientConn) explain(err error) error {
+	var op *net.OpError
+	switch {
+	case errors.Is(err, io.EOF):
+		return fmt.Errorf("%w: the broker hung up", transport.ErrClosed)
+	case c.rw != c.raw && errors.As(err, &op) && op.Op == "remote error":
+		return fmt.Errorf("%w: %s refused the handshake: %w", ErrHandshake, c.d.addr, err)
+	}
+	return err
 }
