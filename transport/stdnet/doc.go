@@ -41,7 +41,9 @@
 // are read and write deadlines on the socket: no ticker.
 //
 // Scheduling: unlike a gnet event loop, a goroutine blocked in a read
-// holds no P (the runtime's network poller parks it), so this transport
-// does not have the millisecond tail that transport/tcp's package doc
-// describes when the process has few Ps.
+// holds no P (the runtime's network poller parks it), so the cause of the
+// millisecond tail that transport/tcp's package doc describes (event loops
+// holding the process's Ps in epoll_wait) does not exist here. What that is
+// worth at a given load is measured by BenchmarkFixedRate in bench/, which
+// runs over both.
 package stdnet
