@@ -36,8 +36,9 @@
 // Hardening (Server): a frame too large, a malformed one, or one a session
 // rejects gets an ERROR frame, and that connection alone is closed.
 // MaxConns limits connections; ReadTimeout closes a connection that
-// trickles a frame (slowloris) or a TLS handshake; IdleTimeout one that
-// sends nothing; WriteTimeout one that does not read its receipts. These
+// trickles a frame (slowloris); HandshakeTimeout one that does not finish
+// its TLS handshake; IdleTimeout one that sends nothing; WriteTimeout one
+// that does not read its receipts. These
 // are read and write deadlines on the socket: no ticker.
 //
 // Scheduling: unlike a gnet event loop, a goroutine blocked in a read

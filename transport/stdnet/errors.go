@@ -20,8 +20,7 @@ var (
 	// what it hands over (a producer's window always does).
 	ErrWriteBacklog = errors.New("inflight/stdnet: too many frames waiting to be written")
 	// ErrReadTimeout is the reason a Server closes a connection that left a
-	// frame incomplete for longer than ReadTimeout (a slowloris sender), or
-	// did not finish its TLS handshake in that time.
+	// frame incomplete for longer than ReadTimeout (a slowloris sender).
 	ErrReadTimeout = errors.New("inflight/stdnet: frame not completed in time")
 	// ErrIdle is the reason a Server closes a connection silent for longer
 	// than IdleTimeout.

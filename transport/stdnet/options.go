@@ -103,13 +103,14 @@ type serverConfig struct {
 	readTimeout  time.Duration
 	idleTimeout  time.Duration
 	writeTimeout time.Duration
+	handshake    time.Duration
 	tls          *tls.Config
 	clientCAs    *x509.CertPool
 }
 
 func defaultServerConfig() serverConfig {
 	return serverConfig{maxConns: 10000, readTimeout: 10 * time.Second, idleTimeout: time.Minute,
-		writeTimeout: 10 * time.Second}
+		writeTimeout: 10 * time.Second, handshake: 10 * time.Second}
 }
 
 // MaxConns limits open connections (default 10000); a connection beyond it
@@ -125,8 +126,8 @@ func MaxConns(n int) ServerOption {
 }
 
 // ReadTimeout bounds how long a frame may stay incomplete once its first
-// bytes arrived, and how long a TLS handshake may take (default 10s): a
-// sender that trickles (slowloris) gets an ERROR frame and is closed.
+// bytes arrived (default 10s): a sender that trickles (slowloris) gets an
+// ERROR frame and is closed.
 func ReadTimeout(d time.Duration) ServerOption {
 	return durationOption("ReadTimeout", d, func(c *serverConfig) { c.readTimeout = d })
 }
@@ -136,6 +137,13 @@ func ReadTimeout(d time.Duration) ServerOption {
 // producer is never idle that long.
 func IdleTimeout(d time.Duration) ServerOption {
 	return durationOption("IdleTimeout", d, func(c *serverConfig) { c.idleTimeout = d })
+}
+
+// HandshakeTimeout bounds a TLS handshake, from accept to its end (default
+// 10s); a client slower than that is closed. It also bounds the handshake
+// that carries a MaxConns refusal.
+func HandshakeTimeout(d time.Duration) ServerOption {
+	return durationOption("HandshakeTimeout", d, func(c *serverConfig) { c.handshake = d })
 }
 
 // WriteTimeout bounds one write of replies to a producer (default 10s): a

@@ -195,7 +195,7 @@ const maxRefusing = 16
 // refuse answers a connection beyond MaxConns with an ERROR frame and
 // closes it. Over plain TCP the frame fits the empty socket buffer and is
 // written at once; over TLS it needs a handshake, done on a goroutine of
-// its own, bounded by ReadTimeout and maxRefusing.
+// its own, bounded by HandshakeTimeout and maxRefusing.
 func (s *Server) refuse(nc net.Conn) {
 	frame := errorFrame(wire.CodeProtocol, ErrTooManyConns)
 	if s.tls == nil {
@@ -212,7 +212,7 @@ func (s *Server) refuse(nc net.Conn) {
 	s.wg.Go(func() {
 		defer s.refusing.Add(-1)
 		defer nc.Close()
-		_ = nc.SetDeadline(time.Now().Add(s.cfg.readTimeout))
+		_ = nc.SetDeadline(time.Now().Add(s.cfg.handshake))
 		tc := tls.Server(nc, s.tls)
 		if err := tc.HandshakeContext(s.ctx); err != nil {
 			return

@@ -136,9 +136,9 @@ func (c *serverConn) serve() {
 	c.end(err)
 }
 
-// handshake completes the TLS handshake within ReadTimeout.
+// handshake completes the TLS handshake within HandshakeTimeout.
 func (c *serverConn) handshake() error {
-	_ = c.raw.SetDeadline(time.Now().Add(c.s.cfg.readTimeout))
+	_ = c.raw.SetDeadline(time.Now().Add(c.s.cfg.handshake))
 	tc := tls.Server(c.raw, c.s.tls)
 	if err := tc.HandshakeContext(c.s.ctx); err != nil {
 		return err

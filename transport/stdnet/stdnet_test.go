@@ -51,7 +51,8 @@ func TestStdnetSendAndReceive(t *testing.T) {
 func TestStdnetBadPeers(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
-			e := newEnv(t, m.tls, stdnet.ReadTimeout(100*time.Millisecond), stdnet.IdleTimeout(300*time.Millisecond))
+			e := newEnv(t, m.tls, stdnet.ReadTimeout(100*time.Millisecond), stdnet.IdleTimeout(300*time.Millisecond),
+				stdnet.HandshakeTimeout(waitTimeout)) // handshakes are slow under -race on a busy machine
 			p, _ := newProducer(t, e.addr(), e.dialOpts(), core.Heartbeat(50*time.Millisecond))
 			cases := []struct {
 				name string
@@ -226,7 +227,7 @@ func TestStdnetOptions(t *testing.T) {
 	_, err = stdnet.NewServer("127.0.0.1:0", nil)
 	assert.ErrorIs(t, err, stdnet.ErrInvalidOption)
 	for _, o := range []stdnet.ServerOption{stdnet.MaxConns(0), stdnet.ReadTimeout(0), stdnet.IdleTimeout(-1),
-		stdnet.WriteTimeout(0), stdnet.ServerTLS(nil), stdnet.ServerTLS(&tls.Config{}), stdnet.RequireClientCert(nil),
+		stdnet.WriteTimeout(0), stdnet.HandshakeTimeout(0), stdnet.ServerTLS(nil), stdnet.ServerTLS(&tls.Config{}), stdnet.RequireClientCert(nil),
 		stdnet.RequireClientCert(newCA(t).Pool), nil} {
 		_, err = stdnet.NewServer("127.0.0.1:0", b, o)
 		assert.ErrorIs(t, err, stdnet.ErrInvalidOption)
