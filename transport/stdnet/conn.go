@@ -130,20 +130,29 @@ func (c *clientConn) write() {
 }
 
 // read is the reader goroutine: it hands every inbound frame to the
-// Handler, then, after the last, reports the close.
+// Handler until the connection closes (frames still buffered then are not
+// delivered), then reports the close, after the last OnFrame.
 func (c *clientConn) read() {
 	fr := newFrameReader(c.rw, 16<<10, c.d.cfg.maxFrame, noWait{})
-	for {
+	for c.open() {
 		frame, err := fr.next()
 		if err != nil {
-			err = c.explain(err)
-			c.shut(err)
+			c.shut(c.explain(err))
 			break
 		}
 		c.h.OnFrame(frame)
 	}
 	c.d.remove(c)
 	c.h.OnClose(c.why())
+}
+
+func (c *clientConn) open() bool {
+	select {
+	case <-c.done:
+		return false
+	default:
+		return true
+	}
 }
 
 // explain makes a read error say what happened. With TLS 1.3 a client
