@@ -13,10 +13,11 @@ MODULES = . cmd/inflight metrics/prometheus bench/peers
 
 ## test: vet and gofmt, then every test of every module with the race detector
 test: vet
-	@set -e; for m in $(MODULES); do \
+	@failed=; for m in $(MODULES); do \
 		echo "== go test -race $$m"; \
-		(cd $$m && $(GO) test -race -count=1 ./...); \
-	done
+		(cd $$m && $(GO) test -race -count=1 ./...) || failed="$$failed $$m"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "FAIL in:$$failed"; exit 1; fi
 
 print-modules:
 	@echo $(MODULES)
