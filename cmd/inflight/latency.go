@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
@@ -96,11 +97,15 @@ func latencyRows(h *hist.Histogram) []latencyRow {
 	return rows
 }
 
-// edges returns a generator of 1-2-5 durations from 1µs up.
+// edges returns a generator of 1-2-5 durations from 1µs up, ending at the
+// largest Duration (so every duration has a row).
 func edges() func() time.Duration {
 	steps := [...]time.Duration{1, 2, 5}
 	i, scale := 0, time.Microsecond
 	return func() time.Duration {
+		if scale > math.MaxInt64/50 {
+			return math.MaxInt64
+		}
 		d := steps[i] * scale
 		if i++; i == len(steps) {
 			i, scale = 0, scale*10

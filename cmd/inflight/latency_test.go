@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -36,4 +37,15 @@ func TestLatencyBars(t *testing.T) {
 	assert.Contains(t, lines[5], "≤    5ms  ████▍")
 	assert.Contains(t, lines[8], "≤   50ms  ▏")
 	assert.Equal(t, "  p50 151µs  p90 152µs  p99 3ms  p99.9 3ms  max 40ms", lines[9])
+}
+
+// TestLatencyRowsEnd: the rows end for any duration, the largest included.
+func TestLatencyRowsEnd(t *testing.T) {
+	var h hist.Histogram
+	h.Record(time.Nanosecond)
+	h.Record(math.MaxInt64)
+	rows := latencyRows(&h)
+	assert.Equal(t, time.Microsecond, rows[0].upTo)
+	assert.Equal(t, time.Duration(math.MaxInt64), rows[len(rows)-1].upTo)
+	assert.Equal(t, uint64(1), rows[len(rows)-1].n)
 }
