@@ -99,17 +99,24 @@ func TestHealthzReportsStoreFailure(t *testing.T) {
 
 	diskFull := errors.New("disk full")
 	store.FailAppends(diskFull)
-	p, err := core.New(d, core.SendTimeout(200*time.Millisecond))
+	p, err := core.New(d, core.SendTimeout(10*time.Second), core.ReconnectBackoff(time.Millisecond, 20*time.Millisecond))
 	require.NoError(t, err)
-	_, err = p.Send(context.Background(), &core.Message{Payload: []byte("x")})
-	require.Error(t, err)
+	outcome := make(chan error, 1)
+	require.NoError(t, p.SendAsync(context.Background(), &core.Message{Payload: []byte("x")},
+		func(_ core.MessageID, _ *core.Message, err error) { outcome <- err }))
+	// The broker refuses the batch, the producer resends it, again and again.
+	require.Eventually(t, func() bool { return health.health() != nil }, 10*time.Second, time.Millisecond)
 	code, body := get()
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	assert.Contains(t, body, "disk full")
 
-	store.FailAppends(nil)
-	_, err = p.Send(context.Background(), &core.Message{Payload: []byte("y")})
-	require.NoError(t, err)
+	store.FailAppends(nil) // the next resend is stored
+	select {
+	case err := <-outcome:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the message was not stored once the store recovered")
+	}
 	require.NoError(t, p.Close(context.Background()))
 	code, _ = get()
 	assert.Equal(t, http.StatusOK, code)
