@@ -13,6 +13,7 @@ import (
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/internal/hist"
 	"github.com/inflightmq/inflight/transport/tcp"
 )
 
@@ -76,6 +77,8 @@ flags:
 	if !res.print(stdout, cfg) {
 		return exitFailure
 	}
+	fmt.Fprintln(stdout)
+	printLatency(stdout, &res.latency)
 	return exitOK
 }
 
@@ -96,6 +99,7 @@ type demoResult struct {
 	disorder   uint64 // records stored out of send order
 	missing    uint64 // successes not in the store
 	reconnects uint64
+	latency    hist.Histogram // send to callback, of the successes
 }
 
 // tally is the demo's callback: it runs on the producer's single callback
@@ -110,6 +114,8 @@ type tally struct {
 	acked, timed atomic.Uint64
 	failed       atomic.Uint64
 	callbacks    atomic.Uint64
+	sentAt       []time.Time // by message slot, set by sendLoop
+	latency      hist.Histogram
 }
 
 func (t *tally) callback(id core.MessageID, msg *core.Message, err error) {
@@ -127,6 +133,7 @@ func (t *tally) callback(id core.MessageID, msg *core.Message, err error) {
 			t.outOfOrder++
 		}
 		t.lastSuccess = idx + 1
+		t.latency.Record(time.Since(t.sentAt[idx%uint64(len(t.sentAt))]))
 	case errors.Is(err, core.ErrTimeout):
 		t.timed.Add(1)
 	default:
@@ -188,11 +195,15 @@ func demo(ctx context.Context, cfg demoConfig, codecOpt core.Option, stdout io.W
 		return nil, err
 	}
 	defer d.Close()
+	prog := newProgress(stdout)
+	connTrouble := startTrouble(prog.note, troubleSummaryEvery)
+	defer connTrouble.close()
 	opts := []core.Option{
 		core.Name("demo"),
 		core.SendTimeout(cfg.timeout),
 		core.MaxPending(cfg.maxPending),
 		core.ReconnectBackoff(10*time.Millisecond, 100*time.Millisecond),
+		core.ErrorHandler(connTrouble.observe),
 	}
 	if codecOpt != nil {
 		opts = append(opts, codecOpt)
@@ -204,7 +215,7 @@ func demo(ctx context.Context, cfg demoConfig, codecOpt core.Option, stdout io.W
 	fmt.Fprintf(stdout, "inflight demo: broker on %s, %d-byte messages for %v, broker killed every %v for %v, SendTimeout %v\n",
 		b.addr, cfg.size, cfg.duration, cfg.killEvery, cfg.downFor, cfg.timeout)
 
-	t := &tally{}
+	t := &tally{sentAt: make([]time.Time, cfg.maxPending+1)}
 	var sent, refused atomic.Uint64
 	sendCtx, stopSending := context.WithTimeout(ctx, cfg.duration)
 	defer stopSending()
@@ -213,7 +224,6 @@ func demo(ctx context.Context, cfg demoConfig, codecOpt core.Option, stdout io.W
 	var wg sync.WaitGroup
 	wg.Go(func() { sendLoop(sendCtx, p, cfg, t, &sent, &refused) })
 	wg.Go(func() { killLoop(sendCtx, b, cfg) })
-	prog := newProgress(stdout)
 	showProgress := func() {
 		st := p.Stats()
 		el := time.Since(start).Seconds()
@@ -244,6 +254,7 @@ func demo(ctx context.Context, cfg demoConfig, codecOpt core.Option, stdout io.W
 	closeCtx, cancel := context.WithTimeout(context.Background(), cfg.timeout+5*time.Second)
 	defer cancel()
 	_ = p.Close(closeCtx) // what Close fails still gets its callback
+	connTrouble.close()
 	st := p.Stats()
 	b.down()
 
@@ -263,6 +274,7 @@ func demo(ctx context.Context, cfg demoConfig, codecOpt core.Option, stdout io.W
 		disorder:   disorder,
 		missing:    b.store.missing(t.successSeqs),
 		reconnects: st.Reconnects,
+		latency:    t.latency,
 	}
 	accepted := res.sent - res.refused
 	if cb := t.callbacks.Load(); cb < accepted {
@@ -292,6 +304,7 @@ func sendLoop(ctx context.Context, p *core.Producer, cfg demoConfig, t *tally, s
 	for idx := uint64(0); ctx.Err() == nil; idx++ {
 		m := &msgs[idx%uint64(len(msgs))]
 		binary.BigEndian.PutUint64(m.Payload, idx)
+		t.sentAt[idx%uint64(len(msgs))] = time.Now()
 		sent.Add(1)
 		// ctx only stops the loop: the messages live by SendTimeout alone.
 		if err := p.SendAsync(context.Background(), m, t.callback); err != nil {

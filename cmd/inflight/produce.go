@@ -47,6 +47,9 @@ flags:
 	case *timeout <= 0 || *every <= 0:
 		return usageError(fs, stderr, "-timeout and -progress must be positive")
 	}
+	if err := checkHostPort(*addr); err != nil {
+		return usageError(fs, stderr, "-addr: %v", err)
+	}
 	codecOpt, err := codecOption(*codec)
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
@@ -56,7 +59,13 @@ flags:
 		return usageError(fs, stderr, "%v", err)
 	}
 	defer d.Close()
-	opts := []core.Option{core.SendTimeout(*timeout)}
+	prog := newProgress(stdout)
+	connTrouble := startTrouble(prog.note, troubleSummaryEvery)
+	defer connTrouble.close()
+	// A broker answers HELLO in milliseconds; waiting the default 5s would
+	// hide for that long that -addr is, say, an HTTP server.
+	opts := []core.Option{core.SendTimeout(*timeout), core.ErrorHandler(connTrouble.observe),
+		core.HandshakeTimeout(handshakeTimeout)}
 	if *name != "" {
 		opts = append(opts, core.Name(*name))
 	}
@@ -94,7 +103,6 @@ flags:
 	for i := range msgs {
 		msgs[i].Payload = make([]byte, *size)
 	}
-	prog := newProgress(stdout)
 	show := func() {
 		el := time.Since(start).Seconds()
 		st := p.Stats()
@@ -145,12 +153,12 @@ flags:
 	closeCtx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	_ = p.Close(closeCtx)
+	connTrouble.close()
 
 	a, f := acked.Load(), failed.Load()
-	fmt.Fprintf(stdout, "\n%s acked, %s failed (%d refused at send) in %.2fs: %s, %.1f MB/s\n",
-		count(a), count(f), refused, elapsed.Seconds(), rate(float64(a)/elapsed.Seconds()), float64(a)*float64(*size)/elapsed.Seconds()/1e6)
-	fmt.Fprintf(stdout, "latency (send to callback): p50 %v  p90 %v  p99 %v  p999 %v  max %v\n",
-		h.Quantile(0.5), h.Quantile(0.9), h.Quantile(0.99), h.Quantile(0.999), h.Max())
+	fmt.Fprintf(stdout, "\n%s acked, %s failed (%d refused at send) in %.2fs: %s, %s\n",
+		count(a), count(f), refused, elapsed.Seconds(), rate(float64(a)/elapsed.Seconds()), bytesRate(float64(a)*float64(*size)/elapsed.Seconds()))
+	printLatency(stdout, &h)
 	if f > 0 {
 		fmt.Fprintf(stdout, "first error: %v\n", *firstErr.Load())
 		return exitFailure
