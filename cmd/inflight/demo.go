@@ -118,7 +118,8 @@ type tally struct {
 	latency      hist.Histogram
 }
 
-func (t *tally) callback(id core.MessageID, msg *core.Message, err error) {
+// callback is the callback of the message sent from slot.
+func (t *tally) callback(slot int, id core.MessageID, msg *core.Message, err error) {
 	idx := binary.BigEndian.Uint64(msg.Payload)
 	if t.called.set(idx) {
 		t.doubles++
@@ -133,7 +134,7 @@ func (t *tally) callback(id core.MessageID, msg *core.Message, err error) {
 			t.outOfOrder++
 		}
 		t.lastSuccess = idx + 1
-		t.latency.Record(time.Since(t.sentAt[idx%uint64(len(t.sentAt))]))
+		t.latency.Record(time.Since(t.sentAt[slot]))
 	case errors.Is(err, core.ErrTimeout):
 		t.timed.Add(1)
 	default:
@@ -293,23 +294,30 @@ func (b *demoBroker) state() string {
 }
 
 // sendLoop sends as fast as the producer takes messages until ctx ends.
-// Message objects are reused round robin: a message's slot comes around
-// again only after MaxPending newer sends, and the producer holds at most
-// MaxPending messages, so its callback has run by then.
+// Message objects are reused round robin: a slot comes around again only
+// after MaxPending newer messages were accepted, and the producer holds at
+// most MaxPending messages, so its callback has run by then. A refused
+// message is not held, so its slot is used again at once (counting sends
+// instead of acceptances would reuse a message still pending).
 func sendLoop(ctx context.Context, p *core.Producer, cfg demoConfig, t *tally, sent, refused *atomic.Uint64) {
 	msgs := make([]core.Message, cfg.maxPending+1)
+	cbs := make([]core.Callback, len(msgs))
 	for i := range msgs {
 		msgs[i].Payload = make([]byte, cfg.size)
+		cbs[i] = func(id core.MessageID, m *core.Message, err error) { t.callback(i, id, m, err) }
 	}
+	slot := 0
 	for idx := uint64(0); ctx.Err() == nil; idx++ {
-		m := &msgs[idx%uint64(len(msgs))]
+		m := &msgs[slot]
 		binary.BigEndian.PutUint64(m.Payload, idx)
-		t.sentAt[idx%uint64(len(msgs))] = time.Now()
+		t.sentAt[slot] = time.Now()
 		sent.Add(1)
 		// ctx only stops the loop: the messages live by SendTimeout alone.
-		if err := p.SendAsync(context.Background(), m, t.callback); err != nil {
+		if err := p.SendAsync(context.Background(), m, cbs[slot]); err != nil {
 			refused.Add(1) // waited for room past its deadline
+			continue
 		}
+		slot = (slot + 1) % len(msgs)
 	}
 }
 
