@@ -39,15 +39,15 @@ func Example() {
 		}
 	}
 
-	// Send waits for the outcome.
+	// Send waits for its own outcome, not for earlier callbacks.
 	id, err := p.Send(ctx, &core.Message{Payload: []byte("three")})
-	fmt.Printf("three: id %d, err %v\n", id, err)
 
-	// Flush waits for everything sent before it; Close drains, then fails
-	// what is left with ErrClosed.
+	// Flush waits until every callback of what was sent before it returned;
+	// Close drains, then fails what is left with ErrClosed.
 	if err := p.Flush(ctx); err != nil {
 		log.Fatal(err)
 	}
+	fmt.Printf("three: id %d, err %v\n", id, err)
 	if err := p.Close(ctx); err != nil {
 		log.Fatal(err)
 	}
