@@ -37,6 +37,13 @@ type producerState struct {
 	dead   bool   // removed from the broker's map; look the name up again
 }
 
+// locked runs fn with ps locked and returns fn's error.
+func (ps *producerState) locked(fn func(*producerState) error) error {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return fn(ps)
+}
+
 // Option configures a Broker.
 type Option interface{ apply(*config) error }
 
@@ -86,8 +93,18 @@ func (b *Broker) MaxFrameSize() int { return b.maxFrame }
 // Store returns the broker's store.
 func (b *Broker) Store() Store { return b.store }
 
-// lockProducer returns the state of name, locked, creating it if needed.
-func (b *Broker) lockProducer(name string) *producerState {
+// withProducer runs fn with the state of name locked, creating the state if
+// needed, and returns fn's error. fn must not block on the network: it holds
+// the name's lock, which serializes its HELLO and BATCH handling.
+func (b *Broker) withProducer(name string, fn func(*producerState) error) error {
+	ps := b.lookupProducer(name)
+	defer ps.mu.Unlock()
+	return fn(ps)
+}
+
+// lookupProducer returns the live state of name, locked. A state removed
+// from the map while we waited for its lock is dead: look the name up again.
+func (b *Broker) lookupProducer(name string) *producerState {
 	for {
 		b.mu.Lock()
 		ps := b.producers[name]

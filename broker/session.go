@@ -84,20 +84,28 @@ func (s *Session) hello(frame []byte) error {
 	if int(h.MaxFrameSize) < wire.MinMaxFrameSize {
 		return s.fail(fmt.Errorf("%w: %w: HELLO max frame size %d below %d", ErrProtocol, wire.ErrMalformed, h.MaxFrameSize, wire.MinMaxFrameSize))
 	}
-	ps := s.b.lockProducer(h.Producer)
-	if !ps.loaded {
-		last, err := s.b.store.LastSeq(h.Producer)
-		if err != nil {
-			ps.mu.Unlock()
-			s.b.release(h.Producer, ps, nil) // forget the state made for this HELLO
-			return s.fail(fmt.Errorf("%w: %w", ErrStore, err))
+	var (
+		ps   *producerState
+		old  *Session
+		last uint64
+	)
+	err = s.b.withProducer(h.Producer, func(p *producerState) error {
+		ps = p
+		if !p.loaded {
+			l, err := s.b.store.LastSeq(h.Producer)
+			if err != nil {
+				return err
+			}
+			p.last, p.loaded = l, true
 		}
-		ps.last, ps.loaded = last, true
+		old, last = p.owner, p.last
+		p.owner = s
+		return nil
+	})
+	if err != nil {
+		s.b.release(h.Producer, ps, nil) // forget the state made for this HELLO
+		return s.fail(fmt.Errorf("%w: %w", ErrStore, err))
 	}
-	old := ps.owner
-	ps.owner = s
-	last := ps.last
-	ps.mu.Unlock()
 	s.prod, s.name = ps, h.Producer
 	if old != nil {
 		// The producer reconnected before its old connection was noticed
@@ -130,29 +138,34 @@ func (s *Session) batch(frame []byte) error {
 	}
 	defer func() { clear(recs); s.recs = recs[:0] }() // drop references to the frame
 
-	ps := s.prod
-	ps.mu.Lock()
-	if ps.owner != s {
-		ps.mu.Unlock()
-		return ErrReplaced
-	}
-	first, last := b.FirstSeq, b.LastSeq()
-	skip := 0
-	if first <= ps.last {
-		skip = len(recs)
-		if last > ps.last {
-			skip = int(ps.last - first + 1)
+	var skip int
+	var ack uint64
+	err = s.prod.locked(func(ps *producerState) error {
+		if ps.owner != s {
+			return ErrReplaced
 		}
-	}
-	if skip < len(recs) {
-		if err := s.b.store.Append(s.name, first+uint64(skip), recs[skip:]); err != nil {
-			ps.mu.Unlock()
-			return s.fail(fmt.Errorf("%w: %w", ErrStore, err))
+		first, last := b.FirstSeq, b.LastSeq()
+		if first <= ps.last {
+			skip = len(recs)
+			if last > ps.last {
+				skip = int(ps.last - first + 1)
+			}
 		}
-		ps.last = last
+		if skip < len(recs) {
+			if err := s.b.store.Append(s.name, first+uint64(skip), recs[skip:]); err != nil {
+				return fmt.Errorf("%w: %w", ErrStore, err)
+			}
+			ps.last = last
+		}
+		ack = ps.last
+		return nil
+	})
+	switch {
+	case errors.Is(err, ErrReplaced):
+		return err
+	case err != nil:
+		return s.fail(err)
 	}
-	ack := ps.last
-	ps.mu.Unlock()
 
 	s.b.batches.Add(1)
 	s.b.stored.Add(uint64(len(recs) - skip))
