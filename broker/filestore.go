@@ -5,53 +5,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
-	"slices"
 	"sync"
 	"time"
 )
-
-var (
-	// ErrStoreClosed is returned by FileStore's Append, LastSeq and Scan
-	// after Close.
-	ErrStoreClosed = errors.New("inflight/broker: store closed")
-	// ErrCorrupt is returned, wrapped with detail, by OpenFileStore for a file
-	// that is not a FileStore file (wrong magic or version; it is left
-	// untouched) or whose torn tail cannot be cut off, and by Scan when an
-	// entry that was good at Open no longer is. A torn or corrupt tail found
-	// by OpenFileStore is not an error: it is truncated and reported in
-	// Recovery.
-	ErrCorrupt = errors.New("inflight/broker: store file corrupt")
-)
-
-// File layout constants.
-const (
-	fileMagic       = "IFLT"
-	fileVersion     = 1
-	fileHeaderSize  = 8 // magic, version
-	entryHeaderSize = 8 // bodyLen, crc
-	// minEntryBody is the smallest valid body: a 1-byte name, firstSeq,
-	// count and one empty record. It also rejects the all-zero header that a
-	// crash can leave behind, whose CRC (of nothing) is a valid 0.
-	minEntryBody = 1 + 1 + 8 + 4 + 1
-	// maxEntryBody bounds one entry. Replay treats a larger bodyLen as
-	// corrupt; Append refuses to write one.
-	maxEntryBody = 1 << 30
-	// maxKeptBuf is the largest entry buffer kept for reuse after Append.
-	maxKeptBuf = 8 << 20
-	// maxNameLen is the longest producer name an entry can carry.
-	maxNameLen = math.MaxUint8
-)
-
-// castagnoli is the CRC-32C table, built once (crc32 uses the CPU's CRC32
-// instruction for this polynomial where there is one).
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // FileStore is a durable Store: one append-only file, one entry per Append
 // call. It is safe for concurrent use. Only one FileStore may have a given
@@ -247,24 +208,6 @@ func (f *FileStore) replay(size int64) (int64, error) {
 	}
 }
 
-// syncDir fsyncs a directory so that a file created in it survives a
-// machine crash. Windows cannot open a directory for that, and does not need
-// it.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
 // Recovery returns what OpenFileStore found. Safe for concurrent use.
 func (f *FileStore) Recovery() Recovery { return f.recovery }
 
@@ -322,17 +265,7 @@ func (f *FileStore) Append(producer string, first uint64, records [][]byte) erro
 		}
 	}
 
-	buf := slices.Grow(f.buf[:0], entryHeaderSize+int(bodyLen))[:entryHeaderSize]
-	buf = append(buf, byte(len(producer)))
-	buf = append(buf, producer...)
-	buf = binary.BigEndian.AppendUint64(buf, first)
-	buf = binary.BigEndian.AppendUint32(buf, uint32(len(records)))
-	for _, r := range records {
-		buf = binary.AppendUvarint(buf, uint64(len(r)))
-		buf = append(buf, r...)
-	}
-	binary.BigEndian.PutUint32(buf, uint32(bodyLen))
-	binary.BigEndian.PutUint32(buf[4:], crc32.Checksum(buf[entryHeaderSize:], castagnoli))
+	buf := appendEntry(f.buf[:0], producer, first, records, int(bodyLen))
 	if cap(buf) <= maxKeptBuf {
 		f.buf = buf[:0]
 	} else {
@@ -368,65 +301,6 @@ func (f *FileStore) checkLocked(producer string, first uint64, records [][]byte)
 		return 0, fmt.Errorf("inflight/broker: FileStore.Append: %q first sequence ID %d not above the last stored %d", producer, first, prev)
 	}
 	return first + uint64(len(records)) - 1, nil
-}
-
-// syncLocked returns once the file is fsynced at least up to target, or the
-// store failed. Called with f.mu held; it releases f.mu during the fsync, so
-// that Appends keep writing meanwhile, and one fsync covers every entry
-// written before it started (group commit):
-//
-//	A: write e1 | fsync ............ | done           (covers e1, e2)
-//	B:   write e2 | wait for A's fsync | done
-func (f *FileStore) syncLocked(target int64) error {
-	f.waiters++
-	defer func() {
-		f.waiters--
-		f.cond.Broadcast() // Close may wait for the last one to leave
-	}()
-	for f.synced < target {
-		if f.failed != nil {
-			return fmt.Errorf("inflight/broker: store failed earlier: %w", f.failed)
-		}
-		if f.syncing {
-			f.cond.Wait()
-			continue
-		}
-		f.syncing = true
-		upTo := f.end
-		f.mu.Unlock()
-		err := f.file.Sync()
-		f.mu.Lock()
-		f.syncing = false
-		if err != nil && f.failed == nil {
-			// After a failed fsync the kernel may have dropped the dirty
-			// pages: what the file holds is unknown.
-			f.failed = fmt.Errorf("inflight/broker: store fsync: %w", err)
-		}
-		if err == nil {
-			f.synced = max(f.synced, upTo)
-		}
-	}
-	return nil
-}
-
-// syncEvery is the FsyncInterval goroutine: every d it fsyncs if something
-// was written since the last fsync. Close stops it and waits for it.
-func (f *FileStore) syncEvery(d time.Duration) {
-	defer close(f.done)
-	tick := time.NewTicker(d)
-	defer tick.Stop()
-	for {
-		select {
-		case <-f.stop:
-			return
-		case <-tick.C:
-			f.mu.Lock()
-			if !f.closed && f.failed == nil && f.synced < f.end {
-				_ = f.syncLocked(f.end) // a failure is sticky: the next Append returns it
-			}
-			f.mu.Unlock()
-		}
-	}
 }
 
 // Scan calls fn for every record in the file, from the start, in file order

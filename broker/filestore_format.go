@@ -13,6 +13,29 @@ import (
 	"strconv"
 )
 
+// File layout constants.
+const (
+	fileMagic       = "IFLT"
+	fileVersion     = 1
+	fileHeaderSize  = 8 // magic, version
+	entryHeaderSize = 8 // bodyLen, crc
+	// minEntryBody is the smallest valid body: a 1-byte name, firstSeq,
+	// count and one empty record. It also rejects the all-zero header that a
+	// crash can leave behind, whose CRC (of nothing) is a valid 0.
+	minEntryBody = 1 + 1 + 8 + 4 + 1
+	// maxEntryBody bounds one entry. Replay treats a larger bodyLen as
+	// corrupt; Append refuses to write one.
+	maxEntryBody = 1 << 30
+	// maxKeptBuf is the largest entry buffer kept for reuse after Append.
+	maxKeptBuf = 8 << 20
+	// maxNameLen is the longest producer name an entry can carry.
+	maxNameLen = math.MaxUint8
+)
+
+// castagnoli is the CRC-32C table, built once (crc32 uses the CPU's CRC32
+// instruction for this polynomial where there is one).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
 // entryReader reads entries sequentially from after the file header up to
 // end, through a bufio.Reader, into one reused body buffer.
 type entryReader struct {
@@ -125,3 +148,22 @@ func (e *entry) nextRecord() []byte {
 
 // uvarintLen is the size of the uvarint encoding of x.
 func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
+
+// appendEntry appends one entry (header and body of bodyLen bytes) holding
+// records to buf and returns it.
+func appendEntry(buf []byte, producer string, first uint64, records [][]byte, bodyLen int) []byte {
+	buf = slices.Grow(buf, entryHeaderSize+bodyLen)
+	start := len(buf)
+	buf = buf[:start+entryHeaderSize]
+	buf = append(buf, byte(len(producer)))
+	buf = append(buf, producer...)
+	buf = binary.BigEndian.AppendUint64(buf, first)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(records)))
+	for _, r := range records {
+		buf = binary.AppendUvarint(buf, uint64(len(r)))
+		buf = append(buf, r...)
+	}
+	binary.BigEndian.PutUint32(buf[start:], uint32(bodyLen))
+	binary.BigEndian.PutUint32(buf[start+4:], crc32.Checksum(buf[start+entryHeaderSize:], castagnoli))
+	return buf
+}
