@@ -26,11 +26,13 @@ type Session struct {
 	b      *Broker
 	peer   Peer
 	name   string
+	topic  string
 	prod   *producerState // set by HELLO
 	closed atomic.Bool
-	out    []byte   // reused for outbound frames
-	raw    []byte   // reused for decompressed records blocks
-	recs   [][]byte // reused record views into the current frame
+	out    []byte            // reused for outbound frames
+	raw    []byte            // reused for decompressed records blocks
+	recs   []Record          // reused record views into the current frame
+	rr     wire.RecordReader // reused header memory and interned header keys
 }
 
 // NewSession starts a session whose replies go to peer.
@@ -41,6 +43,9 @@ func (b *Broker) NewSession(peer Peer) *Session {
 
 // Producer returns the producer name announced by HELLO, or "".
 func (s *Session) Producer() string { return s.name }
+
+// Topic returns the topic announced by HELLO, or "".
+func (s *Session) Topic() string { return s.topic }
 
 // Handle processes one complete inbound frame (length prefix included). A
 // non-nil error means the connection must be closed: ErrProtocol, ErrStore or
@@ -89,10 +94,11 @@ func (s *Session) hello(frame []byte) error {
 		old  *Session
 		last uint64
 	)
-	err = s.b.withProducer(h.Producer, func(p *producerState) error {
+	key := stream{h.Topic, h.Producer}
+	err = s.b.withProducer(key, func(p *producerState) error {
 		ps = p
 		if !p.loaded {
-			l, err := s.b.store.LastSeq(h.Producer)
+			l, err := s.b.store.LastSeq(h.Topic, h.Producer)
 			if err != nil {
 				return err
 			}
@@ -103,10 +109,10 @@ func (s *Session) hello(frame []byte) error {
 		return nil
 	})
 	if err != nil {
-		s.b.release(h.Producer, ps, nil) // forget the state made for this HELLO
+		s.b.release(key, ps, nil) // forget the state made for this HELLO
 		return s.fail(fmt.Errorf("%w: %w", ErrStore, err))
 	}
-	s.prod, s.name = ps, h.Producer
+	s.prod, s.name, s.topic = ps, h.Producer, h.Topic
 	if old != nil {
 		// The producer reconnected before its old connection was noticed
 		// dead, or two producers share a name. The newest wins; the old
@@ -131,12 +137,11 @@ func (s *Session) batch(frame []byte) error {
 	if b, s.raw, err = b.Decompress(s.b.dec, s.raw); err != nil {
 		return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
 	}
-	recs, err := b.AppendRecords(s.recs[:0])
+	recs, err := s.records(&b)
+	defer func() { clear(recs); s.recs = recs[:0] }() // drop references to the frame
 	if err != nil {
-		clear(recs[:cap(recs)]) // the records read before the error point into the frame
 		return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
 	}
-	defer func() { clear(recs); s.recs = recs[:0] }() // drop references to the frame
 
 	var skip int
 	var ack uint64
@@ -152,7 +157,7 @@ func (s *Session) batch(frame []byte) error {
 			}
 		}
 		if skip < len(recs) {
-			if err := s.b.store.Append(s.name, first+uint64(skip), recs[skip:]); err != nil {
+			if err := s.b.store.Append(s.topic, s.name, recs[skip:]); err != nil {
 				return fmt.Errorf("%w: %w", ErrStore, err)
 			}
 			ps.last = last
@@ -173,6 +178,24 @@ func (s *Session) batch(frame []byte) error {
 		s.b.duplicates.Add(uint64(skip))
 	}
 	return s.send(wire.AppendReceipt(s.out[:0], wire.Receipt{Seq: ack}))
+}
+
+// records reads the records of a CodecNone batch into s.recs, whose
+// capacity it reuses: no allocation per record once warm. On error the
+// records read so far are returned too, for the caller to clear.
+func (s *Session) records(b *wire.Batch) ([]Record, error) {
+	recs := s.recs[:0]
+	it, err := b.Records()
+	if err != nil {
+		return recs, err
+	}
+	s.rr.Reset()
+	seq := b.FirstSeq
+	for r, ok := it.NextRecord(&s.rr); ok; r, ok = it.NextRecord(&s.rr) {
+		recs = append(recs, Record{Seq: seq, Payload: r.Payload, Key: r.Key, Headers: r.Headers, EventTime: r.EventTime})
+		seq++
+	}
+	return recs, it.Err()
 }
 
 func (s *Session) send(frame []byte) error {
@@ -208,6 +231,6 @@ func (s *Session) Close() {
 	}
 	s.b.sessions.Add(-1)
 	if s.prod != nil {
-		s.b.release(s.name, s.prod, s)
+		s.b.release(stream{s.topic, s.name}, s.prod, s)
 	}
 }

@@ -263,3 +263,13 @@ func (rr *RecordReader) intern(b []byte) string {
 	}
 	return s
 }
+
+// AppendRecordBody appends what follows a record's length in a batch: the
+// flags byte, the metadata present and the payload. Its size is 1 + the
+// metadata size CheckMeta returns + len(payload). RecordReader.Read parses
+// it. For other formats that embed records (a store file); the metadata must
+// be within the limits CheckMeta checks.
+func AppendRecordBody(dst, payload, key []byte, headers []Header, eventTime time.Time) []byte {
+	dst = appendMeta(dst, key, headers, eventTime)
+	return append(dst, payload...)
+}
