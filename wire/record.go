@@ -69,7 +69,7 @@ func CheckTopic(topic string) error {
 }
 
 // CheckMeta returns the bytes the metadata takes in a record (0 for none),
-// or an error wrapping ErrMalformed for metadata over a limit: a key over
+// or an error wrapping ErrMetaLimit for metadata over a limit: a key over
 // MaxKeyLen, more than MaxHeaders headers, a header key empty or over
 // MaxHeaderKeyLen, a header value over MaxHeaderValueLen, or an event time
 // outside the years 1678 to 2262 (what Unix nanoseconds can hold). It does
@@ -79,24 +79,24 @@ func CheckMeta(key []byte, headers []Header, eventTime time.Time) (int, error) {
 		return 0, nil
 	}
 	if len(key) > MaxKeyLen {
-		return 0, fmt.Errorf("%w: key of %d bytes, limit %d", ErrMalformed, len(key), MaxKeyLen)
+		return 0, fmt.Errorf("%w: key of %d bytes, limit %d", ErrMetaLimit, len(key), MaxKeyLen)
 	}
 	if len(headers) > MaxHeaders {
-		return 0, fmt.Errorf("%w: %d headers, limit %d", ErrMalformed, len(headers), MaxHeaders)
+		return 0, fmt.Errorf("%w: %d headers, limit %d", ErrMetaLimit, len(headers), MaxHeaders)
 	}
 	for i := range headers {
 		h := &headers[i]
 		if len(h.Key) == 0 || len(h.Key) > MaxHeaderKeyLen {
-			return 0, fmt.Errorf("%w: header %d: key of %d bytes, want 1 to %d", ErrMalformed, i, len(h.Key), MaxHeaderKeyLen)
+			return 0, fmt.Errorf("%w: header %d: key of %d bytes, want 1 to %d", ErrMetaLimit, i, len(h.Key), MaxHeaderKeyLen)
 		}
 		if len(h.Value) > MaxHeaderValueLen {
-			return 0, fmt.Errorf("%w: header %d (%q): value of %d bytes, limit %d", ErrMalformed, i, h.Key, len(h.Value), MaxHeaderValueLen)
+			return 0, fmt.Errorf("%w: header %d (%q): value of %d bytes, limit %d", ErrMetaLimit, i, h.Key, len(h.Value), MaxHeaderValueLen)
 		}
 	}
 	if !eventTime.IsZero() {
 		// UnixNano is undefined out of its range: check that it round-trips.
 		if y := eventTime.UTC().Year(); y < 1678 || y > 2262 || !time.Unix(0, eventTime.UnixNano()).Equal(eventTime) {
-			return 0, fmt.Errorf("%w: event time %v outside the years 1678 to 2262", ErrMalformed, eventTime)
+			return 0, fmt.Errorf("%w: event time %v outside the years 1678 to 2262", ErrMetaLimit, eventTime)
 		}
 	}
 	return metaLen(key, headers, eventTime), nil

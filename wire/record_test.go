@@ -95,7 +95,7 @@ func binaryUvarint(x uint64) []byte {
 }
 
 // TestCheckMetaLimits checks each limit just under (accepted) and just over
-// (refused with ErrMalformed).
+// (refused with ErrMetaLimit).
 func TestCheckMetaLimits(t *testing.T) {
 	hs := func(n int) []wire.Header {
 		h := make([]wire.Header, n)
@@ -127,7 +127,7 @@ func TestCheckMetaLimits(t *testing.T) {
 		{"time year 1", nil, nil, time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC), false},
 	} {
 		_, err := wire.CheckMeta(tc.key, tc.headers, tc.t)
-		if tc.ok && err != nil || !tc.ok && !errors.Is(err, wire.ErrMalformed) {
+		if tc.ok && err != nil || !tc.ok && !errors.Is(err, wire.ErrMetaLimit) {
 			t.Errorf("%s: %v", tc.name, err)
 		}
 	}
