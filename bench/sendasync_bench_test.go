@@ -65,7 +65,7 @@ func BenchmarkSendAsync(b *testing.B) {
 			})
 		}
 		// The same 100 B payloads with a 16-byte key and two small headers.
-		b.Run(fmt.Sprintf("%s/payload=100/key=16,headers=2", tr), func(b *testing.B) {
+		b.Run(fmt.Sprintf("%s/payload=100,key=16,headers=2", tr), func(b *testing.B) {
 			run(b, open(b, tr), withMeta(messages(poolSize(100), 100)))
 		})
 	}
