@@ -16,46 +16,47 @@ import (
 // only then, and it deduplicates resends with LastSeq.
 type printStore struct {
 	mu   sync.Mutex
-	last map[string]uint64 // by producer
+	last map[[2]string]uint64 // by topic and producer
 }
 
-func (s *printStore) LastSeq(producer string) (uint64, error) {
+func (s *printStore) LastSeq(topic, producer string) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.last[producer], nil
+	return s.last[[2]string{topic, producer}], nil
 }
 
-func (s *printStore) Append(producer string, first uint64, records [][]byte) error {
+func (s *printStore) Append(topic, producer string, recs []broker.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i, r := range records { // r is valid only during the call
-		fmt.Printf("%s #%d: %s\n", producer, first+uint64(i), r)
+	for _, r := range recs { // r's slices are valid only during the call
+		fmt.Printf("%s/%s #%d key=%s: %s\n", topic, producer, r.Seq, r.Key, r.Payload)
 	}
-	s.last[producer] = first + uint64(len(records)) - 1
+	s.last[[2]string{topic, producer}] = recs[len(recs)-1].Seq
 	return nil
 }
 
 // A broker over a Store of your own.
 func Example_customStore() {
 	ctx := context.Background()
-	b, err := broker.New(&printStore{last: map[string]uint64{}})
+	b, err := broker.New(&printStore{last: map[[2]string]uint64{}})
 	if err != nil {
 		log.Fatal(err)
 	}
 	d := mem.NewDialer(b)
 	defer d.Close()
-	p, err := core.New(d, core.Name("orders"))
+	p, err := core.New(d, core.Name("till-1"), core.Topic("orders"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer p.Close(ctx)
 
 	for _, order := range []string{"espresso", "croissant"} {
-		if _, err := p.Send(ctx, &core.Message{Payload: []byte(order)}); err != nil {
+		msg := &core.Message{Payload: []byte(order), Key: []byte("table-7")}
+		if _, err := p.Send(ctx, msg); err != nil {
 			log.Fatal(err)
 		}
 	}
 	// Output:
-	// orders #1: espresso
-	// orders #2: croissant
+	// orders/till-1 #1 key=table-7: espresso
+	// orders/till-1 #2 key=table-7: croissant
 }

@@ -331,7 +331,7 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 			bb.Reset(bb.Bytes(), l.seq(pos))
 			continue
 		}
-		bb.Add(e.payload)
+		bb.AddRecord(e.payload, e.msg.Key, e.msg.Headers, e.msg.EventTime)
 		l.ring.Transition(pos, ringbuf.Writing, ringbuf.Written)
 		if st == ringbuf.Pending {
 			fresh++

@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -13,7 +12,7 @@ import (
 // ctx's error.
 //
 // SendAsync returns an error, and never calls cb, when the message was not
-// enqueued: ErrNilMessage, ErrNilCallback, ErrNilContext,
+// enqueued: ErrNilMessage, ErrNilCallback, ErrNilContext, ErrInvalidMessage,
 // ErrMessageTooLarge, ErrClosed, ErrQueueFull (BlockIfFull false), and, when
 // it waited for room, ErrTimeout (SendTimeout elapsed) or ctx's error.
 //
@@ -67,9 +66,9 @@ func (p *Producer) send(ctx context.Context, msg *Message, cb Callback, w *waite
 	case msg == nil:
 		return 0, ErrNilMessage
 	}
-	size := len(msg.Payload)
-	if size > p.cfg.maxMessageSize() {
-		return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrMessageTooLarge, size, p.cfg.maxMessageSize())
+	size, err := p.cfg.validate(msg)
+	if err != nil {
+		return 0, err
 	}
 	done := ctx.Done()
 	if done != nil {

@@ -40,14 +40,14 @@ func record(p *atomic.Pointer[error], err error) {
 	}
 }
 
-func (h *healthStore) LastSeq(producer string) (uint64, error) {
-	seq, err := h.Store.LastSeq(producer)
+func (h *healthStore) LastSeq(topic, producer string) (uint64, error) {
+	seq, err := h.Store.LastSeq(topic, producer)
 	record(&h.lastSeqErr, err)
 	return seq, err
 }
 
-func (h *healthStore) Append(producer string, first uint64, records [][]byte) error {
-	err := h.Store.Append(producer, first, records)
+func (h *healthStore) Append(topic, producer string, recs []broker.Record) error {
+	err := h.Store.Append(topic, producer, recs)
 	record(&h.appendErr, err)
 	return err
 }

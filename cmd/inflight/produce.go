@@ -24,6 +24,11 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	timeout := fs.Duration("timeout", 10*time.Second, "SendTimeout of every message")
 	name := fs.String("name", "", "producer name (default: random)")
 	every := fs.Duration("progress", time.Second/2, "progress line interval")
+	topic := fs.String("topic", core.DefaultTopic, "topic to write")
+	var key keyFlag
+	fs.Var(&key, "key", `record key: a fixed key, "random" (16 random bytes per message) or "" (none)`)
+	var headers headerFlags
+	fs.Var(&headers, "header", "header key=value on every message (repeatable)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: inflight produce [flags]
 
@@ -64,7 +69,7 @@ flags:
 	defer connTrouble.close()
 	// A broker answers HELLO in milliseconds; waiting the default 5s would
 	// hide for that long that -addr is, say, an HTTP server.
-	opts := []core.Option{core.SendTimeout(*timeout), core.ErrorHandler(connTrouble.observe),
+	opts := []core.Option{core.SendTimeout(*timeout), core.Topic(*topic), core.ErrorHandler(connTrouble.observe),
 		core.HandshakeTimeout(handshakeTimeout)}
 	if *name != "" {
 		opts = append(opts, core.Name(*name))
@@ -102,6 +107,7 @@ flags:
 	msgs := make([]core.Message, maxPending+1)
 	for i := range msgs {
 		msgs[i].Payload = make([]byte, *size)
+		key.prepare(&msgs[i], headers)
 	}
 	show := func() {
 		el := time.Since(start).Seconds()
@@ -112,6 +118,9 @@ flags:
 	tick := time.NewTicker(*every)
 	defer tick.Stop()
 	var refused uint64
+	// Messages are reused round robin over the accepted ones: a refused
+	// message is not held by the producer, an accepted one until its callback.
+	slot := 0
 	for i := range total {
 		if *rateFlag > 0 {
 			if wait := time.Duration(float64(i)/float64(*rateFlag)*float64(time.Second)) - time.Since(start); wait > 0 {
@@ -123,9 +132,10 @@ flags:
 			show()
 		default:
 		}
-		m := &msgs[i%uint64(len(msgs))]
+		m := &msgs[slot]
 		binary.BigEndian.PutUint64(m.Payload, i)
 		binary.BigEndian.PutUint64(m.Payload[8:], uint64(time.Since(start)))
+		key.next(m)
 		if err := p.SendAsync(ctx, m, cb); err != nil {
 			refused++
 			firstErr.CompareAndSwap(nil, &err)
@@ -135,7 +145,9 @@ flags:
 			if ctx.Err() != nil {
 				break
 			}
+			continue
 		}
+		slot = (slot + 1) % len(msgs)
 	}
 	for wait := true; wait; {
 		select {
