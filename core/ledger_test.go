@@ -47,7 +47,8 @@ func (r *ledgerRig) send(ctx context.Context, size int, now int64, w *waiter) (u
 	if err != nil {
 		return 0, err
 	}
-	e := entry{payload: make([]byte, size), cb: func(MessageID, *Message, error) {}}
+	msg := &Message{Payload: make([]byte, size)}
+	e := entry{msg: msg, payload: msg.Payload, cb: func(MessageID, *Message, error) {}}
 	if w != nil {
 		e.cb = nil
 	}
