@@ -46,7 +46,8 @@
 // A Producer owns three goroutines, started by New and stopped by Close: the
 // pump (dials with backoff, handshakes, writes batches from the ring; while
 // connected, a heartbeat goroutine beside it), the sweeper (expires messages
-// at their deadline) and the dispatcher (runs callbacks). Receipts are
+// at their deadline) and the dispatcher (runs callbacks); with OnEvent or
+// Logger, a fourth delivers connection events and log records. Receipts are
 // resolved on the transport's goroutine without blocking. Producers on the
 // system clock share one coarse clock goroutine, which refreshes a cached
 // time for SendAsync while any of them has messages pending, sleeps when

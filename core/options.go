@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/inflightmq/inflight/clock"
@@ -54,6 +55,8 @@ type config struct {
 	level            wire.Level
 	clock            clock.Clock
 	onError          func(error)
+	onEvent          func(Event)
+	logger           *slog.Logger
 }
 
 func defaultConfig() config {

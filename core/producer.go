@@ -30,7 +30,8 @@ type Producer struct {
 	epoch         time.Time
 	onSystemClock bool // SendAsync reads the shared coarse clock
 
-	comp *wire.Compressor // nil without compression; pump only
+	comp   *wire.Compressor // nil without compression; pump only
+	events *notifier        // nil without OnEvent and Logger
 
 	disp     dispatcher    // the callback goroutine's state
 	dispGoid atomic.Uint64 // the callback goroutine's ID
@@ -92,6 +93,9 @@ func New(dialer transport.Dialer, opts ...Option) (*Producer, error) {
 		p.epoch = coarse.epoch
 		coarse.register(p)
 	}
+	if p.events = newNotifier(&cfg); p.events != nil {
+		go p.events.run() // stopped by Close, after the pump
+	}
 	p.wg.Go(p.runPump)
 	p.wg.Go(p.runSweeper)
 	p.dispWG.Go(p.runDispatcher)
@@ -118,8 +122,6 @@ func (p *Producer) now() int64 {
 
 // preciseNow reads the clock (the pump, once per batch; the sweeper).
 func (p *Producer) preciseNow() int64 { return int64(p.clock.Now().Sub(p.epoch)) }
-
-func (p *Producer) report(err error) { p.cfg.onError(err) }
 
 // Flush waits until every message enqueued before the call has been resolved
 // and its callback has returned. It returns ctx's error if ctx ends first.
@@ -168,7 +170,7 @@ func (p *Producer) Close(ctx context.Context) error {
 		}
 		select {
 		case <-p.closed:
-			return nil
+			return p.events.wait(ctx)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -189,6 +191,9 @@ func (p *Producer) Close(ctx context.Context) error {
 	}
 	if p.comp != nil {
 		p.comp.Close()
+	}
+	if nerr := p.events.close(ctx); nerr != nil && err == nil {
+		err = nerr
 	}
 	close(p.stopDisp)
 	if inCallback {

@@ -23,11 +23,12 @@ func (p *Producer) runPump() {
 	backoff := p.cfg.backoffMin
 	connected := false
 	for !p.stopping() {
-		s, err := p.connect()
+		s, kind, err := p.connect()
 		if err != nil {
 			if p.stopping() {
 				return
 			}
+			p.event(Event{Kind: kind, Err: err})
 			p.report(err)
 			// Full jitter: anywhere in [min, backoff].
 			d := p.cfg.backoffMin + rand.N(backoff-p.cfg.backoffMin+1)
@@ -41,6 +42,7 @@ func (p *Producer) runPump() {
 		if connected {
 			p.stats.reconnects.Add(1)
 		}
+		p.event(Event{Kind: EventConnected, LastSeq: s.lastSeq, Reconnect: connected})
 		connected = true
 		var hb sync.WaitGroup
 		hb.Go(s.heartbeat)
@@ -49,8 +51,13 @@ func (p *Producer) runPump() {
 		hb.Wait()
 		s.conn.Close()
 		p.setSession(nil)
-		if err := s.reason(); err != nil && !p.stopping() {
-			p.report(fmt.Errorf("inflight: connection lost: %w", err))
+		cause := s.reason()
+		if p.stopping() {
+			cause = ErrClosed
+		}
+		p.event(Event{Kind: EventDisconnected, Err: cause})
+		if cause != ErrClosed {
+			p.report(fmt.Errorf("%w: %w", errConnLost, cause))
 		}
 	}
 }
@@ -97,11 +104,11 @@ func (p *Producer) sleep(d time.Duration) bool {
 
 // connect dials and completes the handshake. On success the session is
 // ready: receipts resolve, and writing starts at the oldest unresolved
-// position.
-func (p *Producer) connect() (*session, error) {
+// position. On failure kind says which step failed.
+func (p *Producer) connect() (*session, EventKind, error) {
 	s := newSession(p)
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.dialTimeout)
-	go func() { // Close must not wait for a slow dial
+	go func() { // Close must not wait for a slow dial; ends with ctx
 		select {
 		case <-p.stop:
 			cancel()
@@ -111,16 +118,16 @@ func (p *Producer) connect() (*session, error) {
 	conn, err := p.dialer.Dial(ctx, s)
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("inflight: dial: %w", err)
+		return nil, EventDialFailed, fmt.Errorf("%w: %w", errDial, err)
 	}
 	s.conn = conn
 	p.setSession(s)
 	if err := p.handshake(s); err != nil {
 		conn.Close()
 		p.setSession(nil)
-		return nil, err
+		return nil, EventHandshakeFailed, err
 	}
-	return s, nil
+	return s, EventConnected, nil
 }
 
 func (p *Producer) handshake(s *session) error {
@@ -147,6 +154,7 @@ func (p *Producer) handshake(s *session) error {
 	if err := p.led.handshake(ok.LastSeq); err != nil {
 		return err
 	}
+	s.lastSeq = ok.LastSeq
 	s.maxFrame = min(int(ok.MaxFrameSize), p.cfg.maxFrameSize)
 	s.inbound.Store(p.preciseNow())
 	s.ready.Store(true)

@@ -18,6 +18,7 @@ type session struct {
 	helloOK  chan wire.HelloOK
 	ready    atomic.Bool  // HELLO_OK processed: receipts may be resolved
 	maxFrame int          // negotiated; pump only
+	lastSeq  uint64       // the broker's, from HELLO_OK; pump only
 	inbound  atomic.Int64 // when the last frame arrived (producer ns)
 
 	once sync.Once
