@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"errors"
+	"github.com/inflightmq/inflight/internal/testkit"
 	"slices"
 	"testing"
 	"time"
@@ -107,12 +108,12 @@ func play(t *testing.T, b *broker.Broker, store *broker.MemoryStore, frames [][]
 		switch {
 		case err == nil:
 			if reply == nil || typ == wire.TypeError {
-				t.Fatalf("frame %d: no error, reply %s", i, describe(reply))
+				t.Fatalf("frame %d: no error, reply %s", i, testkit.DescribeFrame(reply))
 			}
 		case errors.Is(err, broker.ErrProtocol), errors.Is(err, broker.ErrStore):
 			e, derr := wire.DecodeError(reply)
 			if derr != nil {
-				t.Fatalf("frame %d: error %v, reply %s", i, err, describe(reply))
+				t.Fatalf("frame %d: error %v, reply %s", i, err, testkit.DescribeFrame(reply))
 			}
 			if e.Code == 0 {
 				t.Fatalf("frame %d: ERROR with code 0", i)

@@ -3,6 +3,7 @@ package broker_test
 import (
 	"bytes"
 	"fmt"
+	"github.com/inflightmq/inflight/internal/testkit"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -125,39 +126,22 @@ func batchFrame(gen int, first uint64, n int) []byte {
 func helloOK(t testing.TB, frame []byte) wire.HelloOK {
 	t.Helper()
 	h, err := wire.DecodeHelloOK(frame)
-	require.NoError(t, err, "want HELLO_OK, got %s", describe(frame))
+	require.NoError(t, err, "want HELLO_OK, got %s", testkit.DescribeFrame(frame))
 	return h
 }
 
 func receipt(t testing.TB, frame []byte) uint64 {
 	t.Helper()
 	r, err := wire.DecodeReceipt(frame)
-	require.NoError(t, err, "want RECEIPT, got %s", describe(frame))
+	require.NoError(t, err, "want RECEIPT, got %s", testkit.DescribeFrame(frame))
 	return r.Seq
 }
 
 func errorFrame(t testing.TB, frame []byte) wire.Error {
 	t.Helper()
 	e, err := wire.DecodeError(frame)
-	require.NoError(t, err, "want ERROR, got %s", describe(frame))
+	require.NoError(t, err, "want ERROR, got %s", testkit.DescribeFrame(frame))
 	return e
-}
-
-// describe names a frame for failure messages.
-func describe(frame []byte) string {
-	if frame == nil {
-		return "no frame"
-	}
-	typ, err := wire.TypeOf(frame)
-	if err != nil {
-		return fmt.Sprintf("invalid frame (%v)", err)
-	}
-	if typ == wire.TypeError {
-		if e, err := wire.DecodeError(frame); err == nil {
-			return fmt.Sprintf("ERROR %v %q", e.Code, e.Text)
-		}
-	}
-	return typ.String()
 }
 
 // seqRange returns first..last.

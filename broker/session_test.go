@@ -3,6 +3,7 @@ package broker_test
 import (
 	"errors"
 	"fmt"
+	"github.com/inflightmq/inflight/internal/testkit"
 	"sync"
 	"testing"
 
@@ -159,7 +160,7 @@ func TestPing(t *testing.T) {
 		reply, err := c.handle(t, wire.AppendPing(nil, wire.Ping{Nonce: nonce}))
 		require.NoError(t, err)
 		pong, err := wire.DecodePong(reply)
-		require.NoError(t, err, "want PONG, got %s", describe(reply))
+		require.NoError(t, err, "want PONG, got %s", testkit.DescribeFrame(reply))
 		assert.Equal(t, nonce, pong.Nonce)
 	}
 }

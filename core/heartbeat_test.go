@@ -2,7 +2,6 @@ package core_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -20,16 +19,7 @@ func TestHeartbeatDetectsSilentBroker(t *testing.T) {
 	require.NoError(t, err)
 
 	e.dialer.StallWrites(true)
-	waitUntil(t, "a heartbeat failure", func() bool {
-		e.errs.mu.Lock()
-		defer e.errs.mu.Unlock()
-		for _, err := range e.errs.errs {
-			if errors.Is(err, core.ErrHeartbeat) {
-				return true
-			}
-		}
-		return false
-	})
+	waitUntil(t, "a heartbeat failure", func() bool { return e.errs.Has(core.ErrHeartbeat) })
 	e.dialer.StallWrites(false)
 	_, err = e.p.Send(context.Background(), &core.Message{Payload: []byte("second")})
 	require.NoError(t, err)

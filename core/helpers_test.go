@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"github.com/inflightmq/inflight/internal/testkit"
 	"sync"
 	"testing"
 	"time"
@@ -26,18 +27,7 @@ type env struct {
 	broker *broker.Broker
 	dialer *mem.Dialer
 	p      *core.Producer
-	errs   *errLog
-}
-
-type errLog struct {
-	mu   sync.Mutex
-	errs []error
-}
-
-func (l *errLog) add(err error) {
-	l.mu.Lock()
-	l.errs = append(l.errs, err)
-	l.mu.Unlock()
+	errs   *testkit.ErrLog
 }
 
 func newEnv(t *testing.T, opts ...core.Option) *env {
@@ -46,11 +36,11 @@ func newEnv(t *testing.T, opts ...core.Option) *env {
 	b, err := broker.New(store)
 	require.NoError(t, err)
 	d := mem.NewDialer(b)
-	e := &env{t: t, store: store, broker: b, dialer: d, errs: &errLog{}}
+	e := &env{t: t, store: store, broker: b, dialer: d, errs: &testkit.ErrLog{}}
 	opts = append([]core.Option{
 		core.Name("test-producer"),
 		core.ReconnectBackoff(time.Millisecond, 10*time.Millisecond),
-		core.ErrorHandler(e.errs.add),
+		core.ErrorHandler(e.errs.Add),
 	}, opts...)
 	e.p, err = core.New(d, opts...)
 	require.NoError(t, err)

@@ -2,7 +2,6 @@ package core_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -105,13 +104,7 @@ func TestCallbackPanicIsRecovered(t *testing.T) {
 	_, err := e.p.Send(ctx, &core.Message{Payload: []byte("next")})
 	require.NoError(t, err)
 	require.NoError(t, e.p.Flush(ctx)) // Send does not wait for earlier callbacks
-	e.errs.mu.Lock()
-	defer e.errs.mu.Unlock()
-	found := false
-	for _, err := range e.errs.errs {
-		found = found || errors.Is(err, core.ErrCallbackPanic)
-	}
-	assert.True(t, found, "panic reported: %v", e.errs.errs)
+	assert.True(t, e.errs.Has(core.ErrCallbackPanic), "panic reported: %v", e.errs.Snapshot())
 }
 
 // TestTimeoutWithManualClock drives SendTimeout with a manual clock: the

@@ -2,7 +2,6 @@ package core_test
 
 import (
 	"context"
-	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -245,15 +244,7 @@ func TestCallbackGoexitDoesNotStopDispatcher(t *testing.T) {
 	for i := 1; i < len(order); i++ {
 		require.Less(t, order[i-1], order[i], "success order")
 	}
-	exits := 0
-	e.errs.mu.Lock()
-	for _, err := range e.errs.errs {
-		if errors.Is(err, core.ErrCallbackExit) {
-			exits++
-		}
-	}
-	e.errs.mu.Unlock()
-	assert.Equal(t, 4, exits, "each Goexit reported once")
+	assert.Equal(t, 4, e.errs.Count(core.ErrCallbackExit), "each Goexit reported once")
 	watchdog(t, 5*time.Second, "Close", func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()

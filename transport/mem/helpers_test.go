@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/inflightmq/inflight/internal/testkit"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -269,42 +270,29 @@ func typeOf(t testing.TB, frame []byte) wire.Type {
 func helloOK(t testing.TB, frame []byte) wire.HelloOK {
 	t.Helper()
 	h, err := wire.DecodeHelloOK(frame)
-	require.NoError(t, err, "want HELLO_OK, got %v", describe(frame))
+	require.NoError(t, err, "want HELLO_OK, got %v", testkit.DescribeFrame(frame))
 	return h
 }
 
 func receipt(t testing.TB, frame []byte) uint64 {
 	t.Helper()
 	r, err := wire.DecodeReceipt(frame)
-	require.NoError(t, err, "want RECEIPT, got %v", describe(frame))
+	require.NoError(t, err, "want RECEIPT, got %v", testkit.DescribeFrame(frame))
 	return r.Seq
 }
 
 func pong(t testing.TB, frame []byte) uint64 {
 	t.Helper()
 	p, err := wire.DecodePong(frame)
-	require.NoError(t, err, "want PONG, got %v", describe(frame))
+	require.NoError(t, err, "want PONG, got %v", testkit.DescribeFrame(frame))
 	return p.Nonce
 }
 
 func errorFrame(t testing.TB, frame []byte) wire.Error {
 	t.Helper()
 	e, err := wire.DecodeError(frame)
-	require.NoError(t, err, "want ERROR, got %v", describe(frame))
+	require.NoError(t, err, "want ERROR, got %v", testkit.DescribeFrame(frame))
 	return e
-}
-
-func describe(frame []byte) string {
-	typ, err := wire.TypeOf(frame)
-	if err != nil {
-		return fmt.Sprintf("invalid frame (%v)", err)
-	}
-	if typ == wire.TypeError {
-		if e, err := wire.DecodeError(frame); err == nil {
-			return fmt.Sprintf("ERROR %v %q", e.Code, e.Text)
-		}
-	}
-	return typ.String()
 }
 
 // handshake writes HELLO for name and waits for the HELLO_OK.

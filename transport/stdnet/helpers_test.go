@@ -5,9 +5,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/inflightmq/inflight/internal/testkit"
 	"io"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,15 +85,15 @@ func (e *env) dialOpts() []stdnet.DialOption {
 
 // newProducer dials addr with a stdnet.Dialer and returns a producer
 // closed, with its dialer, at the end of the test.
-func newProducer(t *testing.T, addr string, dopts []stdnet.DialOption, opts ...core.Option) (*core.Producer, *errLog) {
+func newProducer(t *testing.T, addr string, dopts []stdnet.DialOption, opts ...core.Option) (*core.Producer, *testkit.ErrLog) {
 	t.Helper()
 	d, err := stdnet.NewDialer(addr, dopts...)
 	require.NoError(t, err)
-	log := &errLog{}
+	log := &testkit.ErrLog{}
 	opts = append([]core.Option{
 		core.Name(uniqueName(t.Name())),
 		core.ReconnectBackoff(5*time.Millisecond, 50*time.Millisecond),
-		core.ErrorHandler(log.add),
+		core.ErrorHandler(log.Add),
 	}, opts...)
 	p, err := core.New(d, opts...)
 	require.NoError(t, err)
@@ -110,35 +110,6 @@ func newProducer(t *testing.T, addr string, dopts []stdnet.DialOption, opts ...c
 		_ = d.Close()
 	})
 	return p, log
-}
-
-type errLog struct {
-	mu   sync.Mutex
-	errs []error
-}
-
-func (l *errLog) add(err error) {
-	l.mu.Lock()
-	l.errs = append(l.errs, err)
-	l.mu.Unlock()
-}
-
-func (l *errLog) snapshot() []error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]error(nil), l.errs...)
-}
-
-// find returns the first logged error that satisfies match, or nil.
-func (l *errLog) find(match func(error) bool) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, err := range l.errs {
-		if match(err) {
-			return err
-		}
-	}
-	return nil
 }
 
 var nameSeq atomic.Int64

@@ -59,8 +59,8 @@ func TestBadCertificateRefused(t *testing.T) {
 			require.ErrorIs(t, err, core.ErrTimeout)
 			assert.Less(t, time.Since(start), timeout+time.Second, "times out as usual")
 			waitUntil(t, "a few dials", func() bool { return srv.Stats().HandshakeErrors >= 3 })
-			bad := log.find(func(err error) bool { return errors.Is(err, stdnet.ErrHandshake) && tc.match(err) })
-			require.NotNil(t, bad, "reported %v", log.snapshot())
+			bad := log.Find(func(err error) bool { return errors.Is(err, stdnet.ErrHandshake) && tc.match(err) })
+			require.NotNil(t, bad, "reported %v", log.Snapshot())
 			t.Logf("the producer reports: %v", bad)
 		})
 	}
@@ -113,10 +113,10 @@ func TestMutualTLS(t *testing.T) {
 			// TLS 1.3: the client finishes its side of the handshake before
 			// the server has checked the client's certificate, so the refusal
 			// arrives as the server's alert, on the first read.
-			refused := log.find(func(err error) bool {
+			refused := log.Find(func(err error) bool {
 				return errors.Is(err, stdnet.ErrHandshake) && strings.Contains(err.Error(), tc.reason)
 			})
-			require.NotNil(t, refused, "reported %v", log.snapshot())
+			require.NotNil(t, refused, "reported %v", log.Snapshot())
 			t.Logf("the producer reports: %v", refused)
 			assert.Zero(t, store.Len(p.Name()))
 		})

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/inflightmq/inflight/internal/testkit"
 	"io"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,15 +33,15 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 
 // newProducer dials addr and returns a producer closed at the end of the
 // test.
-func newProducer(t *testing.T, addr string, opts ...core.Option) (*core.Producer, *errLog) {
+func newProducer(t *testing.T, addr string, opts ...core.Option) (*core.Producer, *testkit.ErrLog) {
 	t.Helper()
 	d, err := tcp.NewDialer(addr)
 	require.NoError(t, err)
-	log := &errLog{}
+	log := &testkit.ErrLog{}
 	opts = append([]core.Option{
 		core.Name(uniqueName(t.Name())),
 		core.ReconnectBackoff(5*time.Millisecond, 50*time.Millisecond),
-		core.ErrorHandler(log.add),
+		core.ErrorHandler(log.Add),
 	}, opts...)
 	p, err := core.New(d, opts...)
 	require.NoError(t, err)
@@ -58,34 +58,6 @@ func newProducer(t *testing.T, addr string, opts ...core.Option) (*core.Producer
 		_ = d.Close()
 	})
 	return p, log
-}
-
-type errLog struct {
-	mu   sync.Mutex
-	errs []error
-}
-
-func (l *errLog) add(err error) {
-	l.mu.Lock()
-	l.errs = append(l.errs, err)
-	l.mu.Unlock()
-}
-
-func (l *errLog) snapshot() []error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]error(nil), l.errs...)
-}
-
-func (l *errLog) has(target error) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, err := range l.errs {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	return false
 }
 
 // rawConn is a hand-driven client for testing a server with bad input.

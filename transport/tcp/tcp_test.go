@@ -95,7 +95,7 @@ func TestTCPBrokerRestartSameAddress(t *testing.T) {
 		}
 	}
 	if !assert.Len(t, successes, 1+up, "the producer reconnected and delivered while the messages were still in time") {
-		t.Logf("first failure: %v; producer errors: %v", outcomes[down].err, log.snapshot())
+		t.Logf("first failure: %v; producer errors: %v", outcomes[down].err, log.Snapshot())
 	}
 	seen := map[string]bool{}
 	for _, r := range store.Records(p.Name()) {
@@ -147,7 +147,7 @@ func TestTCPHalfOpenDetected(t *testing.T) {
 			p, log := newProducer(t, ln.Addr().String(), core.Heartbeat(30*time.Millisecond), core.HandshakeTimeout(60*time.Millisecond))
 			require.NoError(t, p.SendAsync(context.Background(), &core.Message{Payload: []byte("x")}, func(core.MessageID, *core.Message, error) {}))
 			waitUntil(t, "a second dial", func() bool { return accepted.Load() >= 2 })
-			assert.True(t, log.has(tc.want), "reported %v", log.snapshot())
+			assert.True(t, log.Has(tc.want), "reported %v", log.Snapshot())
 		})
 	}
 }
