@@ -74,8 +74,8 @@ fuzz:
 		$(GO) test -run=NONE -fuzz="^$$fn$$" -fuzztime=$(FUZZTIME) ./$$pkg/ || exit 1; \
 	done
 
-## chaos: thousands of chaos seeds over mem and over tcp (make test runs 200 + 30)
+## chaos: thousands of chaos seeds over mem, over tcp and over stdnet with TLS (make test runs 200 + 30 + 10)
 CHAOS_SEEDS ?= 5000
 chaos:
 	set -o pipefail; $(GO) test . -count=1 -v -run 'TestChaos' -chaos.seeds=$(CHAOS_SEEDS) \
-		-chaos.tcpseeds=$$(( $(CHAOS_SEEDS) / 10 )) -timeout 60m 2>&1 | grep -E 'seeds:|reproduce|FAIL|^ok'
+		-chaos.tcpseeds=$$(( $(CHAOS_SEEDS) / 10 )) -chaos.tlsseeds=$$(( $(CHAOS_SEEDS) / 10 )) -timeout 60m 2>&1 | grep -E 'seeds:|reproduce|FAIL|^ok'
