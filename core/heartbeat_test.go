@@ -29,10 +29,12 @@ func TestHeartbeatDetectsSilentBroker(t *testing.T) {
 // TestIdleConnectionStaysUp: an idle but healthy connection answers PINGs
 // and is not torn down.
 func TestIdleConnectionStaysUp(t *testing.T) {
-	e := newEnv(t, core.Heartbeat(50*time.Millisecond))
+	// An interval long enough that a loaded machine (the race detector,
+	// parallel packages) answers a PING within it.
+	e := newEnv(t, core.Heartbeat(150*time.Millisecond))
 	_, err := e.p.Send(context.Background(), &core.Message{})
 	require.NoError(t, err)
-	deadline := time.Now().Add(300 * time.Millisecond) // six heartbeat intervals
+	deadline := time.Now().Add(900 * time.Millisecond) // six heartbeat intervals
 	for time.Now().Before(deadline) {
 		require.Equal(t, 1, e.dialer.Dials(), "the idle connection was replaced")
 		time.Sleep(10 * time.Millisecond)
