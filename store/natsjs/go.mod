@@ -8,6 +8,7 @@ require (
 	github.com/inflightmq/inflight v0.0.0-00010101000000-000000000000
 	github.com/nats-io/nats-server/v2 v2.15.3
 	github.com/nats-io/nats.go v1.56.0
+	github.com/nats-io/nuid v1.0.1
 	go.uber.org/goleak v1.3.0
 )
 
@@ -18,7 +19,7 @@ require (
 	github.com/minio/highwayhash v1.0.4 // indirect
 	github.com/nats-io/jwt/v2 v2.8.3 // indirect
 	github.com/nats-io/nkeys v0.4.17 // indirect
-	github.com/nats-io/nuid v1.0.1 // indirect
+	github.com/smallnest/chanx v1.2.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/time v0.16.0 // indirect

@@ -90,9 +90,26 @@ type storedMsg struct {
 	recs []broker.Record
 }
 
-// readSubject reads every message of subject in stream order through an
-// ordered consumer and decodes it (records deep-copied).
+// readSubject reads every message of subject in stream order and decodes
+// it (records deep-copied).
 func readSubject(t testing.TB, c *natsjstest.Cluster, subject string) []storedMsg {
+	t.Helper()
+	var out []storedMsg
+	eachRecord(t, c, subject, func(msgSeq uint64, r broker.Record) {
+		if len(out) == 0 || out[len(out)-1].seq != msgSeq {
+			out = append(out, storedMsg{seq: msgSeq})
+		}
+		m := &out[len(out)-1]
+		m.recs = append(m.recs, cloneRecord(r))
+	})
+	return out
+}
+
+// eachRecord calls fn for every record on subject in stream order, with the
+// stream sequence of its message; r's slices are valid only during the call.
+// It reads through an ordered consumer, retrying while the stream recovers
+// from a failover.
+func eachRecord(t testing.TB, c *natsjstest.Cluster, subject string, fn func(msgSeq uint64, r broker.Record)) {
 	t.Helper()
 	nc := connect(t, c)
 	js, err := jetstream.New(nc)
@@ -103,7 +120,6 @@ func readSubject(t testing.TB, c *natsjstest.Cluster, subject string) []storedMs
 	defer cancel()
 	var st jetstream.Stream
 	var info *jetstream.StreamInfo
-	// Right after a failover the stream may answer late: retry a while.
 	for {
 		if st, err = js.Stream(ctx, streamName); err == nil {
 			if info, err = st.Info(ctx, jetstream.WithSubjectFilter(subject)); err == nil {
@@ -116,19 +132,18 @@ func readSubject(t testing.TB, c *natsjstest.Cluster, subject string) []storedMs
 		time.Sleep(100 * time.Millisecond)
 	}
 	want := info.State.Subjects[subject]
-	var out []storedMsg
 	if want == 0 {
-		return nil
+		return
 	}
 	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
 		t.Fatalf("ordered consumer: %v", err)
 	}
-	for uint64(len(out)) < want {
+	for got := uint64(0); got < want; {
 		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d messages of %s: %v", len(out), want, subject, ctx.Err())
+			t.Fatalf("read %d of %d messages of %s: %v", got, want, subject, ctx.Err())
 		}
-		batch, err := cons.Fetch(int(min(want-uint64(len(out)), 1000)), jetstream.FetchMaxWait(5*time.Second))
+		batch, err := cons.Fetch(int(min(want-got, 1000)), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			continue // the ordered consumer recreates itself
 		}
@@ -137,18 +152,16 @@ func readSubject(t testing.TB, c *natsjstest.Cluster, subject string) []storedMs
 			if err != nil {
 				t.Fatal(err)
 			}
-			sm := storedMsg{seq: md.Sequence.Stream}
+			got++
 			err = layout.DecodeMessage(m.Headers(), m.Data(), func(r broker.Record) error {
-				sm.recs = append(sm.recs, cloneRecord(r))
+				fn(md.Sequence.Stream, r)
 				return nil
 			})
 			if err != nil {
 				t.Fatalf("message %d: %v", md.Sequence.Stream, err)
 			}
-			out = append(out, sm)
 		}
 	}
-	return out
 }
 
 // records flattens messages into their records.
