@@ -16,7 +16,7 @@ type Broker struct {
 	dec      *wire.Decompressor // shared by sessions; bounded by maxFrame
 
 	mu        sync.Mutex
-	producers map[string]*producerState // only names with a live session
+	producers map[stream]*producerState // only (topic, name) pairs with a live session
 
 	sessions       atomic.Int64
 	batches        atomic.Uint64
@@ -35,6 +35,13 @@ type producerState struct {
 	last   uint64 // highest stored seq
 	loaded bool   // last was read from the Store
 	dead   bool   // removed from the broker's map; look the name up again
+}
+
+// locked runs fn with ps locked and returns fn's error.
+func (ps *producerState) locked(fn func(*producerState) error) error {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return fn(ps)
 }
 
 // Option configures a Broker.
@@ -77,7 +84,7 @@ func New(store Store, opts ...Option) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Broker{store: store, maxFrame: cfg.maxFrame, dec: dec, producers: make(map[string]*producerState)}, nil
+	return &Broker{store: store, maxFrame: cfg.maxFrame, dec: dec, producers: make(map[stream]*producerState)}, nil
 }
 
 // MaxFrameSize returns the largest frame the broker accepts.
@@ -86,8 +93,18 @@ func (b *Broker) MaxFrameSize() int { return b.maxFrame }
 // Store returns the broker's store.
 func (b *Broker) Store() Store { return b.store }
 
-// lockProducer returns the state of name, locked, creating it if needed.
-func (b *Broker) lockProducer(name string) *producerState {
+// withProducer runs fn with the state of name locked, creating the state if
+// needed, and returns fn's error. fn must not block on the network: it holds
+// the name's lock, which serializes its HELLO and BATCH handling.
+func (b *Broker) withProducer(name stream, fn func(*producerState) error) error {
+	ps := b.lookupProducer(name)
+	defer ps.mu.Unlock()
+	return fn(ps)
+}
+
+// lookupProducer returns the live state of name, locked. A state removed
+// from the map while we waited for its lock is dead: look the name up again.
+func (b *Broker) lookupProducer(name stream) *producerState {
 	for {
 		b.mu.Lock()
 		ps := b.producers[name]
@@ -108,7 +125,7 @@ func (b *Broker) lockProducer(name string) *producerState {
 // it), so that a broker serving many short-lived producers does not grow
 // without bound. The Store keeps what matters (the last stored seq) for the
 // next HELLO.
-func (b *Broker) release(name string, ps *producerState, s *Session) {
+func (b *Broker) release(name stream, ps *producerState, s *Session) {
 	b.mu.Lock()
 	ps.mu.Lock()
 	if ps.owner == s {

@@ -7,14 +7,17 @@
 // transport gave it:
 //
 //	producer                      session                       store
-//	HELLO(name)          ->  last := store.LastSeq(name)
+//	HELLO(topic, name)   ->  last := store.LastSeq(topic, name)
 //	                     <-  HELLO_OK(last)
-//	BATCH(first..n)      ->  skip seq <= last (duplicates) ->  Append(rest)
+//	BATCH(first..n)      ->  skip seq <= last (duplicates) ->  Append(topic, name, rest)
 //	                     <-  RECEIPT(n)        (cumulative: all seq <= n stored)
 //
-// Deduplication is by sequence ID per producer name, so a producer that
+// Deduplication is by sequence ID per (topic, producer name), so a producer that
 // resends after a reconnect never stores a record twice, and learns from
 // HELLO_OK which of its pending messages were stored before the connection
-// broke. One producer name is served by one session at a time: a HELLO for a
-// name that another session holds takes it over and closes the older session.
+// broke. One (topic, producer name) is served by one session at a time: a
+// HELLO for a pair that another session holds takes it over and closes the
+// older session. A HELLO of another protocol version gets an ERROR frame of
+// code wire.CodeVersion. Records reach the Store with their metadata (key,
+// headers, event time) as views into the frame, read without allocating.
 package broker

@@ -21,4 +21,14 @@ var (
 	ErrStore = errors.New("inflight/broker: store failed")
 	// ErrSessionClosed is returned by Session.Handle after Session.Close.
 	ErrSessionClosed = errors.New("inflight/broker: session closed")
+	// ErrStoreClosed is returned by FileStore's Append, LastSeq and Scan
+	// after Close.
+	ErrStoreClosed = errors.New("inflight/broker: store closed")
+	// ErrCorrupt is returned, wrapped with detail, by OpenFileStore for a file
+	// that is not a FileStore file (wrong magic or version; it is left
+	// untouched) or whose torn tail cannot be cut off, and by Scan when an
+	// entry that was good at Open no longer is. A torn or corrupt tail found
+	// by OpenFileStore is not an error: it is truncated and reported in
+	// Recovery.
+	ErrCorrupt = errors.New("inflight/broker: store file corrupt")
 )

@@ -5,53 +5,16 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
-	"slices"
 	"sync"
 	"time"
-)
 
-var (
-	// ErrStoreClosed is returned by FileStore's Append, LastSeq and Scan
-	// after Close.
-	ErrStoreClosed = errors.New("inflight/broker: store closed")
-	// ErrCorrupt is returned, wrapped with detail, by OpenFileStore for a file
-	// that is not a FileStore file (wrong magic or version; it is left
-	// untouched) or whose torn tail cannot be cut off, and by Scan when an
-	// entry that was good at Open no longer is. A torn or corrupt tail found
-	// by OpenFileStore is not an error: it is truncated and reported in
-	// Recovery.
-	ErrCorrupt = errors.New("inflight/broker: store file corrupt")
+	"github.com/inflightmq/inflight/wire"
 )
-
-// File layout constants.
-const (
-	fileMagic       = "IFLT"
-	fileVersion     = 1
-	fileHeaderSize  = 8 // magic, version
-	entryHeaderSize = 8 // bodyLen, crc
-	// minEntryBody is the smallest valid body: a 1-byte name, firstSeq,
-	// count and one empty record. It also rejects the all-zero header that a
-	// crash can leave behind, whose CRC (of nothing) is a valid 0.
-	minEntryBody = 1 + 1 + 8 + 4 + 1
-	// maxEntryBody bounds one entry. Replay treats a larger bodyLen as
-	// corrupt; Append refuses to write one.
-	maxEntryBody = 1 << 30
-	// maxKeptBuf is the largest entry buffer kept for reuse after Append.
-	maxKeptBuf = 8 << 20
-	// maxNameLen is the longest producer name an entry can carry.
-	maxNameLen = math.MaxUint8
-)
-
-// castagnoli is the CRC-32C table, built once (crc32 uses the CPU's CRC32
-// instruction for this polynomial where there is one).
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // FileStore is a durable Store: one append-only file, one entry per Append
 // call. It is safe for concurrent use. Only one FileStore may have a given
@@ -61,7 +24,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // The file, all integers big-endian:
 //
 //	+------+---------+-----------------+-----------------+-----
-//	| IFLT | u32 = 1 |     entry 1     |     entry 2     | ...
+//	| IFLT | u32 = 2 |     entry 1     |     entry 2     | ...
 //	+------+---------+-----------------+-----------------+-----
 //	 0      4         8
 //
@@ -70,17 +33,24 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 //	| u32 bodyLen | u32 crc32c  |                body                |
 //	+-------------+-------------+------------------------------------+
 //	                 of body
-//	body:
-//	+------------+------+--------------+-----------+---------------------------+
-//	| u8 nameLen | name | u64 firstSeq | u32 count | count x (uvarint len|rec) |
-//	+------------+------+--------------+-----------+---------------------------+
+//	body (version 2; the layouts of both versions are drawn in filestore_format.go):
+//	+------+-------------+-------+------------+------+--------------+-----------+-------------------+
+//	| u8 0 | u8 topicLen | topic | u8 nameLen | name | u64 firstSeq | u32 count | count x record    |
+//	+------+-------------+-------+------------+------+--------------+-----------+-------------------+
+//	record: uvarint seq gap | uvarint len | flags, key, headers, event time, payload (as on the wire)
 //
-// An entry's records have the sequence IDs firstSeq .. firstSeq+count-1.
-// OpenFileStore replays the file to rebuild each producer's last sequence
-// ID, and cuts off the tail from the first entry that is incomplete (a torn
-// write), has an implausible bodyLen, fails its CRC or is malformed: an entry
-// is acknowledged only after it was written whole, so nothing acknowledged
-// lies beyond that point unless the disk itself corrupted it.
+// An entry holds one Append: one (topic, producer), increasing sequence IDs.
+// OpenFileStore replays the file to rebuild each (topic, producer)'s last
+// sequence ID, and cuts off the tail from the first entry that is incomplete
+// (a torn write), has an implausible bodyLen, fails its CRC or is malformed:
+// an entry is acknowledged only after it was written whole, so nothing
+// acknowledged lies beyond that point unless the disk itself corrupted it.
+//
+// Format versions: a file of version 1 (before topics and metadata) opens;
+// its records read as topic wire.DefaultTopic without metadata, and
+// OpenFileStore rewrites its header to version 2 (Recovery.UpgradedFrom says
+// so), after which an older inflight refuses the file instead of misreading
+// it. A version it does not know is refused with ErrCorrupt, file untouched.
 //
 // Durability follows the FsyncPolicy. After a failed write or fsync the
 // state of the file is unknown: the store refuses every later Append and
@@ -93,12 +63,13 @@ type FileStore struct {
 
 	mu      sync.Mutex
 	cond    sync.Cond // on mu: a sync finished, or a syncLocked caller left
-	last    map[string]uint64
-	buf     []byte // the entry being built, reused
-	end     int64  // offset after the last entry written
-	synced  int64  // offset up to which the file is known fsynced
-	syncing bool   // a goroutine is in file.Sync with mu released
-	waiters int    // goroutines inside syncLocked
+	last    map[stream]uint64
+	rr      wire.RecordReader // Append and replay: checks records' metadata
+	buf     []byte            // the entry being built, reused
+	end     int64             // offset after the last entry written
+	synced  int64             // offset up to which the file is known fsynced
+	syncing bool              // a goroutine is in file.Sync with mu released
+	waiters int               // goroutines inside syncLocked
 	closed  bool
 	failed  error // the first write or fsync error; sticky
 
@@ -135,7 +106,7 @@ func OpenFileStore(path string, opts ...FileStoreOption) (*FileStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inflight/broker: open store: %w", err)
 	}
-	f := &FileStore{path: path, file: file, policy: cfg.policy, last: make(map[string]uint64)}
+	f := &FileStore{path: path, file: file, policy: cfg.policy, last: make(map[stream]uint64)}
 	f.cond.L = &f.mu
 	if err := f.load(created); err != nil {
 		_ = file.Close()
@@ -193,12 +164,23 @@ func (f *FileStore) load(created bool) error {
 	if string(have[:len(fileMagic)]) != fileMagic {
 		return fmt.Errorf("%w: %s: magic %q, not a store file", ErrCorrupt, f.path, have[:len(fileMagic)])
 	}
-	if v := binary.BigEndian.Uint32(have[len(fileMagic):]); v != fileVersion {
-		return fmt.Errorf("%w: %s: format version %d, want %d", ErrCorrupt, f.path, v, fileVersion)
+	v := binary.BigEndian.Uint32(have[len(fileMagic):])
+	if v != fileVersion && v != 1 {
+		return fmt.Errorf("%w: %s: format version %d, this inflight reads 1 and %d (written by a newer inflight?)", ErrCorrupt, f.path, v, fileVersion)
 	}
 	good, err := f.replay(size)
 	if err != nil {
 		return err
+	}
+	if v == 1 {
+		// Its entries stay as they are (version 1 bodies are told apart by
+		// their first byte); the header says 2 from now on, so that an older
+		// inflight refuses the file instead of cutting off the version 2
+		// entries it cannot read as a torn tail.
+		if _, err := f.file.WriteAt(header[len(fileMagic):], int64(len(fileMagic))); err != nil {
+			return fmt.Errorf("inflight/broker: open store: upgrade the header: %w", err)
+		}
+		f.recovery.UpgradedFrom = 1
 	}
 	if good < size {
 		if err := f.file.Truncate(good); err != nil {
@@ -235,34 +217,17 @@ func (f *FileStore) replay(size int64) (int64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("inflight/broker: open store: replay at %d: %w", start, err)
 		}
-		e, err := parseEntry(body)
+		e, err := parseEntry(body, &f.rr)
 		if err != nil {
 			return start, nil
 		}
-		if last := e.first + uint64(e.count) - 1; last > f.last[string(e.name)] {
-			f.last[string(e.name)] = last
+		k := stream{string(e.topic), string(e.name)}
+		if e.last > f.last[k] {
+			f.last[k] = e.last
 		}
 		f.recovery.Entries++
 		f.recovery.Records += int(e.count)
 	}
-}
-
-// syncDir fsyncs a directory so that a file created in it survives a
-// machine crash. Windows cannot open a directory for that, and does not need
-// it.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // Recovery returns what OpenFileStore found. Safe for concurrent use.
@@ -271,13 +236,13 @@ func (f *FileStore) Recovery() Recovery { return f.recovery }
 // LastSeq implements Store. It counts entries whose Append has written them
 // but not returned yet. After Close it returns ErrStoreClosed, after a failed
 // write or fsync that failure. Safe for concurrent use.
-func (f *FileStore) LastSeq(producer string) (uint64, error) {
+func (f *FileStore) LastSeq(topic, producer string) (uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.usableLocked(); err != nil {
 		return 0, err
 	}
-	return f.last[producer], nil
+	return f.last[stream{topic, producer}], nil
 }
 
 // usableLocked returns why the store cannot serve a call, or nil.
@@ -297,42 +262,30 @@ func (f *FileStore) usableLocked() error {
 // Safe for concurrent use.
 //
 // It returns ErrStoreClosed after Close. It refuses, without writing and
-// without harm to the store, a producer name that is empty or longer than 255
-// bytes, a first of 0, sequence IDs that overflow, a first not above the
-// producer's last stored sequence ID, and an entry over 1 GiB. A failed write
+// without harm to the store, a topic or producer name that is empty or longer
+// than 255 bytes, a sequence ID of 0, sequence IDs that do not increase, a
+// first not above the (topic, producer)'s last stored sequence ID, metadata
+// over the limits of wire.CheckMeta, and an entry over 1 GiB. A failed write
 // or fsync is returned wrapped, and fails every later Append and LastSeq.
-func (f *FileStore) Append(producer string, first uint64, records [][]byte) error {
+func (f *FileStore) Append(topic, producer string, recs []Record) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.usableLocked(); err != nil {
 		return err
 	}
-	if len(records) == 0 {
+	if len(recs) == 0 {
 		return nil
 	}
-	last, err := f.checkLocked(producer, first, records)
-	if err != nil {
-		return err
+	k := stream{topic, producer}
+	if err := f.checkLocked(k, recs); err != nil {
+		return fmt.Errorf("inflight/broker: FileStore.Append: %w", err)
 	}
-	bodyLen := int64(1 + len(producer) + 8 + 4)
-	for _, r := range records {
-		bodyLen += int64(uvarintLen(uint64(len(r))) + len(r))
-		if bodyLen > maxEntryBody {
-			return fmt.Errorf("inflight/broker: FileStore.Append: entry of %d records over %d bytes", len(records), maxEntryBody)
-		}
+	bodyLen, err := entryBodyLen(topic, producer, recs)
+	if err != nil {
+		return fmt.Errorf("inflight/broker: FileStore.Append: %w", err)
 	}
 
-	buf := slices.Grow(f.buf[:0], entryHeaderSize+int(bodyLen))[:entryHeaderSize]
-	buf = append(buf, byte(len(producer)))
-	buf = append(buf, producer...)
-	buf = binary.BigEndian.AppendUint64(buf, first)
-	buf = binary.BigEndian.AppendUint32(buf, uint32(len(records)))
-	for _, r := range records {
-		buf = binary.AppendUvarint(buf, uint64(len(r)))
-		buf = append(buf, r...)
-	}
-	binary.BigEndian.PutUint32(buf, uint32(bodyLen))
-	binary.BigEndian.PutUint32(buf[4:], crc32.Checksum(buf[entryHeaderSize:], castagnoli))
+	buf := appendEntry(f.buf[:0], topic, producer, recs, bodyLen)
 	if cap(buf) <= maxKeptBuf {
 		f.buf = buf[:0]
 	} else {
@@ -346,98 +299,46 @@ func (f *FileStore) Append(producer string, first uint64, records [][]byte) erro
 		return f.failed
 	}
 	f.end += int64(len(buf))
-	f.last[producer] = last
+	f.last[k] = recs[len(recs)-1].Seq
 	if f.policy == FsyncBatch {
 		return f.syncLocked(f.end)
 	}
 	return nil
 }
 
-// checkLocked validates Append's arguments and returns the last sequence ID
-// of the entry.
-func (f *FileStore) checkLocked(producer string, first uint64, records [][]byte) (uint64, error) {
+// checkLocked validates Append's names and sequence IDs.
+func (f *FileStore) checkLocked(k stream, recs []Record) error {
 	switch {
-	case len(producer) == 0 || len(producer) > maxNameLen:
-		return 0, fmt.Errorf("inflight/broker: FileStore.Append: producer name of %d bytes, want 1 to %d", len(producer), maxNameLen)
-	case first == 0:
-		return 0, errors.New("inflight/broker: FileStore.Append: first sequence ID 0")
-	case uint64(len(records)) > math.MaxUint32 || first > math.MaxUint64-uint64(len(records)-1):
-		return 0, fmt.Errorf("inflight/broker: FileStore.Append: %d records from %d overflow", len(records), first)
+	case len(k.topic) == 0 || len(k.topic) > maxNameLen:
+		return fmt.Errorf("topic of %d bytes, want 1 to %d", len(k.topic), maxNameLen)
+	case len(k.producer) == 0 || len(k.producer) > maxNameLen:
+		return fmt.Errorf("producer name of %d bytes, want 1 to %d", len(k.producer), maxNameLen)
+	case uint64(len(recs)) > math.MaxUint32:
+		return fmt.Errorf("%d records in one entry", len(recs))
+	case recs[0].Seq == 0:
+		return errors.New("sequence ID 0")
 	}
-	if prev := f.last[producer]; first <= prev {
-		return 0, fmt.Errorf("inflight/broker: FileStore.Append: %q first sequence ID %d not above the last stored %d", producer, first, prev)
+	if prev := f.last[k]; recs[0].Seq <= prev {
+		return fmt.Errorf("%q/%q first sequence ID %d not above the last stored %d", k.topic, k.producer, recs[0].Seq, prev)
 	}
-	return first + uint64(len(records)) - 1, nil
-}
-
-// syncLocked returns once the file is fsynced at least up to target, or the
-// store failed. Called with f.mu held; it releases f.mu during the fsync, so
-// that Appends keep writing meanwhile, and one fsync covers every entry
-// written before it started (group commit):
-//
-//	A: write e1 | fsync ............ | done           (covers e1, e2)
-//	B:   write e2 | wait for A's fsync | done
-func (f *FileStore) syncLocked(target int64) error {
-	f.waiters++
-	defer func() {
-		f.waiters--
-		f.cond.Broadcast() // Close may wait for the last one to leave
-	}()
-	for f.synced < target {
-		if f.failed != nil {
-			return fmt.Errorf("inflight/broker: store failed earlier: %w", f.failed)
-		}
-		if f.syncing {
-			f.cond.Wait()
-			continue
-		}
-		f.syncing = true
-		upTo := f.end
-		f.mu.Unlock()
-		err := f.file.Sync()
-		f.mu.Lock()
-		f.syncing = false
-		if err != nil && f.failed == nil {
-			// After a failed fsync the kernel may have dropped the dirty
-			// pages: what the file holds is unknown.
-			f.failed = fmt.Errorf("inflight/broker: store fsync: %w", err)
-		}
-		if err == nil {
-			f.synced = max(f.synced, upTo)
+	for i := 1; i < len(recs); i++ {
+		if recs[i].Seq <= recs[i-1].Seq {
+			return fmt.Errorf("sequence ID %d after %d", recs[i].Seq, recs[i-1].Seq)
 		}
 	}
 	return nil
 }
 
-// syncEvery is the FsyncInterval goroutine: every d it fsyncs if something
-// was written since the last fsync. Close stops it and waits for it.
-func (f *FileStore) syncEvery(d time.Duration) {
-	defer close(f.done)
-	tick := time.NewTicker(d)
-	defer tick.Stop()
-	for {
-		select {
-		case <-f.stop:
-			return
-		case <-tick.C:
-			f.mu.Lock()
-			if !f.closed && f.failed == nil && f.synced < f.end {
-				_ = f.syncLocked(f.end) // a failure is sticky: the next Append returns it
-			}
-			f.mu.Unlock()
-		}
-	}
-}
-
 // Scan calls fn for every record in the file, from the start, in file order
 // (per producer that is sequence order), stopping at fn's first error and
 // returning it. It sees the entries written before it started, and holds no
-// lock while fn runs: fn may call any method. The payload is valid only
-// during fn. Scan returns ErrStoreClosed after Close, and if Close happens
+// lock while fn runs: fn may call any method. The record's slices and
+// headers are valid only during fn. Records of a version 1 file (see
+// Recovery.UpgradedFrom) have the topic wire.DefaultTopic and no metadata. Scan returns ErrStoreClosed after Close, and if Close happens
 // during the scan, unless what is left was already read into its buffer.
 // It returns an error wrapping ErrCorrupt if an entry no longer checks out.
 // Safe for concurrent use.
-func (f *FileStore) Scan(fn func(producer string, seq uint64, payload []byte) error) error {
+func (f *FileStore) Scan(fn func(topic, producer string, rec Record) error) error {
 	f.mu.Lock()
 	closed, end := f.closed, f.end
 	f.mu.Unlock()
@@ -445,7 +346,8 @@ func (f *FileStore) Scan(fn func(producer string, seq uint64, payload []byte) er
 		return ErrStoreClosed
 	}
 	r := newEntryReader(f.file, end)
-	name := ""
+	var rr wire.RecordReader
+	topic, name := "", ""
 	for {
 		start := r.off
 		body, err := r.next()
@@ -461,15 +363,19 @@ func (f *FileStore) Scan(fn func(producer string, seq uint64, payload []byte) er
 		if err != nil {
 			return fmt.Errorf("inflight/broker: store scan at %d: %w", start, err)
 		}
-		e, err := parseEntry(body)
+		e, err := parseEntry(body, &rr)
 		if err != nil {
 			return fmt.Errorf("%w: %s: entry at %d: %w", ErrCorrupt, f.path, start, err)
+		}
+		if string(e.topic) != topic {
+			topic = string(e.topic)
 		}
 		if string(e.name) != name {
 			name = string(e.name)
 		}
-		for i := range uint64(e.count) {
-			if err := fn(name, e.first+i, e.nextRecord()); err != nil {
+		for range e.count {
+			rr.Reset()
+			if err := fn(topic, name, e.nextRecord(&rr)); err != nil {
 				return err
 			}
 		}

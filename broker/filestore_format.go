@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"math"
@@ -11,7 +12,36 @@ import (
 	"os"
 	"slices"
 	"strconv"
+
+	"github.com/inflightmq/inflight/wire"
 )
+
+// File layout constants.
+const (
+	fileMagic       = "IFLT"
+	fileVersion     = 2 // 1: no topics, no metadata; its files are upgraded on open (see FileStore)
+	fileHeaderSize  = 8 // magic, version
+	entryHeaderSize = 8 // bodyLen, crc
+	// minEntryBody is the smallest valid body: a version 1 body with a
+	// 1-byte name, firstSeq, count and one empty record (a version 2 body is
+	// larger). It also rejects the all-zero header that a
+	// crash can leave behind, whose CRC (of nothing) is a valid 0.
+	minEntryBody = 1 + 1 + 8 + 4 + 1
+	// maxEntryBody bounds one entry. Replay treats a larger bodyLen as
+	// corrupt; Append refuses to write one.
+	maxEntryBody = 1 << 30
+	// maxKeptBuf is the largest entry buffer kept for reuse after Append.
+	maxKeptBuf = 8 << 20
+	// maxNameLen is the longest producer name or topic an entry can carry.
+	maxNameLen = math.MaxUint8
+	// entryV2 is the first byte of a version 2 body. A version 1 body starts
+	// with its name's length, never 0, so one file can hold both.
+	entryV2 = 0
+)
+
+// castagnoli is the CRC-32C table, built once (crc32 uses the CPU's CRC32
+// instruction for this polynomial where there is one).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // entryReader reads entries sequentially from after the file header up to
 // end, through a bufio.Reader, into one reused body buffer.
@@ -76,51 +106,170 @@ func (er *entryReader) next() ([]byte, error) {
 
 // entry is a parsed entry body; its slices alias the body.
 type entry struct {
+	v2    bool
+	topic []byte // wire.DefaultTopic for a version 1 entry
 	name  []byte
-	first uint64
+	first uint64 // sequence ID of the first record
+	last  uint64 // sequence ID of the last record
 	count uint32
 	recs  []byte // records not yet returned by nextRecord
+	seq   uint64 // sequence ID of the record nextRecord returned last
 }
 
-// parseEntry parses and fully validates a body, records included.
-func parseEntry(body []byte) (entry, error) {
-	if len(body) < 1 || len(body) < 1+int(body[0])+8+4 || body[0] == 0 {
-		return entry{}, errors.New("short body or empty name")
-	}
-	nameEnd := 1 + int(body[0])
-	e := entry{
-		name:  body[1:nameEnd],
-		first: binary.BigEndian.Uint64(body[nameEnd:]),
-		count: binary.BigEndian.Uint32(body[nameEnd+8:]),
-		recs:  body[nameEnd+12:],
-	}
-	switch {
-	case e.first == 0 || e.count == 0:
-		return entry{}, errors.New("zero first sequence ID or count")
-	case e.first > math.MaxUint64-uint64(e.count-1):
-		return entry{}, errors.New("sequence IDs overflow")
-	}
-	rest := e.recs
-	for range e.count {
-		n, k := binary.Uvarint(rest)
-		if k <= 0 || n > uint64(len(rest)-k) {
-			return entry{}, errors.New("bad record length")
+// The body of an entry, all integers big-endian. Version 1 (written by
+// inflight before topics and metadata; still read):
+//
+//	| u8 nameLen | name | u64 firstSeq | u32 count | count x (uvarint len | payload) |
+//
+// Version 2; gap is seq - previous seq - 1 (0 for the first record, whose
+// seq is firstSeq), and rec is a record as wire.AppendRecordBody writes it
+// (flags byte, key, headers, event time, payload):
+//
+//	| u8 0 | u8 topicLen | topic | u8 nameLen | name | u64 firstSeq | u32 count |
+//	  count x (uvarint gap | uvarint len | rec) |
+var defaultTopic = []byte(wire.DefaultTopic)
+
+// parseEntry parses and fully validates a body, records included (rr reads
+// their metadata; its headers are reset).
+func parseEntry(body []byte, rr *wire.RecordReader) (entry, error) {
+	var e entry
+	p := body
+	if len(p) > 0 && p[0] == entryV2 {
+		e.v2 = true
+		var err error
+		if e.topic, p, err = shortString(p[1:], "topic"); err != nil {
+			return entry{}, err
 		}
-		rest = rest[k+int(n):]
+	} else {
+		e.topic = defaultTopic
 	}
-	if len(rest) != 0 {
+	var err error
+	if e.name, p, err = shortString(p, "name"); err != nil {
+		return entry{}, err
+	}
+	if len(p) < 12 {
+		return entry{}, errors.New("short body")
+	}
+	e.first, e.count, e.recs = binary.BigEndian.Uint64(p), binary.BigEndian.Uint32(p[8:]), p[12:]
+	if e.first == 0 || e.count == 0 {
+		return entry{}, errors.New("zero first sequence ID or count")
+	}
+	if !e.v2 {
+		if e.first > math.MaxUint64-uint64(e.count-1) {
+			return entry{}, errors.New("sequence IDs overflow")
+		}
+		e.last = e.first + uint64(e.count) - 1
+	}
+	probe := e
+	for range e.count {
+		if _, err := probe.next(rr); err != nil {
+			return entry{}, err
+		}
+		rr.Reset()
+	}
+	if len(probe.recs) != 0 {
 		return entry{}, errors.New("bytes after the last record")
 	}
+	e.last = probe.seq
 	return e, nil
 }
 
+// shortString reads a u8 length (at least 1) and that many bytes.
+func shortString(p []byte, what string) ([]byte, []byte, error) {
+	if len(p) < 1 || p[0] == 0 || len(p) < 1+int(p[0]) {
+		return nil, nil, errors.New("short body or empty " + what)
+	}
+	n := 1 + int(p[0])
+	return p[1:n:n], p[n:], nil
+}
+
+// next reads the next record, checking it.
+func (e *entry) next(rr *wire.RecordReader) (Record, error) {
+	seq := e.first
+	if e.seq != 0 {
+		if e.seq == math.MaxUint64 {
+			return Record{}, errors.New("sequence IDs overflow")
+		}
+		seq = e.seq + 1
+	}
+	p := e.recs
+	if e.v2 {
+		gap, k := binary.Uvarint(p)
+		if k <= 0 || (e.seq == 0 && gap != 0) || gap > math.MaxUint64-seq {
+			return Record{}, errors.New("bad sequence gap")
+		}
+		seq += gap
+		p = p[k:]
+	}
+	n, k := binary.Uvarint(p)
+	if k <= 0 || n > uint64(len(p)-k) {
+		return Record{}, errors.New("bad record length")
+	}
+	rec, rest := p[k:k+int(n):k+int(n)], p[k+int(n):]
+	r := Record{Seq: seq, Payload: rec}
+	if e.v2 {
+		w, err := rr.Read(rec)
+		if err != nil {
+			return Record{}, err
+		}
+		r = Record{Seq: seq, Payload: w.Payload, Key: w.Key, Headers: w.Headers, EventTime: w.EventTime}
+	}
+	e.recs, e.seq = rest, seq
+	return r, nil
+}
+
 // nextRecord returns the next record of an entry that parseEntry accepted.
-func (e *entry) nextRecord() []byte {
-	n, k := binary.Uvarint(e.recs)
-	end := k + int(n)
-	rec := e.recs[k:end:end]
-	e.recs = e.recs[end:]
-	return rec
+// Its headers stay valid until rr.Reset.
+func (e *entry) nextRecord(rr *wire.RecordReader) Record {
+	r, _ := e.next(rr) // checked by parseEntry
+	return r
+}
+
+// entryBodyLen returns the size of a version 2 body holding recs, or an
+// error for metadata over a limit or a body over maxEntryBody.
+func entryBodyLen(topic, producer string, recs []Record) (int, error) {
+	n := int64(1 + 1 + len(topic) + 1 + len(producer) + 8 + 4)
+	prev := recs[0].Seq - 1
+	for i := range recs {
+		r := &recs[i]
+		meta, err := wire.CheckMeta(r.Key, r.Headers, r.EventTime)
+		if err != nil {
+			return 0, fmt.Errorf("record %d: %w", r.Seq, err)
+		}
+		body := 1 + meta + len(r.Payload)
+		n += int64(uvarintLen(r.Seq-prev-1) + uvarintLen(uint64(body)) + body)
+		if n > maxEntryBody {
+			return 0, fmt.Errorf("entry of %d records over %d bytes", len(recs), maxEntryBody)
+		}
+		prev = r.Seq
+	}
+	return int(n), nil
+}
+
+// appendEntry appends one version 2 entry (header and body of bodyLen
+// bytes, as entryBodyLen returned) holding recs to buf and returns it.
+func appendEntry(buf []byte, topic, producer string, recs []Record, bodyLen int) []byte {
+	buf = slices.Grow(buf, entryHeaderSize+bodyLen)
+	start := len(buf)
+	buf = buf[:start+entryHeaderSize]
+	buf = append(buf, entryV2, byte(len(topic)))
+	buf = append(buf, topic...)
+	buf = append(buf, byte(len(producer)))
+	buf = append(buf, producer...)
+	buf = binary.BigEndian.AppendUint64(buf, recs[0].Seq)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(recs)))
+	prev := recs[0].Seq - 1
+	for i := range recs {
+		r := &recs[i]
+		buf = binary.AppendUvarint(buf, r.Seq-prev-1)
+		meta, _ := wire.CheckMeta(r.Key, r.Headers, r.EventTime) // checked by entryBodyLen
+		buf = binary.AppendUvarint(buf, uint64(1+meta+len(r.Payload)))
+		buf = wire.AppendRecordBody(buf, r.Payload, r.Key, r.Headers, r.EventTime)
+		prev = r.Seq
+	}
+	binary.BigEndian.PutUint32(buf[start:], uint32(bodyLen))
+	binary.BigEndian.PutUint32(buf[start+4:], crc32.Checksum(buf[start+entryHeaderSize:], castagnoli))
+	return buf
 }
 
 // uvarintLen is the size of the uvarint encoding of x.

@@ -1,16 +1,22 @@
 package broker_test
 
 import (
+	"encoding/binary"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/wire"
 )
 
-// FuzzFileStoreReplay feeds arbitrary bytes after a valid file header to
+// FuzzFileStoreReplay feeds arbitrary bytes after a valid file header
+// (version 2, or version 1 when v1 is set, which Open upgrades) to
 // OpenFileStore's replay: it must not panic, must cut whatever does not
-// check out, and must leave a file that appends and reopens cleanly.
+// check out, must read back only records whose metadata is within the
+// limits, and must leave a file that appends and reopens cleanly.
 func FuzzFileStoreReplay(f *testing.F) {
 	// A real file's bytes as the main seed.
 	dir := f.TempDir()
@@ -19,21 +25,32 @@ func FuzzFileStoreReplay(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	_ = st.Append("p", 1, [][]byte{[]byte("a"), {}, []byte("ccc")})
-	_ = st.Append("q", 7, [][]byte{[]byte("x")})
+	_ = st.Append(dflt, "p", seqRecs(1, [][]byte{[]byte("a"), {}, []byte("ccc")}))
+	_ = st.Append(dflt, "q", seqRecs(7, [][]byte{[]byte("x")}))
+	_ = st.Append("eu.orders", "p", []broker.Record{
+		{Seq: 1, Payload: []byte("m"), Key: []byte("k"), Headers: []wire.Header{{Key: "h", Value: []byte("v")}, {Key: "h"}}, EventTime: time.Unix(1700000000, 1)},
+		{Seq: 5, Payload: []byte("gap before")},
+	})
 	_ = st.Close()
 	seed, err := os.ReadFile(seedPath)
 	if err != nil {
 		f.Fatal(err)
 	}
-	header, body := seed[:8], seed[8:]
-	f.Add(body)
-	f.Add(body[:len(body)-3])
-	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0})
-	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4})
-	f.Fuzz(func(t *testing.T, data []byte) {
+	body := seed[8:]
+	f.Add(false, body)
+	f.Add(false, body[:len(body)-3])
+	f.Add(false, []byte{0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add(false, []byte{0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4})
+	f.Add(true, v1Entries())
+	f.Add(false, v1Entries()) // version 1 entries stay readable in an upgraded file
+	f.Add(true, body)         // version 2 entries under a version 1 header: still only well-formed ones
+	f.Fuzz(func(t *testing.T, v1 bool, data []byte) {
 		path := filepath.Join(t.TempDir(), "store")
-		if err := os.WriteFile(path, append(append([]byte(nil), header...), data...), 0o600); err != nil {
+		header := []byte("IFLT\x00\x00\x00\x02")
+		if v1 {
+			header[7] = 1
+		}
+		if err := os.WriteFile(path, append(header, data...), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		st, err := broker.OpenFileStore(path, broker.Fsync(broker.FsyncNone))
@@ -45,14 +62,20 @@ func FuzzFileStoreReplay(f *testing.F) {
 			t.Fatalf("truncated %d of %d bytes", rec.TruncatedBytes, len(data))
 		}
 		records := 0
-		if err := st.Scan(func(string, uint64, []byte) error { records++; return nil }); err != nil {
+		if err := st.Scan(func(_, _ string, r broker.Record) error {
+			if _, err := wire.CheckMeta(r.Key, r.Headers, r.EventTime); err != nil || r.Seq == 0 {
+				t.Fatalf("scan read seq %d with bad metadata: %v", r.Seq, err)
+			}
+			records++
+			return nil
+		}); err != nil {
 			t.Fatalf("scan after recovery: %v", err)
 		}
 		if records != rec.Records {
 			t.Fatalf("scan saw %d records, recovery %d", records, rec.Records)
 		}
-		last, _ := st.LastSeq("fuzz")
-		if err := st.Append("fuzz", last+1, [][]byte{[]byte("after")}); err != nil {
+		last, _ := st.LastSeq(dflt, "fuzz")
+		if err := st.Append(dflt, "fuzz", seqRecs(last+1, [][]byte{[]byte("after")})); err != nil {
 			t.Fatalf("append after recovery: %v", err)
 		}
 		if err := st.Close(); err != nil {
@@ -62,9 +85,27 @@ func FuzzFileStoreReplay(f *testing.F) {
 		if err != nil {
 			t.Fatalf("reopen: %v", err)
 		}
-		if got := st.Recovery(); got.TruncatedBytes != 0 || got.Records != rec.Records+1 {
+		if got := st.Recovery(); got.TruncatedBytes != 0 || got.Records != rec.Records+1 || got.UpgradedFrom != 0 {
 			t.Fatalf("reopen after append: %+v (before: %+v)", got, rec)
 		}
 		_ = st.Close()
 	})
+}
+
+// v1Entries returns entries as a version 1 FileStore wrote them, built by
+// hand: producer "old", seqs 1-2 ("a", ""), then producer "p", seq 9 ("z").
+func v1Entries() []byte {
+	entry := func(name string, first uint64, recs ...string) []byte {
+		body := append([]byte{byte(len(name))}, name...)
+		body = binary.BigEndian.AppendUint64(body, first)
+		body = binary.BigEndian.AppendUint32(body, uint32(len(recs)))
+		for _, r := range recs {
+			body = binary.AppendUvarint(body, uint64(len(r)))
+			body = append(body, r...)
+		}
+		e := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
+		e = binary.BigEndian.AppendUint32(e, crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)))
+		return append(e, body...)
+	}
+	return append(entry("old", 1, "a", ""), entry("p", 9, "z")...)
 }

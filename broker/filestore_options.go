@@ -85,4 +85,5 @@ type Recovery struct {
 	Entries        int   // complete entries replayed
 	Records        int   // records in them
 	TruncatedBytes int64 // bytes cut from the end: a torn or corrupt tail (0 for a clean file)
+	UpgradedFrom   int   // the file's format version if Open upgraded it (1), else 0
 }

@@ -61,7 +61,7 @@ func openFileStore(t testing.TB, path string, opts ...broker.FileStoreOption) *b
 func fileAppendAll(t testing.TB, s *broker.FileStore, calls []fileCall) {
 	t.Helper()
 	for _, c := range calls {
-		require.NoError(t, s.Append(c.producer, c.first, c.records()))
+		require.NoError(t, s.Append(dflt, c.producer, seqRecs(c.first, c.records())))
 	}
 }
 
@@ -69,7 +69,8 @@ func fileAppendAll(t testing.TB, s *broker.FileStore, calls []fileCall) {
 func fileScanAll(t testing.TB, s *broker.FileStore) []fileRec {
 	t.Helper()
 	var out []fileRec
-	require.NoError(t, s.Scan(func(producer string, seq uint64, payload []byte) error {
+	require.NoError(t, s.Scan(func(_, producer string, rec broker.Record) error {
+		seq, payload := rec.Seq, rec.Payload
 		out = append(out, fileRec{producer, seq, string(payload)})
 		return nil
 	}))
@@ -82,11 +83,11 @@ func checkFileStore(t testing.TB, s *broker.FileStore, calls []fileCall) {
 	wantRecs, wantLast := fileWant(calls)
 	assert.Equal(t, wantRecs, fileScanAll(t, s))
 	for name, last := range wantLast {
-		got, err := s.LastSeq(name)
+		got, err := s.LastSeq(dflt, name)
 		require.NoError(t, err)
 		assert.Equal(t, last, got, "LastSeq(%q)", name)
 	}
-	got, err := s.LastSeq("nobody")
+	got, err := s.LastSeq(dflt, "nobody")
 	require.NoError(t, err)
 	assert.Zero(t, got)
 }
@@ -119,7 +120,7 @@ func TestFileStoreRoundTrip(t *testing.T) {
 
 	for _, c := range fileRoundTripCalls {
 		in := c.records()
-		require.NoError(t, s.Append(c.producer, c.first, in))
+		require.NoError(t, s.Append(dflt, c.producer, seqRecs(c.first, in)))
 		for _, r := range in { // Append copied: the caller may reuse its buffers
 			for i := range r {
 				r[i] = '!'
@@ -140,14 +141,14 @@ func TestFileStoreAppendNothing(t *testing.T) {
 	s := openFileStore(t, path)
 	before, err := os.ReadFile(path)
 	require.NoError(t, err)
-	require.NoError(t, s.Append("a", 1, nil))
-	require.NoError(t, s.Append("a", 0, [][]byte{}), "no records: nothing to check")
+	require.NoError(t, s.Append(dflt, "a", seqRecs(1, nil)))
+	require.NoError(t, s.Append(dflt, "a", seqRecs(0, [][]byte{})), "no records: nothing to check")
 	after, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.Equal(t, before, after)
 	checkFileStore(t, s, nil)
 	require.NoError(t, s.Close())
-	assert.ErrorIs(t, s.Append("a", 1, nil), broker.ErrStoreClosed)
+	assert.ErrorIs(t, s.Append(dflt, "a", seqRecs(1, nil)), broker.ErrStoreClosed)
 }
 
 func TestFileStoreAppendRefused(t *testing.T) {
@@ -184,7 +185,7 @@ func TestFileStoreAppendRefused(t *testing.T) {
 					records[i] = mib
 				}
 			}
-			err = s.Append(tt.producer, tt.first, records)
+			err = s.Append(dflt, tt.producer, seqRecs(tt.first, records))
 			require.Error(t, err)
 			assert.NotErrorIs(t, err, broker.ErrStoreClosed)
 			after, err := os.ReadFile(path)
@@ -216,7 +217,7 @@ func checkFileRecovered(t *testing.T, path string, survivors []fileCall, truncat
 	s := openFileStore(t, path, broker.Fsync(broker.FsyncNone))
 	assert.Equal(t, fileRecovery(survivors, truncated), s.Recovery())
 	checkFileStore(t, s, survivors)
-	require.NoError(t, s.Append(next.producer, next.first, next.records()))
+	require.NoError(t, s.Append(dflt, next.producer, seqRecs(next.first, next.records())))
 	require.NoError(t, s.Close())
 
 	all := append(survivors[:len(survivors):len(survivors)], next)
@@ -379,7 +380,7 @@ func TestFileStoreScanCorrupt(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 	n := 0
-	err = s.Scan(func(string, uint64, []byte) error { n++; return nil })
+	err = s.Scan(func(string, string, broker.Record) error { n++; return nil })
 	require.ErrorIs(t, err, broker.ErrCorrupt)
 	assert.Equal(t, 3, n, "the records of the first entry")
 }
@@ -388,10 +389,10 @@ func TestFileStoreCloseDuringScan(t *testing.T) {
 	s := openFileStore(t, filepath.Join(t.TempDir(), "store"), broker.Fsync(broker.FsyncNone))
 	big := bytes.Repeat([]byte{'x'}, 1000)
 	for i := range 200 { // 200 kB: more than Scan reads ahead
-		require.NoError(t, s.Append("p", uint64(i+1), [][]byte{big}))
+		require.NoError(t, s.Append(dflt, "p", seqRecs(uint64(i+1), [][]byte{big})))
 	}
 	n := 0
-	err := s.Scan(func(string, uint64, []byte) error {
+	err := s.Scan(func(string, string, broker.Record) error {
 		n++
 		if n == 1 {
 			return s.Close()
@@ -403,13 +404,13 @@ func TestFileStoreCloseDuringScan(t *testing.T) {
 }
 
 func TestFileStoreForeignFile(t *testing.T) {
-	version2 := append([]byte("IFLT"), 0, 0, 0, 2)
+	version3 := append([]byte("IFLT"), 0, 0, 0, 3)
 	tests := []struct {
 		name    string
 		content []byte
 	}{
 		{"text", []byte("hello, this is somebody's file\n")},
-		{"wrong version", append(version2, make([]byte, 40)...)},
+		{"newer version", append(version3, make([]byte, 40)...)},
 		{"short, not our header", []byte("IFX")},
 		{"zeros", make([]byte, 8)},
 		{"magic only", []byte("IFLT\x00\x00\x01\x01")},
@@ -452,7 +453,7 @@ func TestFileStoreCreatesFile(t *testing.T) {
 	require.NoError(t, s.Close())
 	got, err := os.ReadFile(path)
 	require.NoError(t, err)
-	assert.Equal(t, []byte("IFLT\x00\x00\x00\x01"), got)
+	assert.Equal(t, []byte("IFLT\x00\x00\x00\x02"), got)
 	_, err = broker.OpenFileStore(filepath.Join(t.TempDir(), "no", "such", "dir"))
 	require.Error(t, err)
 }
@@ -510,7 +511,7 @@ func TestFileStorePolicies(t *testing.T) {
 			var calls []fileCall
 			for i := range 5 {
 				c := fileCall{"p", uint64(1 + 2*i), []string{fmt.Sprint("r", i), "second"}}
-				require.NoError(t, s.Append(c.producer, c.first, c.records()))
+				require.NoError(t, s.Append(dflt, c.producer, seqRecs(c.first, c.records())))
 				calls = append(calls, c)
 				if p == broker.FsyncInterval {
 					// Not needed for the outcome: lets the background fsync
@@ -522,10 +523,10 @@ func TestFileStorePolicies(t *testing.T) {
 			require.NoError(t, s.Close())
 			require.NoError(t, s.Close(), "Close is idempotent")
 
-			require.ErrorIs(t, s.Append("p", 100, recs("late")), broker.ErrStoreClosed)
-			_, err := s.LastSeq("p")
+			require.ErrorIs(t, s.Append(dflt, "p", seqRecs(100, recs("late"))), broker.ErrStoreClosed)
+			_, err := s.LastSeq(dflt, "p")
 			require.ErrorIs(t, err, broker.ErrStoreClosed)
-			require.ErrorIs(t, s.Scan(func(string, uint64, []byte) error { return nil }), broker.ErrStoreClosed)
+			require.ErrorIs(t, s.Scan(func(string, string, broker.Record) error { return nil }), broker.ErrStoreClosed)
 
 			s = openFileStore(t, path)
 			defer s.Close()
@@ -555,7 +556,8 @@ func TestFileStoreConcurrentAppends(t *testing.T) {
 						default:
 						}
 						next := make(map[string]uint64)
-						err := s.Scan(func(producer string, seq uint64, payload []byte) error {
+						err := s.Scan(func(_, producer string, rec broker.Record) error {
+							seq, payload := rec.Seq, rec.Payload
 							if seq != next[producer]+1 || string(payload) != fmt.Sprint(producer, "/", seq) {
 								return fmt.Errorf("%s: seq %d payload %q after %d", producer, seq, payload, next[producer])
 							}
@@ -580,7 +582,7 @@ func TestFileStoreConcurrentAppends(t *testing.T) {
 						for k := range batch {
 							batch[k] = fmt.Append(nil, name, "/", first+uint64(k))
 						}
-						if err := s.Append(name, first, batch); err != nil {
+						if err := s.Append(dflt, name, seqRecs(first, batch)); err != nil {
 							errs <- err
 							return
 						}
@@ -604,7 +606,7 @@ func TestFileStoreConcurrentAppends(t *testing.T) {
 				require.Len(t, got, producers)
 				for name, seqs := range got {
 					assert.Equal(t, seqRange(1, appends*perAppend), seqs, name)
-					last, err := s.LastSeq(name)
+					last, err := s.LastSeq(dflt, name)
 					require.NoError(t, err)
 					assert.Equal(t, uint64(appends*perAppend), last)
 				}
@@ -632,7 +634,7 @@ func TestFileStoreCloseDuringAppends(t *testing.T) {
 		wg.Go(func() {
 			name := fmt.Sprint("w", i)
 			for seq := uint64(1); ; seq++ {
-				err := s.Append(name, seq, recs("x"))
+				err := s.Append(dflt, name, seqRecs(seq, recs("x")))
 				if errors.Is(err, broker.ErrStoreClosed) {
 					return
 				}
@@ -655,7 +657,7 @@ func TestFileStoreCloseDuringAppends(t *testing.T) {
 	s = openFileStore(t, path)
 	defer s.Close()
 	for i, want := range acked {
-		got, err := s.LastSeq(fmt.Sprint("w", i))
+		got, err := s.LastSeq(dflt, fmt.Sprint("w", i))
 		require.NoError(t, err)
 		assert.Equal(t, want, got)
 	}
@@ -667,7 +669,7 @@ func TestFileStoreScanStops(t *testing.T) {
 	fileAppendAll(t, s, fileRoundTripCalls)
 	stop := errors.New("stop")
 	calls := 0
-	err := s.Scan(func(string, uint64, []byte) error {
+	err := s.Scan(func(string, string, broker.Record) error {
 		calls++
 		if calls == 2 {
 			return stop
@@ -679,13 +681,13 @@ func TestFileStoreScanStops(t *testing.T) {
 
 	// fn may append: the scan sees only what existed when it started.
 	n := 0
-	require.NoError(t, s.Scan(func(string, uint64, []byte) error {
+	require.NoError(t, s.Scan(func(string, string, broker.Record) error {
 		n++
-		return s.Append("during", uint64(n), recs("d"))
+		return s.Append(dflt, "during", seqRecs(uint64(n), recs("d")))
 	}))
 	wantRecs, _ := fileWant(fileRoundTripCalls)
 	assert.Equal(t, len(wantRecs), n)
-	last, err := s.LastSeq("during")
+	last, err := s.LastSeq(dflt, "during")
 	require.NoError(t, err)
 	assert.Equal(t, uint64(n), last)
 }
@@ -756,7 +758,7 @@ func BenchmarkFileStoreAppend(b *testing.B) {
 			b.ReportAllocs()
 			seq := uint64(1)
 			for b.Loop() {
-				if err := s.Append("bench", seq, records); err != nil {
+				if err := s.Append(dflt, "bench", seqRecs(seq, records)); err != nil {
 					b.Fatal(err)
 				}
 				seq += n

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/wire"
@@ -24,6 +25,8 @@ const fuzzMaxFrame = 4096
 // strictly increasing.
 func FuzzSession(f *testing.F) {
 	f.Add(seedStream(f))
+	f.Add(seedMetaStream(f))
+	f.Add(append(seedStream(f), seedMetaStream(f)...))
 	f.Add([]byte{})
 	f.Add([]byte{0, 0, 0, 0})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 3})
@@ -55,8 +58,8 @@ func FuzzSession(f *testing.F) {
 			t.Fatalf("%d sessions left open", st.Sessions)
 		}
 		total := 0
-		for _, name := range store.Producers() {
-			total += store.Len(name)
+		for _, ts := range store.Streams() {
+			total += store.TopicLen(ts[0], ts[1])
 		}
 		if st.Stored != uint64(total) {
 			t.Fatalf("Stats().Stored %d, store holds %d records", st.Stored, total)
@@ -129,7 +132,7 @@ func play(t *testing.T, b *broker.Broker, store *broker.MemoryStore, frames [][]
 			}
 			fallthrough
 		case wire.TypeReceipt:
-			last, _ := store.LastSeq(s.Producer())
+			last, _ := store.LastSeq(s.Topic(), s.Producer())
 			if typ == wire.TypeReceipt {
 				r, derr := wire.DecodeReceipt(reply)
 				if derr != nil {
@@ -143,20 +146,26 @@ func play(t *testing.T, b *broker.Broker, store *broker.MemoryStore, frames [][]
 			if acked != last {
 				t.Fatalf("frame %d: %v says %d, store's last seq is %d", i, typ, acked, last)
 			}
-			checkProducer(t, store, s.Producer())
+			checkProducer(t, store, s.Topic(), s.Producer())
 		}
 	}
 }
 
 func checkStore(t *testing.T, store *broker.MemoryStore) {
-	for _, name := range store.Producers() {
-		checkProducer(t, store, name)
+	for _, ts := range store.Streams() {
+		checkProducer(t, store, ts[0], ts[1])
 	}
 }
 
-// checkProducer fails unless name's seqs are strictly increasing.
-func checkProducer(t *testing.T, store *broker.MemoryStore, name string) {
-	recs := store.Records(name)
+// checkProducer fails unless name's seqs on topic are strictly increasing
+// and its records' metadata within the limits.
+func checkProducer(t *testing.T, store *broker.MemoryStore, topic, name string) {
+	recs := store.TopicRecords(topic, name)
+	for _, r := range recs {
+		if _, err := wire.CheckMeta(r.Key, r.Headers, r.EventTime); err != nil {
+			t.Fatalf("producer %q/%q: seq %d stored with bad metadata: %v", topic, name, r.Seq, err)
+		}
+	}
 	for i := 1; i < len(recs); i++ {
 		if recs[i].Seq <= recs[i-1].Seq {
 			t.Fatalf("producer %q: seq %d stored after %d", name, recs[i].Seq, recs[i-1].Seq)
@@ -164,15 +173,15 @@ func checkProducer(t *testing.T, store *broker.MemoryStore, name string) {
 	}
 }
 
-func snapshot(store *broker.MemoryStore) map[string][]broker.Record {
-	m := map[string][]broker.Record{}
-	for _, name := range store.Producers() {
-		m[name] = store.Records(name)
+func snapshot(store *broker.MemoryStore) map[[2]string][]broker.Record {
+	m := map[[2]string][]broker.Record{}
+	for _, ts := range store.Streams() {
+		m[ts] = store.TopicRecords(ts[0], ts[1])
 	}
 	return m
 }
 
-func equalSnapshots(a, b map[string][]broker.Record) bool {
+func equalSnapshots(a, b map[[2]string][]broker.Record) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -196,4 +205,23 @@ func seedStream(tb testing.TB) []byte {
 	s = append(s, batchFrame(2, 1, 2)...)
 	s = append(s, batchFrame(3, 9, 2)...)
 	return s
+}
+
+// seedMetaStream is a session on another topic whose records carry keys,
+// headers and event times, with a duplicate.
+func seedMetaStream(tb testing.TB) []byte {
+	h, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "orders", Topic: "eu.orders"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var bb wire.BatchBuilder
+	hs := []wire.Header{{Key: "trace", Value: []byte("t1")}, {Key: "trace", Value: nil}}
+	bb.Reset(nil, 1)
+	bb.AddRecord([]byte("a"), []byte("k1"), hs, time.Unix(1700000000, 5))
+	bb.AddRecord(nil, nil, hs[:1], time.Time{})
+	h = append(h, bb.Finish()...)
+	bb.Reset(nil, 2)
+	bb.AddRecord([]byte("b"), []byte("k2"), nil, time.Unix(0, 1))
+	bb.AddRecord([]byte("c"), nil, nil, time.Time{})
+	return append(h, bb.Finish()...)
 }

@@ -57,7 +57,7 @@ func TestGarbage(t *testing.T) {
 	bb.Reset(nil, 1)
 	bb.Add(bytes.Repeat([]byte("x"), 2000))
 	big := bb.Finish()
-	badVersion, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version + 1, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "p"})
+	badVersion, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version + 1, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "p", Topic: wire.DefaultTopic})
 	require.NoError(t, err)
 	putU32 := func(off int, v uint32) func([]byte) { return func(b []byte) { binary.BigEndian.PutUint32(b[off:], v) } }
 	putU64 := func(off int, v uint64) func([]byte) { return func(b []byte) { binary.BigEndian.PutUint64(b[off:], v) } }
@@ -90,8 +90,8 @@ func TestGarbage(t *testing.T) {
 		{name: "unknown type after hello", afterHello: true, frame: rawFrame(0xff, 1), wantCode: wire.CodeProtocol, wantErr: wire.ErrUnknownType},
 
 		{name: "truncated hello", frame: hello[:len(hello)-1], wantCode: wire.CodeProtocol, wantErr: wire.ErrTruncated},
-		{name: "hello body too short", frame: rawFrame(byte(wire.TypeHello), 0, 1, 0), wantCode: wire.CodeProtocol, wantErr: wire.ErrTruncated},
-		{name: "hello empty name", frame: rawFrame(byte(wire.TypeHello), 0, 1, 0, 0x40, 0, 0, 0), wantCode: wire.CodeProtocol, wantErr: wire.ErrMalformed},
+		{name: "hello body too short", frame: rawFrame(byte(wire.TypeHello), 0, 2, 0), wantCode: wire.CodeProtocol, wantErr: wire.ErrTruncated},
+		{name: "hello empty name", frame: rawFrame(byte(wire.TypeHello), 0, 2, 0, 0x40, 0, 0, 0, 1, 't'), wantCode: wire.CodeProtocol, wantErr: wire.ErrMalformed},
 		{name: "hello max frame too small", frame: patched(hello, putU32(wire.HeaderSize+2, wire.MinMaxFrameSize-1)), wantCode: wire.CodeProtocol, wantErr: wire.ErrMalformed},
 		{name: "hello bad version", frame: badVersion, wantCode: wire.CodeVersion, wantErr: wire.ErrVersion},
 

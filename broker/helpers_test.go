@@ -103,7 +103,7 @@ func newBroker(t testing.TB, opts ...broker.Option) (*broker.Broker, *broker.Mem
 
 func helloFrame(t testing.TB, name string, maxFrame uint32) []byte {
 	t.Helper()
-	f, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: maxFrame, Producer: name})
+	f, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: maxFrame, Producer: name, Topic: wire.DefaultTopic})
 	require.NoError(t, err)
 	return f
 }
@@ -176,4 +176,19 @@ func seqs(store *broker.MemoryStore, name string) []uint64 {
 		s = append(s, r.Seq)
 	}
 	return s
+}
+
+// dflt is the topic of the store tests that do not care about topics.
+const dflt = wire.DefaultTopic
+
+// seqRecs returns payloads as records with the sequence IDs first, first+1, ...
+func seqRecs(first uint64, payloads [][]byte) []broker.Record {
+	if len(payloads) == 0 {
+		return nil
+	}
+	out := make([]broker.Record, len(payloads))
+	for i, p := range payloads {
+		out[i] = broker.Record{Seq: first + uint64(i), Payload: p}
+	}
+	return out
 }

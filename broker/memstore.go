@@ -1,24 +1,12 @@
 package broker
 
 import (
+	"cmp"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/inflightmq/inflight/wire"
 )
-
-// Record is one record as a Store sees it: the sequence ID the producer
-// assigned, the payload and its metadata. Records handed to a Store are views
-// into the broker's frame buffer, valid only during the call; a store that
-// keeps them must copy every slice (and the header values).
-type Record struct {
-	Seq       uint64
-	Payload   []byte
-	Key       []byte        // nil when the producer set none
-	Headers   []wire.Header // ordered; keys may repeat; nil when none
-	EventTime time.Time     // zero when the producer set none
-}
 
 // MemoryStore is a Store that keeps every record in memory, for tests and
 // demos. It can be inspected at any time and is safe for concurrent use.
@@ -26,46 +14,73 @@ type Record struct {
 // kept its data.
 type MemoryStore struct {
 	mu        sync.RWMutex
-	logs      map[string][]Record
+	logs      map[stream][]Record
 	appendErr error
 }
 
 // NewMemoryStore returns an empty MemoryStore.
-func NewMemoryStore() *MemoryStore { return &MemoryStore{logs: make(map[string][]Record)} }
+func NewMemoryStore() *MemoryStore { return &MemoryStore{logs: make(map[stream][]Record)} }
 
 // LastSeq implements Store.
-func (m *MemoryStore) LastSeq(producer string) (uint64, error) {
+func (m *MemoryStore) LastSeq(topic, producer string) (uint64, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	log := m.logs[producer]
+	log := m.logs[stream{topic, producer}]
 	if len(log) == 0 {
 		return 0, nil
 	}
 	return log[len(log)-1].Seq, nil
 }
 
-// Append implements Store. It copies the records into one allocation.
-func (m *MemoryStore) Append(producer string, first uint64, records [][]byte) error {
-	n := 0
-	for _, r := range records {
-		n += len(r)
+// Append implements Store. It copies the records, their metadata included,
+// into one allocation for the bytes and one for the headers.
+func (m *MemoryStore) Append(topic, producer string, recs []Record) error {
+	n, nh := 0, 0
+	for i := range recs {
+		n += len(recs[i].Payload) + len(recs[i].Key)
+		nh += len(recs[i].Headers)
+		for _, h := range recs[i].Headers {
+			n += len(h.Value)
+		}
 	}
 	arena := make([]byte, 0, n)
+	var headers []wire.Header
+	if nh > 0 {
+		headers = make([]wire.Header, 0, nh)
+	}
+	keep := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		start := len(arena)
+		arena = append(arena, b...)
+		return arena[start:len(arena):len(arena)]
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.appendErr != nil {
 		return m.appendErr
 	}
-	if len(records) == 0 {
+	if len(recs) == 0 {
 		return nil // no entry: Producers lists only producers with records
 	}
-	log := m.logs[producer]
-	for i, r := range records {
-		start := len(arena)
-		arena = append(arena, r...)
-		log = append(log, Record{Seq: first + uint64(i), Payload: arena[start:len(arena):len(arena)]})
+	key := stream{topic, producer}
+	log := m.logs[key]
+	for _, r := range recs {
+		c := Record{Seq: r.Seq, Payload: keep(r.Payload), Key: keep(r.Key), EventTime: r.EventTime}
+		if r.Payload != nil && c.Payload == nil {
+			c.Payload = []byte{}
+		}
+		if len(r.Headers) > 0 {
+			start := len(headers)
+			for _, h := range r.Headers {
+				headers = append(headers, wire.Header{Key: h.Key, Value: keep(h.Value)})
+			}
+			c.Headers = headers[start:len(headers):len(headers)]
+		}
+		log = append(log, c)
 	}
-	m.logs[producer] = log
+	m.logs[key] = log
 	return nil
 }
 
@@ -77,69 +92,102 @@ func (m *MemoryStore) FailAppends(err error) {
 	m.mu.Unlock()
 }
 
-// Records returns a copy of the records stored for producer, in order. The
-// payloads are shared with the store and must not be modified.
+// Records returns a copy of the records stored for producer on
+// wire.DefaultTopic, in order: TopicRecords(wire.DefaultTopic, producer).
 func (m *MemoryStore) Records(producer string) []Record {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return slices.Clone(m.logs[producer])
+	return m.TopicRecords(wire.DefaultTopic, producer)
 }
 
-// Len returns the number of records stored for producer.
-func (m *MemoryStore) Len(producer string) int {
+// TopicRecords returns a copy of the records stored for producer on topic,
+// in order. Their slices are shared with the store and must not be
+// modified.
+func (m *MemoryStore) TopicRecords(topic, producer string) []Record {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return len(m.logs[producer])
+	return slices.Clone(m.logs[stream{topic, producer}])
 }
 
-// Producers returns the names of the producers with stored records, sorted.
+// Len returns the number of records stored for producer on
+// wire.DefaultTopic.
+func (m *MemoryStore) Len(producer string) int { return m.TopicLen(wire.DefaultTopic, producer) }
+
+// TopicLen returns the number of records stored for producer on topic.
+func (m *MemoryStore) TopicLen(topic, producer string) int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return len(m.logs[stream{topic, producer}])
+}
+
+// Producers returns the names of the producers with records stored on
+// wire.DefaultTopic, sorted.
 func (m *MemoryStore) Producers() []string {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	names := make([]string, 0, len(m.logs))
-	for name := range m.logs {
-		names = append(names, name)
+	var names []string
+	for _, s := range m.Streams() {
+		if s[0] == wire.DefaultTopic {
+			names = append(names, s[1])
+		}
 	}
-	slices.Sort(names)
 	return names
 }
 
+// Streams returns every (topic, producer) pair with stored records, sorted
+// by topic, then producer.
+func (m *MemoryStore) Streams() [][2]string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([][2]string, 0, len(m.logs))
+	for s := range m.logs {
+		out = append(out, [2]string{s.topic, s.producer})
+	}
+	slices.SortFunc(out, func(a, b [2]string) int {
+		return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1]))
+	})
+	return out
+}
+
 // CountingStore is a Store that keeps only the last sequence ID and a record
-// count per producer: what a benchmark needs without the memory of a
-// MemoryStore. It is safe for concurrent use.
+// count per (topic, producer): what a benchmark needs without the memory of
+// a MemoryStore. It is safe for concurrent use.
 type CountingStore struct {
 	mu   sync.Mutex
-	last map[string]uint64
-	n    map[string]uint64
+	last map[stream]uint64
+	n    map[stream]uint64
 }
 
 // NewCountingStore returns an empty CountingStore.
 func NewCountingStore() *CountingStore {
-	return &CountingStore{last: make(map[string]uint64), n: make(map[string]uint64)}
+	return &CountingStore{last: make(map[stream]uint64), n: make(map[stream]uint64)}
 }
 
 // LastSeq implements Store.
-func (c *CountingStore) LastSeq(producer string) (uint64, error) {
+func (c *CountingStore) LastSeq(topic, producer string) (uint64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.last[producer], nil
+	return c.last[stream{topic, producer}], nil
 }
 
 // Append implements Store.
-func (c *CountingStore) Append(producer string, first uint64, records [][]byte) error {
-	if len(records) == 0 {
+func (c *CountingStore) Append(topic, producer string, recs []Record) error {
+	if len(recs) == 0 {
 		return nil
 	}
+	k := stream{topic, producer}
 	c.mu.Lock()
-	c.last[producer] = first + uint64(len(records)) - 1
-	c.n[producer] += uint64(len(records))
+	c.last[k] = recs[len(recs)-1].Seq
+	c.n[k] += uint64(len(recs))
 	c.mu.Unlock()
 	return nil
 }
 
-// Count returns the number of records appended for producer.
+// Count returns the number of records appended for producer on
+// wire.DefaultTopic.
 func (c *CountingStore) Count(producer string) uint64 {
+	return c.TopicCount(wire.DefaultTopic, producer)
+}
+
+// TopicCount returns the number of records appended for producer on topic.
+func (c *CountingStore) TopicCount(topic, producer string) uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.n[producer]
+	return c.n[stream{topic, producer}]
 }

@@ -23,7 +23,7 @@ func TestMemoryStore(t *testing.T) {
 	m := broker.NewMemoryStore()
 	var _ broker.Store = m
 
-	last, err := m.LastSeq("a")
+	last, err := m.LastSeq(dflt, "a")
 	require.NoError(t, err)
 	assert.Zero(t, last)
 	assert.Zero(t, m.Len("a"))
@@ -31,10 +31,10 @@ func TestMemoryStore(t *testing.T) {
 	assert.Empty(t, m.Producers())
 
 	in := recs("x", "", "zz")
-	require.NoError(t, m.Append("b", 1, in))
-	require.NoError(t, m.Append("b", 10, recs("after a gap")))
-	require.NoError(t, m.Append("a", 7, recs("a7")))
-	require.NoError(t, m.Append("c", 1, recs("c1")))
+	require.NoError(t, m.Append(dflt, "b", seqRecs(1, in)))
+	require.NoError(t, m.Append(dflt, "b", seqRecs(10, recs("after a gap"))))
+	require.NoError(t, m.Append(dflt, "a", seqRecs(7, recs("a7"))))
+	require.NoError(t, m.Append(dflt, "c", seqRecs(1, recs("c1"))))
 
 	// Append copied the records: the caller may reuse its buffers.
 	in[0][0] = 'X'
@@ -43,10 +43,10 @@ func TestMemoryStore(t *testing.T) {
 	assert.Equal(t, []string{"a", "b", "c"}, m.Producers(), "sorted")
 	assert.Equal(t, 4, m.Len("b"))
 	assert.Zero(t, m.Len("nobody"))
-	last, err = m.LastSeq("b")
+	last, err = m.LastSeq(dflt, "b")
 	require.NoError(t, err)
 	assert.Equal(t, uint64(10), last)
-	last, err = m.LastSeq("a")
+	last, err = m.LastSeq(dflt, "a")
 	require.NoError(t, err)
 	assert.Equal(t, uint64(7), last)
 
@@ -73,26 +73,26 @@ func TestMemoryStore(t *testing.T) {
 
 func TestMemoryStoreEmptyAppend(t *testing.T) {
 	m := broker.NewMemoryStore()
-	require.NoError(t, m.Append("a", 1, nil))
-	require.NoError(t, m.Append("a", 1, [][]byte{}))
+	require.NoError(t, m.Append(dflt, "a", seqRecs(1, nil)))
+	require.NoError(t, m.Append(dflt, "a", seqRecs(1, [][]byte{})))
 	assert.Zero(t, m.Len("a"))
 	assert.Empty(t, m.Producers(), "Producers lists only producers with stored records")
-	last, err := m.LastSeq("a")
+	last, err := m.LastSeq(dflt, "a")
 	require.NoError(t, err)
 	assert.Zero(t, last)
 }
 
 func TestMemoryStoreFailAppends(t *testing.T) {
 	m := broker.NewMemoryStore()
-	require.NoError(t, m.Append("a", 1, recs("1")))
+	require.NoError(t, m.Append(dflt, "a", seqRecs(1, recs("1"))))
 	boom := errors.New("boom")
 	m.FailAppends(boom)
-	require.ErrorIs(t, m.Append("a", 2, recs("2")), boom)
-	require.ErrorIs(t, m.Append("b", 1, recs("1")), boom)
+	require.ErrorIs(t, m.Append(dflt, "a", seqRecs(2, recs("2"))), boom)
+	require.ErrorIs(t, m.Append(dflt, "b", seqRecs(1, recs("1"))), boom)
 	assert.Equal(t, 1, m.Len("a"), "a failed Append stores nothing")
 	assert.Equal(t, []string{"a"}, m.Producers())
 	m.FailAppends(nil)
-	require.NoError(t, m.Append("a", 2, recs("2")))
+	require.NoError(t, m.Append(dflt, "a", seqRecs(2, recs("2"))))
 	assert.Equal(t, 2, m.Len("a"))
 }
 
@@ -102,7 +102,7 @@ func TestMemoryStoreConcurrent(t *testing.T) {
 	for _, name := range []string{"a", "b", "c", "d"} {
 		wg.Go(func() {
 			for i := range 100 {
-				assert.NoError(t, m.Append(name, uint64(i)+1, recs(name)))
+				assert.NoError(t, m.Append(dflt, name, seqRecs(uint64(i)+1, recs(name))))
 				_ = m.Records(name)
 				_ = m.Producers()
 			}
@@ -111,7 +111,7 @@ func TestMemoryStoreConcurrent(t *testing.T) {
 	wg.Wait()
 	for _, name := range []string{"a", "b", "c", "d"} {
 		assert.Equal(t, 100, m.Len(name))
-		last, err := m.LastSeq(name)
+		last, err := m.LastSeq(dflt, name)
 		require.NoError(t, err)
 		assert.Equal(t, uint64(100), last)
 	}
@@ -121,22 +121,22 @@ func TestCountingStore(t *testing.T) {
 	c := broker.NewCountingStore()
 	var _ broker.Store = c
 
-	last, err := c.LastSeq("a")
+	last, err := c.LastSeq(dflt, "a")
 	require.NoError(t, err)
 	assert.Zero(t, last)
 	assert.Zero(t, c.Count("a"))
 
-	require.NoError(t, c.Append("a", 1, recs("1", "2", "3")))
-	require.NoError(t, c.Append("a", 10, recs("10", "11")))
-	require.NoError(t, c.Append("a", 12, nil)) // nothing: last unchanged
-	require.NoError(t, c.Append("b", 5, recs("5")))
+	require.NoError(t, c.Append(dflt, "a", seqRecs(1, recs("1", "2", "3"))))
+	require.NoError(t, c.Append(dflt, "a", seqRecs(10, recs("10", "11"))))
+	require.NoError(t, c.Append(dflt, "a", seqRecs(12, nil))) // nothing: last unchanged
+	require.NoError(t, c.Append(dflt, "b", seqRecs(5, recs("5"))))
 
 	for _, tt := range []struct {
 		name  string
 		last  uint64
 		count uint64
 	}{{"a", 11, 5}, {"b", 5, 1}, {"c", 0, 0}} {
-		last, err := c.LastSeq(tt.name)
+		last, err := c.LastSeq(dflt, tt.name)
 		require.NoError(t, err)
 		assert.Equal(t, tt.last, last, tt.name)
 		assert.Equal(t, tt.count, c.Count(tt.name), tt.name)

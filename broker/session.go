@@ -26,11 +26,13 @@ type Session struct {
 	b      *Broker
 	peer   Peer
 	name   string
+	topic  string
 	prod   *producerState // set by HELLO
 	closed atomic.Bool
-	out    []byte   // reused for outbound frames
-	raw    []byte   // reused for decompressed records blocks
-	recs   [][]byte // reused record views into the current frame
+	out    []byte            // reused for outbound frames
+	raw    []byte            // reused for decompressed records blocks
+	recs   []Record          // reused record views into the current frame
+	rr     wire.RecordReader // reused header memory and interned header keys
 }
 
 // NewSession starts a session whose replies go to peer.
@@ -41,6 +43,9 @@ func (b *Broker) NewSession(peer Peer) *Session {
 
 // Producer returns the producer name announced by HELLO, or "".
 func (s *Session) Producer() string { return s.name }
+
+// Topic returns the topic announced by HELLO, or "".
+func (s *Session) Topic() string { return s.topic }
 
 // Handle processes one complete inbound frame (length prefix included). A
 // non-nil error means the connection must be closed: ErrProtocol, ErrStore or
@@ -84,21 +89,30 @@ func (s *Session) hello(frame []byte) error {
 	if int(h.MaxFrameSize) < wire.MinMaxFrameSize {
 		return s.fail(fmt.Errorf("%w: %w: HELLO max frame size %d below %d", ErrProtocol, wire.ErrMalformed, h.MaxFrameSize, wire.MinMaxFrameSize))
 	}
-	ps := s.b.lockProducer(h.Producer)
-	if !ps.loaded {
-		last, err := s.b.store.LastSeq(h.Producer)
-		if err != nil {
-			ps.mu.Unlock()
-			s.b.release(h.Producer, ps, nil) // forget the state made for this HELLO
-			return s.fail(fmt.Errorf("%w: %w", ErrStore, err))
+	var (
+		ps   *producerState
+		old  *Session
+		last uint64
+	)
+	key := stream{h.Topic, h.Producer}
+	err = s.b.withProducer(key, func(p *producerState) error {
+		ps = p
+		if !p.loaded {
+			l, err := s.b.store.LastSeq(h.Topic, h.Producer)
+			if err != nil {
+				return err
+			}
+			p.last, p.loaded = l, true
 		}
-		ps.last, ps.loaded = last, true
+		old, last = p.owner, p.last
+		p.owner = s
+		return nil
+	})
+	if err != nil {
+		s.b.release(key, ps, nil) // forget the state made for this HELLO
+		return s.fail(fmt.Errorf("%w: %w", ErrStore, err))
 	}
-	old := ps.owner
-	ps.owner = s
-	last := ps.last
-	ps.mu.Unlock()
-	s.prod, s.name = ps, h.Producer
+	s.prod, s.name, s.topic = ps, h.Producer, h.Topic
 	if old != nil {
 		// The producer reconnected before its old connection was noticed
 		// dead, or two producers share a name. The newest wins; the old
@@ -123,36 +137,40 @@ func (s *Session) batch(frame []byte) error {
 	if b, s.raw, err = b.Decompress(s.b.dec, s.raw); err != nil {
 		return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
 	}
-	recs, err := b.AppendRecords(s.recs[:0])
+	recs, err := s.records(&b)
+	defer func() { clear(recs); s.recs = recs[:0] }() // drop references to the frame
 	if err != nil {
-		clear(recs[:cap(recs)]) // the records read before the error point into the frame
 		return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
 	}
-	defer func() { clear(recs); s.recs = recs[:0] }() // drop references to the frame
 
-	ps := s.prod
-	ps.mu.Lock()
-	if ps.owner != s {
-		ps.mu.Unlock()
-		return ErrReplaced
-	}
-	first, last := b.FirstSeq, b.LastSeq()
-	skip := 0
-	if first <= ps.last {
-		skip = len(recs)
-		if last > ps.last {
-			skip = int(ps.last - first + 1)
+	var skip int
+	var ack uint64
+	err = s.prod.locked(func(ps *producerState) error {
+		if ps.owner != s {
+			return ErrReplaced
 		}
-	}
-	if skip < len(recs) {
-		if err := s.b.store.Append(s.name, first+uint64(skip), recs[skip:]); err != nil {
-			ps.mu.Unlock()
-			return s.fail(fmt.Errorf("%w: %w", ErrStore, err))
+		first, last := b.FirstSeq, b.LastSeq()
+		if first <= ps.last {
+			skip = len(recs)
+			if last > ps.last {
+				skip = int(ps.last - first + 1)
+			}
 		}
-		ps.last = last
+		if skip < len(recs) {
+			if err := s.b.store.Append(s.topic, s.name, recs[skip:]); err != nil {
+				return fmt.Errorf("%w: %w", ErrStore, err)
+			}
+			ps.last = last
+		}
+		ack = ps.last
+		return nil
+	})
+	switch {
+	case errors.Is(err, ErrReplaced):
+		return err
+	case err != nil:
+		return s.fail(err)
 	}
-	ack := ps.last
-	ps.mu.Unlock()
 
 	s.b.batches.Add(1)
 	s.b.stored.Add(uint64(len(recs) - skip))
@@ -160,6 +178,24 @@ func (s *Session) batch(frame []byte) error {
 		s.b.duplicates.Add(uint64(skip))
 	}
 	return s.send(wire.AppendReceipt(s.out[:0], wire.Receipt{Seq: ack}))
+}
+
+// records reads the records of a CodecNone batch into s.recs, whose
+// capacity it reuses: no allocation per record once warm. On error the
+// records read so far are returned too, for the caller to clear.
+func (s *Session) records(b *wire.Batch) ([]Record, error) {
+	recs := s.recs[:0]
+	it, err := b.Records()
+	if err != nil {
+		return recs, err
+	}
+	s.rr.Reset()
+	seq := b.FirstSeq
+	for r, ok := it.NextRecord(&s.rr); ok; r, ok = it.NextRecord(&s.rr) {
+		recs = append(recs, Record{Seq: seq, Payload: r.Payload, Key: r.Key, Headers: r.Headers, EventTime: r.EventTime})
+		seq++
+	}
+	return recs, it.Err()
 }
 
 func (s *Session) send(frame []byte) error {
@@ -195,6 +231,6 @@ func (s *Session) Close() {
 	}
 	s.b.sessions.Add(-1)
 	if s.prod != nil {
-		s.b.release(s.name, s.prod, s)
+		s.b.release(stream{s.topic, s.name}, s.prod, s)
 	}
 }

@@ -37,7 +37,7 @@ func TestHelloOK(t *testing.T) {
 			}
 			b, store := newBroker(t, opts...)
 			if tt.stored > 0 {
-				require.NoError(t, store.Append("p", tt.stored-1, [][]byte{[]byte("a"), []byte("b")}))
+				require.NoError(t, store.Append(dflt, "p", seqRecs(tt.stored-1, [][]byte{[]byte("a"), []byte("b")})))
 			}
 			c := newConn(b)
 			defer c.Close()
@@ -256,7 +256,7 @@ type failingStore struct {
 	err error
 }
 
-func (f failingStore) LastSeq(string) (uint64, error) { return 0, f.err }
+func (f failingStore) LastSeq(string, string) (uint64, error) { return 0, f.err }
 
 func TestStoreLastSeqFailure(t *testing.T) {
 	boom := errors.New("boom")
@@ -440,7 +440,7 @@ func session(b *broker.Broker, w, lastSeq, overlap, perBatch int) (uint64, error
 	p := &fakePeer{}
 	s := b.NewSession(p)
 	defer s.Close()
-	hello, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "shared"})
+	hello, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "shared", Topic: wire.DefaultTopic})
 	if err != nil {
 		return 0, err
 	}

@@ -1,15 +1,37 @@
 package broker
 
+import (
+	"time"
+
+	"github.com/inflightmq/inflight/wire"
+)
+
 // Store decides when a record counts as stored. The broker calls Append for
-// a producer from one goroutine at a time (calls for different producers may
-// run concurrently) and acknowledges records only after Append returned nil.
+// a (topic, producer) from one goroutine at a time (calls for different
+// pairs may run concurrently) and acknowledges records only after Append
+// returned nil. Sequence IDs, and so deduplication, are per (topic,
+// producer).
 type Store interface {
-	// LastSeq returns the highest sequence ID stored for producer, or 0.
-	LastSeq(producer string) (uint64, error)
-	// Append stores records, whose sequence IDs are first, first+1, ...
-	// first is always greater than the producer's last stored sequence ID
-	// (gaps are possible: a producer skips messages that expired before it
-	// could write them). The slices are valid only during the call: a store
-	// that keeps them must copy.
-	Append(producer string, first uint64, records [][]byte) error
+	// LastSeq returns the highest sequence ID stored for (topic, producer), or 0.
+	LastSeq(topic, producer string) (uint64, error)
+	// Append stores recs for (topic, producer). recs[i].Seq are strictly increasing (gaps possible), recs[0].Seq > LastSeq.
+	// Slices are views valid only during the call; a store that keeps them must copy.
+	Append(topic, producer string, recs []Record) error
 }
+
+// Record is one record as a Store sees it: the sequence ID the producer
+// assigned, the payload and its metadata. Records handed to a Store are views
+// into the broker's frame buffer, valid only during the call; a store that
+// keeps them must copy every slice (and the header values; header keys are
+// ordinary strings and may be kept).
+type Record struct {
+	Seq       uint64
+	Payload   []byte
+	Key       []byte        // nil when the producer set none
+	Headers   []wire.Header // ordered; keys may repeat; nil when none
+	EventTime time.Time     // zero when the producer set none
+}
+
+// stream names the sequence of records of one producer on one topic: the
+// unit of deduplication.
+type stream struct{ topic, producer string }

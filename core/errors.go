@@ -15,10 +15,14 @@ var (
 	// BlockIfFull is false, when MaxPending messages or MaxPendingBytes are
 	// already pending.
 	ErrQueueFull = errors.New("inflight: send queue full")
-	// ErrMessageTooLarge is returned by SendAsync for a payload larger than
-	// the largest record a frame can carry, and passed to the callback of a
+	// ErrMessageTooLarge is returned by SendAsync for a message (payload and
+	// metadata) larger than the largest record a frame can carry, and passed to the callback of a
 	// message larger than what the connected broker accepts.
 	ErrMessageTooLarge = errors.New("inflight: message too large")
+	// ErrInvalidMessage is returned by SendAsync, TrySendAsync and Send,
+	// wrapped with the reason, for a message whose key, headers or event
+	// time are over a limit (see Message).
+	ErrInvalidMessage = errors.New("inflight: invalid message")
 	// ErrNilMessage, ErrNilCallback and ErrNilContext are returned by
 	// SendAsync, TrySendAsync and Send for a nil argument.
 	ErrNilMessage  = errors.New("inflight: nil message")

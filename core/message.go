@@ -1,14 +1,42 @@
 package core
 
-// Message is what SendAsync sends.
+import (
+	"time"
+
+	"github.com/inflightmq/inflight/wire"
+)
+
+// Message is what SendAsync sends: a payload and optional metadata, all
+// stored with it by the broker under the producer's topic (see Topic).
 //
-// Payload ownership: the producer keeps a reference to Payload (it does not
-// copy it) from SendAsync until the message's callback has returned, or Send
-// has returned. The caller must not modify the bytes until then; afterwards
-// the buffer is the caller's again.
+// Ownership: the producer keeps references to Payload, Key and the Headers
+// slice with its values (it copies none of them) from SendAsync until the
+// message's callback has returned, or Send has returned. The caller must not
+// modify them until then; afterwards they are the caller's again.
+//
+// Limits, checked by SendAsync (ErrInvalidMessage, no callback): Key at most
+// wire.MaxKeyLen bytes (4 KiB); at most wire.MaxHeaders headers (64), each
+// with a key of 1 to wire.MaxHeaderKeyLen bytes (255) and a value of at most
+// wire.MaxHeaderValueLen bytes (64 KiB); EventTime zero or within the years
+// 1678 to 2262. The whole record (payload, key and headers) must fit one
+// frame (ErrMessageTooLarge, see Producer.MaxMessageSize), and counts
+// against MaxPendingBytes.
 type Message struct {
 	Payload []byte
+	// Key is an optional record key, for example to route or partition.
+	// nil or empty: none.
+	Key []byte
+	// Headers are optional ordered key/value pairs; keys may repeat.
+	Headers []Header
+	// EventTime is when the event happened, as the application says; the
+	// zero Time means none. It is stored at nanosecond precision, without
+	// its location or monotonic reading.
+	EventTime time.Time
 }
+
+// Header is one key/value pair of a message's headers. It is wire.Header,
+// so headers pass to the wire and the broker without a copy.
+type Header = wire.Header
 
 // MessageID identifies a stored message: its sequence ID, unique and
 // increasing per producer name. Sequence IDs are assigned in SendAsync call

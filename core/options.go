@@ -31,6 +31,7 @@ const (
 	DefaultDialTimeout      = 5 * time.Second
 	DefaultHandshakeTimeout = 5 * time.Second
 	DefaultHeartbeat        = 2 * time.Second
+	DefaultTopic            = wire.DefaultTopic // "default"
 )
 
 type config struct {
@@ -39,6 +40,7 @@ type config struct {
 	maxPendingBytes  int64
 	blockIfFull      bool
 	name             string
+	topic            string
 	backoffMin       time.Duration
 	backoffMax       time.Duration
 	dialTimeout      time.Duration
@@ -60,6 +62,7 @@ func defaultConfig() config {
 		maxPending:       DefaultMaxPending,
 		maxPendingBytes:  DefaultMaxPendingBytes,
 		blockIfFull:      true,
+		topic:            DefaultTopic,
 		backoffMin:       DefaultBackoffMin,
 		backoffMax:       DefaultBackoffMax,
 		dialTimeout:      DefaultDialTimeout,
@@ -141,6 +144,20 @@ func Name(name string) Option {
 			return invalid("Name", fmt.Sprintf("%q", name), fmt.Sprintf("must be 1 to %d bytes", wire.MaxProducerNameLen))
 		}
 		c.name = name
+		return nil
+	})
+}
+
+// Topic sets the topic the producer writes (default DefaultTopic,
+// "default"): every message of a producer goes to its one topic.
+// Deduplication is per (topic, Name). A topic is 1 to 255 bytes of ASCII
+// letters, digits, '.', '_' and '-'.
+func Topic(name string) Option {
+	return optionFunc(func(c *config) error {
+		if err := wire.CheckTopic(name); err != nil {
+			return invalid("Topic", fmt.Sprintf("%q", name), "must be 1 to 255 bytes of letters, digits, '.', '_' and '-'")
+		}
+		c.topic = name
 		return nil
 	})
 }
@@ -272,7 +289,8 @@ func ErrorHandler(f func(error)) Option {
 	})
 }
 
-// maxMessageSize is the largest payload one BATCH frame can carry.
+// maxMessageSize is the largest record (payload and metadata, as validate
+// counts it) one BATCH frame can carry.
 func (c *config) maxMessageSize() int {
 	return c.maxFrameSize - wire.BatchHeaderSize - wire.RecordOverhead(c.maxFrameSize)
 }

@@ -120,7 +120,9 @@ func New(dialer transport.Dialer, opts ...Option) (*Producer, error) {
 // Name returns the producer name used for deduplication.
 func (p *Producer) Name() string { return p.cfg.name }
 
-// MaxMessageSize returns the largest payload SendAsync accepts.
+// MaxMessageSize returns the largest message SendAsync accepts: its payload
+// plus the bytes its metadata takes (the key, each header's key and value,
+// their lengths, 8 for an event time).
 func (p *Producer) MaxMessageSize() int { return p.cfg.maxMessageSize() }
 
 // now returns the time in ns since the producer's epoch, from the coarse

@@ -116,7 +116,7 @@ func (p *Producer) connect() (*session, error) {
 }
 
 func (p *Producer) handshake(s *session) error {
-	hello, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: uint32(p.cfg.maxFrameSize), Producer: p.cfg.name})
+	hello, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: uint32(p.cfg.maxFrameSize), Producer: p.cfg.name, Topic: p.cfg.topic})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrHandshake, err)
 	}
@@ -308,7 +308,7 @@ func (p *Producer) fillBatch(bb *wire.BatchBuilder, raw []byte, pos uint64, maxF
 			bb.Reset(raw[:0], p.seqBase.Load()+pos+1)
 			continue
 		}
-		bb.Add(e.payload)
+		bb.AddRecord(e.payload, e.msg.Key, e.msg.Headers, e.msg.EventTime)
 		p.ring.Transition(pos, ringbuf.Writing, ringbuf.Written)
 		n++
 		pos++

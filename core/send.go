@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"sync"
 	"time"
@@ -24,7 +23,7 @@ const lateSlack = 5 * time.Millisecond
 // ctx's error.
 //
 // SendAsync returns an error, and never calls cb, when the message was not
-// enqueued: ErrNilMessage, ErrNilCallback, ErrNilContext,
+// enqueued: ErrNilMessage, ErrNilCallback, ErrNilContext, ErrInvalidMessage,
 // ErrMessageTooLarge, ErrClosed, ErrQueueFull (BlockIfFull false), and, when
 // it waited for room, ErrTimeout (SendTimeout elapsed) or ctx's error.
 //
@@ -85,9 +84,9 @@ func (p *Producer) send(ctx context.Context, msg *Message, cb Callback, block bo
 	case cb == nil:
 		return ErrNilCallback
 	}
-	size := len(msg.Payload)
-	if size > p.cfg.maxMessageSize() {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrMessageTooLarge, size, p.cfg.maxMessageSize())
+	size, err := p.cfg.validate(msg)
+	if err != nil {
+		return err
 	}
 	done := ctx.Done()
 	if done != nil {

@@ -68,7 +68,7 @@ func DecodeBatch(frame []byte) (Batch, error) {
 		return Batch{}, fmt.Errorf("%w: first sequence id 0", ErrMalformed)
 	case bt.FirstSeq > math.MaxUint64-uint64(bt.Count-1):
 		return Batch{}, fmt.Errorf("%w: sequence ids overflow", ErrMalformed)
-	case bt.RawLen < bt.Count: // every record takes at least its length byte
+	case uint64(bt.RawLen) < 2*uint64(bt.Count): // every record takes at least its length and flags bytes
 		return Batch{}, fmt.Errorf("%w: raw length %d too small for %d records",
 			ErrMalformed, bt.RawLen, bt.Count)
 	case !bt.Codec.known():
@@ -124,19 +124,22 @@ func (b *Batch) Records() (RecordIter, error) {
 	return RecordIter{data: b.Data, left: b.Count}, nil
 }
 
-// AppendRecords appends every record of a CodecNone batch to dst and
-// returns the extended slice. The records alias Data. It validates the
-// whole block first-to-last and on error returns dst at its original
-// length with the error of Records or RecordIter.Err. It allocates only if
-// dst lacks capacity.
+// AppendRecords appends the payload of every record of a CodecNone batch to
+// dst and returns the extended slice; the metadata is checked and dropped
+// (read records whole with RecordIter.NextRecord). The payloads alias Data.
+// It validates the whole block first-to-last and on error returns dst at its
+// original length with the error of Records or RecordIter.Err. It allocates
+// only if dst lacks capacity, or for records with headers.
 func (b *Batch) AppendRecords(dst [][]byte) ([][]byte, error) {
 	it, err := b.Records()
 	if err != nil {
 		return dst, err
 	}
+	var rr RecordReader
 	n := len(dst)
-	for rec, ok := it.Next(); ok; rec, ok = it.Next() {
-		dst = append(dst, rec)
+	for rec, ok := it.NextRecord(&rr); ok; rec, ok = it.NextRecord(&rr) {
+		dst = append(dst, rec.Payload)
+		rr.Reset()
 	}
 	if err := it.Err(); err != nil {
 		return dst[:n], err
@@ -156,7 +159,8 @@ type RecordIter struct {
 	err  error
 }
 
-// Next returns the next record, aliasing the batch data with its capacity
+// Next returns the next record as carried (its flags byte, metadata and
+// payload: see RecordReader), aliasing the batch data with its capacity
 // capped at its length, and true; or nil and false when the batch is done
 // or malformed (see Err). It does not allocate unless it finds an error.
 func (it *RecordIter) Next() (rec []byte, ok bool) {
@@ -181,18 +185,34 @@ func (it *RecordIter) Next() (rec []byte, ok bool) {
 	case k != uvarintLen(n):
 		// Only the shortest encoding is allowed, so a frame has one spelling.
 		it.err = fmt.Errorf("%w: record length uvarint not minimal", ErrMalformed)
-	case n > uint64(len(it.data)-k):
-		it.err = fmt.Errorf("%w: record of %d bytes, %d left", ErrMalformed, n, len(it.data)-k)
+	case n >= uint64(len(it.data)-k): // the flags byte follows the length, uncounted
+		it.err = fmt.Errorf("%w: record of 1+%d bytes, %d left", ErrMalformed, n, len(it.data)-k)
 	}
 	if it.err != nil {
 		it.data = nil
 		return nil, false
 	}
-	end := k + int(n)
+	end := k + 1 + int(n)
 	rec = it.data[k:end:end]
 	it.data = it.data[end:]
 	it.left--
 	return rec, true
+}
+
+// NextRecord is Next followed by rr.Read: it returns the next record parsed,
+// and false when the batch is done or malformed, the record's metadata
+// included (see Err).
+func (it *RecordIter) NextRecord(rr *RecordReader) (Record, bool) {
+	raw, ok := it.Next()
+	if !ok {
+		return Record{}, false
+	}
+	r, err := rr.Read(raw)
+	if err != nil {
+		it.err, it.data = err, nil
+		return Record{}, false
+	}
+	return r, true
 }
 
 // Err returns nil if Next has returned every record the header promised

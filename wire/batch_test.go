@@ -46,9 +46,10 @@ func TestBatchRoundTrip(t *testing.T) {
 			t.Fatalf("%s: Records: %v", tc.name, err)
 		}
 		var i int
-		for rec, ok := it.Next(); ok; rec, ok = it.Next() {
-			if !bytes.Equal(rec, tc.recs[i]) || cap(rec) != len(rec) {
-				t.Errorf("%s: record %d = %q (cap %d), want %q", tc.name, i, rec, cap(rec), tc.recs[i])
+		var rr wire.RecordReader
+		for rec, ok := it.NextRecord(&rr); ok; rec, ok = it.NextRecord(&rr) {
+			if !bytes.Equal(rec.Payload, tc.recs[i]) || cap(rec.Payload) != len(rec.Payload) || rec.Key != nil || rec.Headers != nil || !rec.EventTime.IsZero() {
+				t.Errorf("%s: record %d = %+v (cap %d), want payload %q", tc.name, i, rec, cap(rec.Payload), tc.recs[i])
 			}
 			i++
 		}
@@ -116,14 +117,26 @@ func TestRecordErrors(t *testing.T) {
 		count uint32
 		data  []byte
 	}{
-		{"fewer records than count", 4, []byte{1, 'a', 1, 'b', 0}},
-		{"fewer records than count, data ends mid-record", 2, []byte{1, 'a', 3, 'b', 'c'}},
-		{"more records than count", 1, []byte{1, 'a', 1, 'b'}},
-		{"record length past end", 1, []byte{9, 'a', 'b'}},
+		{"fewer records than count", 4, []byte{1, 0, 'a', 1, 0, 'b', 0, 0}},
+		{"fewer records than count, data ends mid-record", 2, []byte{1, 0, 'a', 2, 0, 'c'}},
+		{"more records than count", 1, []byte{1, 0, 'a', 1, 0, 'b'}},
+		{"record length past end", 1, []byte{9, 0, 'a', 'b'}},
+		{"flags byte missing", 2, []byte{1, 0, 'a', 0}},
 		{"uvarint never ends", 1, []byte{0x80, 0x80, 0x80}},
 		{"uvarint overflows", 1, bytes.Repeat([]byte{0xff}, 11)},
-		{"uvarint not minimal", 1, []byte{0x81, 0x00, 'a'}},
-		{"zero as two bytes", 1, []byte{0x80, 0x00}},
+		{"uvarint not minimal", 1, []byte{0x81, 0x00, 0, 'a'}},
+		{"zero as two bytes", 1, []byte{0x80, 0x00, 0}},
+		{"unknown flag", 1, []byte{1, 8, 'a'}},
+		{"key flag, empty key", 1, []byte{2, 1, 0, 'a'}},
+		{"key past the record", 1, []byte{2, 1, 5, 'a'}},
+		{"key length not minimal", 1, []byte{3, 1, 0x81, 0x00, 'k'}},
+		{"key over the limit", 1, append([]byte{0x83, 0x40, 1, 0x81, 0x20}, make([]byte, 8193)...)},
+		{"headers flag, zero headers", 1, []byte{1, 2, 0}},
+		{"header count over the limit", 1, append([]byte{0x83, 0x01, 2, 65}, make([]byte, 130)...)},
+		{"header count past the record", 1, []byte{3, 2, 3, 1, 'k'}},
+		{"header with an empty key", 1, []byte{3, 2, 1, 0, 0}},
+		{"header value past the record", 1, []byte{5, 2, 1, 1, 'k', 9, 'v'}},
+		{"event time cut short", 1, []byte{4, 4, 0, 0, 0, 0}},
 	} {
 		frame := rawBatch(1, tc.count, wire.CodecNone, uint32(len(tc.data)), tc.data)
 		b, err := wire.DecodeBatch(frame)
@@ -134,7 +147,8 @@ func TestRecordErrors(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: Records: %v", tc.name, err)
 		}
-		for _, ok := it.Next(); ok; _, ok = it.Next() {
+		var rr wire.RecordReader
+		for _, ok := it.NextRecord(&rr); ok; _, ok = it.NextRecord(&rr) {
 		}
 		if err := it.Err(); !errors.Is(err, wire.ErrMalformed) {
 			t.Errorf("%s: Err = %v, want ErrMalformed", tc.name, err)
@@ -276,12 +290,13 @@ func TestBatchBuilder(t *testing.T) {
 
 func TestRecordOverhead(t *testing.T) {
 	for _, tc := range []struct{ n, want int }{
-		{-1, 1}, {0, 1}, {127, 1}, {128, 2}, {16383, 2}, {16384, 3}, {1<<21 - 1, 3}, {1 << 21, 4},
+		// The uvarint of n, and the flags byte.
+		{-1, 2}, {0, 2}, {127, 2}, {128, 3}, {16383, 3}, {16384, 4}, {1<<21 - 1, 4}, {1 << 21, 5},
 	} {
 		if got := wire.RecordOverhead(tc.n); got != tc.want {
 			t.Errorf("RecordOverhead(%d) = %d, want %d", tc.n, got, tc.want)
 		}
-		if tc.n >= 0 && len(binary.AppendUvarint(nil, uint64(tc.n))) != tc.want {
+		if tc.n >= 0 && 1+len(binary.AppendUvarint(nil, uint64(tc.n))) != tc.want {
 			t.Errorf("table disagrees with binary.AppendUvarint for %d", tc.n)
 		}
 	}

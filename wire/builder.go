@@ -4,14 +4,16 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"math/bits"
+	"time"
 )
 
-// RecordOverhead returns the bytes a record of recLen bytes costs in a
-// batch besides itself: the size of its uvarint length. Callers add
-// RecordOverhead(len(rec)) + len(rec) to BatchBuilder.Size to check a frame
-// limit before Add. Negative lengths count as zero.
-func RecordOverhead(recLen int) int {
-	return uvarintLen(uint64(max(recLen, 0)))
+// RecordOverhead returns the bytes a record costs in a batch besides its
+// payload and metadata, which take n bytes (len(payload) plus what CheckMeta
+// returns): its uvarint length and its flags byte. Callers add
+// RecordOverhead(n) + n to BatchBuilder.Size to check a frame limit before
+// AddRecord. Negative sizes count as zero.
+func RecordOverhead(n int) int {
+	return uvarintLen(uint64(max(n, 0))) + 1
 }
 
 // uvarintLen is the size of the shortest uvarint encoding of x.
@@ -25,7 +27,7 @@ func uvarintLen(x uint64) int {
 //
 //	var bb BatchBuilder
 //	bb.Reset(buf, firstSeq)
-//	for ... { if bb.Size()+RecordOverhead(len(r))+len(r) > limit { break }; bb.Add(r) }
+//	for ... { if bb.Size()+RecordOverhead(n)+n > limit { break }; bb.AddRecord(p, key, headers, t) }
 //	frame := bb.Finish()
 //	... write frame ...
 //	bb.Reset(frame, nextSeq) // reuses frame's memory
@@ -47,15 +49,37 @@ func (b *BatchBuilder) Reset(buf []byte, firstSeq uint64) {
 	b.count = 0
 }
 
-// Add appends a record: its uvarint length, then its bytes (copied). It
-// allocates only when the buffer is full and append must grow it. Add does
-// not check any frame limit: see RecordOverhead.
-func (b *BatchBuilder) Add(rec []byte) {
+// Add appends a record without metadata: AddRecord(payload, nil, nil,
+// time.Time{}).
+func (b *BatchBuilder) Add(payload []byte) {
 	if len(b.buf) < BatchHeaderSize {
 		b.Reset(b.buf, b.firstSeq)
 	}
-	b.buf = binary.AppendUvarint(b.buf, uint64(len(rec)))
-	b.buf = append(b.buf, rec...)
+	b.buf = binary.AppendUvarint(b.buf, uint64(len(payload)))
+	b.buf = append(b.buf, 0) // flags: no metadata
+	b.buf = append(b.buf, payload...)
+	b.count++
+}
+
+// AddRecord appends a record: the uvarint length of what follows its flags
+// byte, its flags byte, the
+// metadata that is present (a key of at least one byte, at least one header,
+// a non-zero event time) and the payload, all copied. The metadata must be
+// within the limits CheckMeta checks; AddRecord does not check them, nor any
+// frame limit (see RecordOverhead). It allocates only when the buffer is
+// full and append must grow it.
+func (b *BatchBuilder) AddRecord(payload, key []byte, headers []Header, eventTime time.Time) {
+	if len(key) == 0 && len(headers) == 0 && eventTime.IsZero() {
+		b.Add(payload)
+		return
+	}
+	if len(b.buf) < BatchHeaderSize {
+		b.Reset(b.buf, b.firstSeq)
+	}
+	n := metaLen(key, headers, eventTime) + len(payload)
+	b.buf = binary.AppendUvarint(b.buf, uint64(n))
+	b.buf = appendMeta(b.buf, key, headers, eventTime)
+	b.buf = append(b.buf, payload...)
 	b.count++
 }
 

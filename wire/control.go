@@ -16,7 +16,7 @@ const (
 
 // Body sizes of the fixed-size control frames.
 const (
-	helloFixedLen = 2 + 4 + 1 // version, maxFrameSize, nameLen
+	helloFixedLen = 2 + 4 + 1 + 1 // version, maxFrameSize, nameLen, topicLen
 	helloOKLen    = 8 + 4
 	receiptLen    = 8
 	errorFixedLen = 2
@@ -24,36 +24,48 @@ const (
 )
 
 // Hello opens a session: the producer's protocol version, the largest frame
-// it accepts, and its name, under which the broker keeps its last stored
-// sequence id.
+// it accepts, its name and the topic it writes. The broker keeps the last
+// stored sequence id per (topic, name).
+//
+//	+---------+--------------+---------+------+----------+-------+
+//	| u16 ver | u32 maxFrame | u8 nlen | name | u8 tlen  | topic |
+//	+---------+--------------+---------+------+----------+-------+
 type Hello struct {
 	Version      uint16 // protocol version; DecodeHello accepts only Version
 	MaxFrameSize uint32 // at least MinMaxFrameSize
 	Producer     string // 1 to MaxProducerNameLen bytes
+	Topic        string // see CheckTopic
 }
 
 // AppendHello appends a HELLO frame to dst. It returns dst unchanged and
 // ErrMalformed if the name is empty or longer than MaxProducerNameLen
-// bytes, or if MaxFrameSize is below MinMaxFrameSize. The version is
+// bytes, if the topic fails CheckTopic, or if MaxFrameSize is below
+// MinMaxFrameSize. The version is
 // encoded as given. It allocates only if dst lacks capacity.
 func AppendHello(dst []byte, h Hello) ([]byte, error) {
 	if len(h.Producer) == 0 || len(h.Producer) > MaxProducerNameLen {
 		return dst, fmt.Errorf("%w: producer name is %d bytes, want 1 to %d",
 			ErrMalformed, len(h.Producer), MaxProducerNameLen)
 	}
+	if err := CheckTopic(h.Topic); err != nil {
+		return dst, err
+	}
 	if h.MaxFrameSize < MinMaxFrameSize {
 		return dst, fmt.Errorf("%w: max frame size %d below %d", ErrMalformed, h.MaxFrameSize, MinMaxFrameSize)
 	}
-	dst = appendHeader(dst, TypeHello, helloFixedLen+len(h.Producer))
+	dst = appendHeader(dst, TypeHello, helloFixedLen+len(h.Producer)+len(h.Topic))
 	dst = binary.BigEndian.AppendUint16(dst, h.Version)
 	dst = binary.BigEndian.AppendUint32(dst, h.MaxFrameSize)
 	dst = append(dst, byte(len(h.Producer)))
-	return append(dst, h.Producer...), nil
+	dst = append(dst, h.Producer...)
+	dst = append(dst, byte(len(h.Topic)))
+	return append(dst, h.Topic...), nil
 }
 
 // DecodeHello decodes a HELLO frame. The version is checked first, as soon
-// as it is readable, so that a HELLO from a newer version laid out
-// differently still yields ErrVersion. It allocates the producer name.
+// as it is readable, so that a HELLO of another version, laid out
+// differently (version 1 had no topic), yields ErrVersion and not
+// ErrMalformed. It allocates the producer name and the topic.
 func DecodeHello(frame []byte) (Hello, error) {
 	b, err := body(frame, TypeHello)
 	if err != nil {
@@ -71,17 +83,25 @@ func DecodeHello(frame []byte) (Hello, error) {
 	if nameLen == 0 {
 		return Hello{}, fmt.Errorf("%w: empty producer name", ErrMalformed)
 	}
-	if err := checkLen(TypeHello, b, helloFixedLen+nameLen); err != nil {
+	if len(b) < helloFixedLen+nameLen {
+		return Hello{}, checkLen(TypeHello, b, helloFixedLen+nameLen)
+	}
+	topicLen := int(b[7+nameLen])
+	if err := checkLen(TypeHello, b, helloFixedLen+nameLen+topicLen); err != nil {
 		return Hello{}, err
 	}
 	h := Hello{
 		Version:      Version,
 		MaxFrameSize: binary.BigEndian.Uint32(b[2:]),
-		Producer:     string(b[helloFixedLen:]),
 	}
 	if h.MaxFrameSize < MinMaxFrameSize {
 		return Hello{}, fmt.Errorf("%w: max frame size %d below %d", ErrMalformed, h.MaxFrameSize, MinMaxFrameSize)
 	}
+	h.Topic = string(b[helloFixedLen+nameLen:])
+	if err := CheckTopic(h.Topic); err != nil {
+		return Hello{}, err
+	}
+	h.Producer = string(b[7 : 7+nameLen])
 	return h, nil
 }
 

@@ -25,10 +25,10 @@ func TestControlRoundTrip(t *testing.T) {
 		decode func([]byte) (any, error)
 		want   any
 	}{
-		{"hello", mustHello(wire.Hello{Version: wire.Version, MaxFrameSize: wire.MinMaxFrameSize, Producer: "p"}),
-			decoders[wire.TypeHello], wire.Hello{Version: wire.Version, MaxFrameSize: wire.MinMaxFrameSize, Producer: "p"}},
-		{"hello long name", mustHello(wire.Hello{Version: wire.Version, MaxFrameSize: math.MaxUint32, Producer: strings.Repeat("n", 255)}),
-			decoders[wire.TypeHello], wire.Hello{Version: wire.Version, MaxFrameSize: math.MaxUint32, Producer: strings.Repeat("n", 255)}},
+		{"hello", mustHello(wire.Hello{Version: wire.Version, MaxFrameSize: wire.MinMaxFrameSize, Producer: "p", Topic: wire.DefaultTopic}),
+			decoders[wire.TypeHello], wire.Hello{Version: wire.Version, MaxFrameSize: wire.MinMaxFrameSize, Producer: "p", Topic: wire.DefaultTopic}},
+		{"hello long name", mustHello(wire.Hello{Version: wire.Version, MaxFrameSize: math.MaxUint32, Producer: strings.Repeat("n", 255), Topic: wire.DefaultTopic}),
+			decoders[wire.TypeHello], wire.Hello{Version: wire.Version, MaxFrameSize: math.MaxUint32, Producer: strings.Repeat("n", 255), Topic: wire.DefaultTopic}},
 		{"hello_ok zero seq", wire.AppendHelloOK([]byte("prefix"), wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize}),
 			decoders[wire.TypeHelloOK], wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize}},
 		{"hello_ok max seq", wire.AppendHelloOK([]byte("prefix"), wire.HelloOK{LastSeq: math.MaxUint64, MaxFrameSize: 1 << 10}),
@@ -140,7 +140,7 @@ func TestDecodeUnexpectedType(t *testing.T) {
 }
 
 func TestHelloErrors(t *testing.T) {
-	valid := wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "p"}
+	valid := wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "p", Topic: wire.DefaultTopic}
 	for _, tc := range []struct {
 		name string
 		edit func(*wire.Hello)
@@ -149,6 +149,10 @@ func TestHelloErrors(t *testing.T) {
 		{"long name", func(h *wire.Hello) { h.Producer = strings.Repeat("n", 256) }},
 		{"small limit", func(h *wire.Hello) { h.MaxFrameSize = wire.MinMaxFrameSize - 1 }},
 		{"zero limit", func(h *wire.Hello) { h.MaxFrameSize = 0 }},
+		{"empty topic", func(h *wire.Hello) { h.Topic = "" }},
+		{"long topic", func(h *wire.Hello) { h.Topic = strings.Repeat("t", wire.MaxTopicLen+1) }},
+		{"topic with a space", func(h *wire.Hello) { h.Topic = "a b" }},
+		{"topic with a wildcard", func(h *wire.Hello) { h.Topic = "a.>" }},
 	} {
 		h := valid
 		tc.edit(&h)
@@ -164,15 +168,20 @@ func TestHelloErrors(t *testing.T) {
 		body []byte
 		want error
 	}{
-		{"version 2", []byte{0, 2, 0, 0x40, 0, 0, 1, 'p'}, wire.ErrVersion},
-		{"version 0", []byte{0, 0, 0, 0x40, 0, 0, 1, 'p'}, wire.ErrVersion},
-		{"version 2 other layout", []byte{0, 2}, wire.ErrVersion},
+		{"version 1 (its layout, no topic)", []byte{0, 1, 0, 0x40, 0, 0, 1, 'p'}, wire.ErrVersion},
+		{"version 3", []byte{0, 3, 0, 0x40, 0, 0, 1, 'p', 1, 't'}, wire.ErrVersion},
+		{"version 0", []byte{0, 0, 0, 0x40, 0, 0, 1, 'p', 1, 't'}, wire.ErrVersion},
+		{"version 3 other layout", []byte{0, 3}, wire.ErrVersion},
 		{"one byte", []byte{0}, wire.ErrTruncated},
-		{"no name length", []byte{0, 1, 0, 0x40, 0, 0}, wire.ErrTruncated},
-		{"empty name", []byte{0, 1, 0, 0x40, 0, 0, 0}, wire.ErrMalformed},
-		{"name short", []byte{0, 1, 0, 0x40, 0, 0, 3, 'p', 'q'}, wire.ErrTruncated},
-		{"name long", []byte{0, 1, 0, 0x40, 0, 0, 1, 'p', 'q'}, wire.ErrMalformed},
-		{"small limit", []byte{0, 1, 0, 0, 3, 0xff, 1, 'p'}, wire.ErrMalformed},
+		{"no name length", []byte{0, 2, 0, 0x40, 0, 0}, wire.ErrTruncated},
+		{"no topic length", []byte{0, 2, 0, 0x40, 0, 0, 1}, wire.ErrTruncated},
+		{"empty name", []byte{0, 2, 0, 0x40, 0, 0, 0, 1, 't'}, wire.ErrMalformed},
+		{"name short", []byte{0, 2, 0, 0x40, 0, 0, 3, 'p', 'q', 1}, wire.ErrTruncated},
+		{"topic short", []byte{0, 2, 0, 0x40, 0, 0, 1, 'p', 2, 't'}, wire.ErrTruncated},
+		{"topic long", []byte{0, 2, 0, 0x40, 0, 0, 1, 'p', 1, 't', 'u'}, wire.ErrMalformed},
+		{"empty topic", []byte{0, 2, 0, 0x40, 0, 0, 1, 'p', 0}, wire.ErrMalformed},
+		{"topic charset", []byte{0, 2, 0, 0x40, 0, 0, 1, 'p', 1, '*'}, wire.ErrMalformed},
+		{"small limit", []byte{0, 2, 0, 0, 3, 0xff, 1, 'p', 1, 't'}, wire.ErrMalformed},
 	} {
 		if _, err := wire.DecodeHello(frameOf(wire.TypeHello, tc.body)); !errors.Is(err, tc.want) {
 			t.Errorf("%s: DecodeHello: %v, want %v", tc.name, err, tc.want)

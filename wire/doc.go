@@ -16,7 +16,7 @@
 //
 // Bodies, by type (all integers big-endian):
 //
-//	HELLO     | u16 version | u32 maxFrameSize | u8 nameLen | name |
+//	HELLO     | u16 version | u32 maxFrameSize | u8 nameLen | name | u8 topicLen | topic |
 //	HELLO_OK  | u64 lastSeq | u32 maxFrameSize |
 //	BATCH     | u64 firstSeq | u32 count | u8 codec | u32 rawLen | u32 crc | data ... |
 //	RECEIPT   | u64 seq |
@@ -30,12 +30,21 @@
 // # Batches
 //
 // A BATCH carries count records with consecutive sequence ids starting at
-// firstSeq. Its records block is count repetitions of a uvarint length and
-// that many bytes (empty records are allowed):
+// firstSeq. Its records block is count repetitions of a uvarint length n, a
+// flags byte, and n bytes: the metadata the flags announce (key, headers,
+// event time; see RecordReader) followed by the payload (empty payloads are
+// allowed). A record without metadata is its length, a 0 and its payload:
 //
-//	+---------+--------+---------+--------+-----+
-//	| uvarint | rec 0  | uvarint | rec 1  | ... |
-//	+---------+--------+---------+--------+-----+
+//	+---------+-------+--------+---------+-------+--------+-----+
+//	| uvarint | flags | rec 0  | uvarint | flags | rec 1  | ... |
+//	+---------+-------+--------+---------+-------+--------+-----+
+//
+// # Versions
+//
+// Version 2 (this one) added the topic to HELLO and the flags byte and
+// metadata to records. A broker answers a HELLO of any other version with an
+// ERROR of code CodeVersion before reading anything else of it; a producer
+// that gets that ERROR reports it and does not send a BATCH.
 //
 // The block is carried as data, compressed by codec or not; rawLen is the
 // size of the uncompressed block and crc is the CRC-32C (Castagnoli) of data
@@ -48,7 +57,8 @@
 // capacity. Decoders never copy: slices they return (Batch.Data, records,
 // frames from Split) alias the input, so they are valid only as long as the
 // input is. The only decoders that allocate on success are DecodeHello (the
-// producer name) and DecodeError (the text), neither on a hot path.
+// producer name and topic) and DecodeError (the text), neither on a hot
+// path, and RecordReader for a header key it has not seen before.
 // Building a BATCH with BatchBuilder, decoding one and iterating its
 // records, and encoding or decoding a RECEIPT allocate nothing. Errors are
 // wrapped with detail and may allocate.

@@ -39,6 +39,10 @@ var (
 	// is not Version.
 	ErrVersion = errors.New("inflight/wire: unsupported protocol version")
 
+	// ErrMetaLimit is returned by CheckMeta for a record key, headers or
+	// event time over a limit.
+	ErrMetaLimit = errors.New("inflight/wire: record metadata over a limit")
+
 	// ErrUnexpectedType is returned by a Decode function given a well-formed
 	// frame of another type.
 	ErrUnexpectedType = errors.New("inflight/wire: unexpected frame type")

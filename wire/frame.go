@@ -22,7 +22,10 @@ const (
 	MinMaxFrameSize = 1 << 10
 
 	// Version is the protocol version this package speaks, sent in HELLO.
-	Version uint16 = 1
+	// Version 2 added the topic to HELLO and the metadata (key, headers,
+	// event time) to each record. A broker answers a HELLO of another
+	// version with an ERROR frame of code CodeVersion.
+	Version uint16 = 2
 )
 
 // prefixSize is the size of the length prefix.

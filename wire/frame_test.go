@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/inflightmq/inflight/wire"
 )
@@ -43,7 +44,7 @@ func TestStrings(t *testing.T) {
 
 // TestGoldenFrames pins the byte layout other packages are written against.
 func TestGoldenFrames(t *testing.T) {
-	hello, err := wire.AppendHello(nil, wire.Hello{Version: 1, MaxFrameSize: 4 << 20, Producer: "ab"})
+	hello, err := wire.AppendHello(nil, wire.Hello{Version: 2, MaxFrameSize: 4 << 20, Producer: "ab", Topic: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func TestGoldenFrames(t *testing.T) {
 		got  []byte
 		want string
 	}{
-		{"hello", hello, "0000000a 01 0001 00400000 02 6162"},
+		{"hello", hello, "0000000c 01 0002 00400000 02 6162 01 74"},
 		{"hello_ok", wire.AppendHelloOK(nil, wire.HelloOK{LastSeq: 5, MaxFrameSize: 4 << 20}),
 			"0000000d 02 0000000000000005 00400000"},
 		{"receipt", wire.AppendReceipt(nil, wire.Receipt{Seq: 0x0102030405060708}),
@@ -60,9 +61,13 @@ func TestGoldenFrames(t *testing.T) {
 		{"error", wire.AppendError(nil, wire.Error{Code: wire.CodeReplaced, Text: "x"}), "00000004 05 0006 78"},
 		{"ping", wire.AppendPing(nil, wire.Ping{Nonce: 1}), "00000009 06 0000000000000001"},
 		{"pong", wire.AppendPong(nil, wire.Pong{Nonce: 2}), "00000009 07 0000000000000002"},
-		// CRC-32C of 02 68 69 00 computed outside Go.
+		// CRCs computed outside Go. Records: uvarint length (of what follows
+		// the flags byte), flags byte (1 key, 2 headers, 4 event time), the
+		// fields flagged, the payload.
 		{"batch", buildBatch(7, []byte("hi"), nil),
-			"0000001a 03 0000000000000007 00000002 00 00000004 e75a5387 02 6869 00"},
+			"0000001c 03 0000000000000007 00000002 00 00000006 bd5023b5 02 00 6869 00 00"},
+		{"batch with metadata", metaBatch(),
+			"00000028 03 0000000000000001 00000001 00 00000012 c4d9cba3 10 07 01 6b 01 01 68 01 76 0000000000000001 70"},
 	} {
 		want := strings.ReplaceAll(tc.want, " ", "")
 		if got := hex.EncodeToString(tc.got); got != want {
@@ -200,4 +205,13 @@ func TestTypeOf(t *testing.T) {
 			}
 		}
 	}
+}
+
+// metaBatch is one record with every metadata field: key "k", header h=v,
+// event time 1 ns after the Unix epoch, payload "p".
+func metaBatch() []byte {
+	var bb wire.BatchBuilder
+	bb.Reset(nil, 1)
+	bb.AddRecord([]byte("p"), []byte("k"), []wire.Header{{Key: "h", Value: []byte("v")}}, time.Unix(0, 1))
+	return bb.Finish()
 }

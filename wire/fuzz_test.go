@@ -144,8 +144,9 @@ func rebuildBatch(t *testing.T, frame []byte) ([]byte, bool) {
 	if err != nil {
 		t.Fatalf("Records of a decoded none batch: %v", err)
 	}
-	var iterated [][]byte
-	for rec, ok := it.Next(); ok; rec, ok = it.Next() {
+	var iterated []wire.Record
+	var rr wire.RecordReader
+	for rec, ok := it.NextRecord(&rr); ok; rec, ok = it.NextRecord(&rr) {
 		iterated = append(iterated, rec)
 	}
 	recs, err := b.AppendRecords(nil)
@@ -155,10 +156,21 @@ func rebuildBatch(t *testing.T, frame []byte) ([]byte, bool) {
 	if err != nil {
 		return nil, false
 	}
-	if !slices.EqualFunc(recs, iterated, bytes.Equal) || len(recs) != int(b.Count) {
-		t.Fatalf("AppendRecords and RecordIter disagree, or count %d != %d", len(recs), b.Count)
+	if len(recs) != int(b.Count) || len(iterated) != len(recs) {
+		t.Fatalf("AppendRecords gave %d, RecordIter %d, count %d", len(recs), len(iterated), b.Count)
 	}
-	return buildBatch(b.FirstSeq, recs...), true
+	var bb wire.BatchBuilder
+	bb.Reset(nil, b.FirstSeq)
+	for i, r := range iterated {
+		if !bytes.Equal(r.Payload, recs[i]) {
+			t.Fatalf("record %d: AppendRecords and RecordIter disagree", i)
+		}
+		if _, err := wire.CheckMeta(r.Key, r.Headers, r.EventTime); err != nil {
+			t.Fatalf("record %d: decoded metadata fails CheckMeta: %v", i, err)
+		}
+		bb.AddRecord(r.Payload, r.Key, r.Headers, r.EventTime)
+	}
+	return bb.Finish(), true
 }
 
 // FuzzBatchBuilder builds a batch from records cut out of data (one record

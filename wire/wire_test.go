@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -26,7 +27,7 @@ type sample struct {
 func samples(tb testing.TB) []sample {
 	tb.Helper()
 	hello, err := wire.AppendHello(nil, wire.Hello{
-		Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "orders-1",
+		Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "orders-1", Topic: "orders.eu-1_x",
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -43,6 +44,8 @@ func samples(tb testing.TB) []sample {
 		{"batch_mixed", wire.TypeBatch, buildBatch(42, []byte("alpha"), nil, bytes.Repeat([]byte("x"), 200))},
 		{"batch_empty_records", wire.TypeBatch, buildBatch(5, nil, nil, nil)},
 		{"batch_zstd", wire.TypeBatch, rawBatch(10, 2, wire.CodecZstd, 20, []byte("opaque compressed"))},
+		{"batch_meta", wire.TypeBatch, metaBatch()},
+		{"batch_meta_mixed", wire.TypeBatch, mixedMetaBatch()},
 	}
 }
 
@@ -117,4 +120,18 @@ var decoders = map[wire.Type]func([]byte) (any, error){
 		recs, err := b.AppendRecords(nil)
 		return recs, err
 	},
+}
+
+// mixedMetaBatch has records with each metadata field alone, all of them,
+// none, repeated header keys and empty values.
+func mixedMetaBatch() []byte {
+	var bb wire.BatchBuilder
+	bb.Reset(nil, 100)
+	hs := []wire.Header{{Key: "trace", Value: []byte("00-ab")}, {Key: "trace", Value: nil}}
+	bb.AddRecord([]byte("key only"), []byte("user-17"), nil, time.Time{})
+	bb.AddRecord([]byte("headers only"), nil, hs, time.Time{})
+	bb.AddRecord([]byte("time only"), nil, nil, time.Unix(1700000000, 123))
+	bb.AddRecord(nil, []byte("k"), hs[:1], time.Unix(-1, 0))
+	bb.AddRecord([]byte("none"), nil, nil, time.Time{})
+	return bb.Finish()
 }

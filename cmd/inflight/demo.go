@@ -45,7 +45,8 @@ Starts a broker on 127.0.0.1 (random port) and a producer over TCP, sends as
 fast as it can while the broker is stopped and restarted on the same address
 (same store), and then checks every guarantee: each accepted message got
 exactly one callback, successes came in send order, the broker stored no
-sequence ID twice, and every success is stored. Exit status 1 if one failed.
+sequence ID twice, every success is stored, and every stored record has the
+topic, key and header it was sent with. Exit status 1 if one failed.
 
 flags:
 `)
@@ -94,6 +95,7 @@ type demoResult struct {
 	stored     uint64
 	duplicates uint64 // sequence IDs stored twice
 	disorder   uint64 // records stored out of send order
+	badMeta    uint64 // records whose topic, key or header differ from what was sent
 	missing    uint64 // successes not in the store
 	reconnects uint64
 }
@@ -190,6 +192,7 @@ func demo(ctx context.Context, cfg demoConfig, codecOpt core.Option, stdout io.W
 	defer d.Close()
 	opts := []core.Option{
 		core.Name("demo"),
+		core.Topic(demoTopic),
 		core.SendTimeout(cfg.timeout),
 		core.MaxPending(cfg.maxPending),
 		core.ReconnectBackoff(10*time.Millisecond, 100*time.Millisecond),
@@ -247,7 +250,7 @@ func demo(ctx context.Context, cfg demoConfig, codecOpt core.Option, stdout io.W
 	st := p.Stats()
 	b.down()
 
-	stored, dups, disorder := b.store.snapshot()
+	stored, dups, disorder, badMeta := b.store.snapshot()
 	res := &demoResult{
 		elapsed:    elapsed,
 		kills:      b.kills - 1, // the final stop is not a kill
@@ -261,6 +264,7 @@ func demo(ctx context.Context, cfg demoConfig, codecOpt core.Option, stdout io.W
 		stored:     stored,
 		duplicates: dups,
 		disorder:   disorder,
+		badMeta:    badMeta,
 		missing:    b.store.missing(t.successSeqs),
 		reconnects: st.Reconnects,
 	}
@@ -288,10 +292,13 @@ func sendLoop(ctx context.Context, p *core.Producer, cfg demoConfig, t *tally, s
 	msgs := make([]core.Message, cfg.maxPending+1)
 	for i := range msgs {
 		msgs[i].Payload = make([]byte, cfg.size)
+		msgs[i].Key = make([]byte, 8)
+		msgs[i].Headers = []core.Header{{Key: demoHeader, Value: make([]byte, 4)}}
 	}
 	for idx := uint64(0); ctx.Err() == nil; idx++ {
 		m := &msgs[idx%uint64(len(msgs))]
 		binary.BigEndian.PutUint64(m.Payload, idx)
+		demoMeta(idx, m.Key, m.Headers[0].Value)
 		sent.Add(1)
 		// ctx only stops the loop: the messages live by SendTimeout alone.
 		if err := p.SendAsync(context.Background(), m, t.callback); err != nil {
@@ -343,6 +350,7 @@ func (r *demoResult) print(w io.Writer, cfg demoConfig) bool {
 	check("success order = send order", r.outOfOrder, fmt.Sprintf("%d out of order", r.outOfOrder))
 	check("broker duplicates", r.duplicates, fmt.Sprintf("%d sequence IDs stored twice", r.duplicates))
 	check("broker stored in send order", r.disorder, fmt.Sprintf("%d out of order", r.disorder))
+	check("stored topic, key and header = sent", r.badMeta, fmt.Sprintf("%d differ of %s stored", r.badMeta, count(r.stored)))
 	check("success but missing from the broker", r.missing, fmt.Sprintf("%d missing of %s stored", r.missing, count(r.stored)))
 	if ok {
 		fmt.Fprintln(w, "\nall guarantees held")

@@ -36,7 +36,8 @@ func TestDemoGuaranteesHold(t *testing.T) {
 	require.Equal(t, exitOK, code, "stderr: %s", errOut)
 	assert.Contains(t, out, "all guarantees held")
 	for _, line := range []string{"sent = acked + failed", "every callback exactly once", "success order = send order",
-		"broker duplicates", "broker stored in send order", "success but missing from the broker"} {
+		"broker duplicates", "broker stored in send order", "success but missing from the broker",
+		"stored topic, key and header = sent"} {
 		assert.Regexp(t, regexp.QuoteMeta(line)+`\s+ok`, out)
 	}
 	assert.Regexp(t, `broker killed [3-9] times`, out)
@@ -58,6 +59,9 @@ func TestBadUsage(t *testing.T) {
 		{"produce", "-size=8"},
 		{"produce", "-rate=-1"},
 		{"produce", "-addr=no-port"},
+		{"produce", "-topic=a b"},
+		{"produce", "-header=novalue"},
+		{"produce", "-header==v"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			code, _, errOut := runCmd(t, args...)

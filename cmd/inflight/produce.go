@@ -24,6 +24,11 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	timeout := fs.Duration("timeout", 10*time.Second, "SendTimeout of every message")
 	name := fs.String("name", "", "producer name (default: random)")
 	every := fs.Duration("progress", time.Second/2, "progress line interval")
+	topic := fs.String("topic", core.DefaultTopic, "topic to write")
+	var key keyFlag
+	fs.Var(&key, "key", `record key: a fixed key, "random" (16 random bytes per message) or "" (none)`)
+	var headers headerFlags
+	fs.Var(&headers, "header", "header key=value on every message (repeatable)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: inflight produce [flags]
 
@@ -56,7 +61,7 @@ flags:
 		return usageError(fs, stderr, "%v", err)
 	}
 	defer d.Close()
-	opts := []core.Option{core.SendTimeout(*timeout)}
+	opts := []core.Option{core.SendTimeout(*timeout), core.Topic(*topic)}
 	if *name != "" {
 		opts = append(opts, core.Name(*name))
 	}
@@ -93,6 +98,7 @@ flags:
 	msgs := make([]core.Message, maxPending+1)
 	for i := range msgs {
 		msgs[i].Payload = make([]byte, *size)
+		key.prepare(&msgs[i], headers)
 	}
 	prog := newProgress(stdout)
 	show := func() {
@@ -118,6 +124,7 @@ flags:
 		m := &msgs[i%uint64(len(msgs))]
 		binary.BigEndian.PutUint64(m.Payload, i)
 		binary.BigEndian.PutUint64(m.Payload[8:], uint64(time.Since(start)))
+		key.next(m)
 		if err := p.SendAsync(ctx, m, cb); err != nil {
 			refused++
 			firstErr.CompareAndSwap(nil, &err)

@@ -120,7 +120,8 @@ func TestServeSurvivesKill9(t *testing.T) {
 	defer fst.Close()
 	seen := map[uint64]bool{}
 	lastIdx := int64(-1)
-	require.NoError(t, fst.Scan(func(producer string, seq uint64, payload []byte) error {
+	require.NoError(t, fst.Scan(func(_, producer string, rec broker.Record) error {
+		seq, payload := rec.Seq, rec.Payload
 		assert.Equal(t, "kill9", producer)
 		require.False(t, seen[seq], "seq %d stored twice", seq)
 		seen[seq] = true

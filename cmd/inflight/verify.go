@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/bits"
 	"sync"
+
+	"github.com/inflightmq/inflight/broker"
 )
 
 // bitset is a growable set of small non-negative integers.
@@ -39,54 +42,84 @@ func (b bitset) each(fn func(i uint64)) {
 
 // checkStore is the demo's broker store: instead of keeping payloads it
 // checks, as records arrive, what the demo must prove about the broker side:
-// no sequence ID stored twice, and records stored in send order (each
-// payload starts with the sender's message index).
+// no sequence ID stored twice, records stored in send order (each payload
+// starts with the sender's message index), and each record's topic, key and
+// header as the sender made them from that index (see demoMeta).
 type checkStore struct {
 	mu         sync.Mutex
 	stored     bitset // by sequence ID
-	last       map[string]uint64
-	lastIndex  map[string]uint64 // message index of the newest record + 1
+	last       map[[2]string]uint64
+	lastIndex  map[[2]string]uint64 // message index of the newest record + 1
 	records    uint64
 	duplicates uint64 // a sequence ID stored again
 	disorder   uint64 // a record whose index is not above the previous one
+	badMeta    uint64 // a record on another topic, or whose key or headers are not what was sent
 }
 
 func newCheckStore() *checkStore {
-	return &checkStore{last: make(map[string]uint64), lastIndex: make(map[string]uint64)}
+	return &checkStore{last: make(map[[2]string]uint64), lastIndex: make(map[[2]string]uint64)}
 }
 
-func (s *checkStore) LastSeq(producer string) (uint64, error) {
+func (s *checkStore) LastSeq(topic, producer string) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.last[producer], nil
+	return s.last[[2]string{topic, producer}], nil
 }
 
-func (s *checkStore) Append(producer string, first uint64, records [][]byte) error {
+func (s *checkStore) Append(topic, producer string, recs []broker.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i, r := range records {
-		seq := first + uint64(i)
-		if s.stored.set(seq) {
+	k := [2]string{topic, producer}
+	for _, r := range recs {
+		if s.stored.set(r.Seq) {
 			s.duplicates++
 		}
-		if len(r) >= 8 {
-			idx := binary.BigEndian.Uint64(r) + 1
-			if idx <= s.lastIndex[producer] {
+		if len(r.Payload) >= 8 {
+			idx := binary.BigEndian.Uint64(r.Payload)
+			if idx+1 <= s.lastIndex[k] {
 				s.disorder++
 			}
-			s.lastIndex[producer] = idx
+			s.lastIndex[k] = idx + 1
+			if topic != demoTopic || !demoMetaMatches(idx, r) {
+				s.badMeta++
+			}
+		} else {
+			s.badMeta++
 		}
 		s.records++
-		s.last[producer] = max(s.last[producer], seq)
+		s.last[k] = max(s.last[k], r.Seq)
 	}
 	return nil
 }
 
+// demoTopic is the topic the demo's producer writes.
+const demoTopic = "demo.orders"
+
+// demoHeader is the key of the header every demo message carries.
+const demoHeader = "demo-check"
+
+// demoMeta fills the key and the header value of the message with index idx
+// (key: 8 bytes, header value: 4 bytes), reusing their buffers.
+func demoMeta(idx uint64, key, headerValue []byte) {
+	binary.BigEndian.PutUint64(key, idx^0x5a5a5a5a5a5a5a5a)
+	binary.BigEndian.PutUint32(headerValue, uint32(idx*2654435761))
+}
+
+// demoMetaMatches reports whether r carries the key and the one header
+// demoMeta makes for idx.
+func demoMetaMatches(idx uint64, r broker.Record) bool {
+	var key [8]byte
+	var val [4]byte
+	demoMeta(idx, key[:], val[:])
+	return bytes.Equal(r.Key, key[:]) && len(r.Headers) == 1 &&
+		r.Headers[0].Key == demoHeader && bytes.Equal(r.Headers[0].Value, val[:])
+}
+
 // snapshot returns the counters.
-func (s *checkStore) snapshot() (records, duplicates, disorder uint64) {
+func (s *checkStore) snapshot() (records, duplicates, disorder, badMeta uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.records, s.duplicates, s.disorder
+	return s.records, s.duplicates, s.disorder, s.badMeta
 }
 
 // missing counts the members of successes the store does not hold.
