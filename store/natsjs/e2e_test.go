@@ -141,18 +141,33 @@ func (o *outcome) check(t testing.TB, c *natsjstest.Cluster, subject string) {
 func gateway(t testing.TB, c *natsjstest.Cluster, cfg natsjs.Config, after func()) (*broker.Broker, *natsjs.Store) {
 	t.Helper()
 	s := newStore(t, c, cfg)
-	b, err := broker.New(brokerStore(s, testTopic, after))
+	var store broker.Store = s
+	if after != nil {
+		store = hooked{s, after}
+	}
+	b, err := broker.New(store)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b, s
 }
 
+// hooked runs after when each Append of the Store returned.
+type hooked struct {
+	*natsjs.Store
+	after func()
+}
+
+func (h hooked) Append(topic, producer string, recs []broker.Record) error {
+	defer h.after()
+	return h.Store.Append(topic, producer, recs)
+}
+
 func newProducer(t testing.TB, d *mem.Dialer, name string, opts ...core.Option) *core.Producer {
 	t.Helper()
 	opts = append([]core.Option{core.Name(name), core.SendTimeout(120 * time.Second),
 		core.ReconnectBackoff(10*time.Millisecond, 200*time.Millisecond), core.ErrorHandler(func(error) {})}, opts...)
-	p, err := core.New(d, append(opts, producerOptions(testTopic)...)...)
+	p, err := core.New(d, append(opts, core.Topic(testTopic))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,4 +321,42 @@ func twoGateways(t *testing.T, c *natsjstest.Cluster, l natsjs.Layout, when stri
 		t.Errorf("no compare-and-set failed: the race did not happen")
 	}
 	o.check(t, c, sA.Subject(testTopic, producer))
+}
+
+// TestMetadataThroughBroker: a record's topic, key, headers and event time
+// go from core.Message through the broker into the stream, in both layouts.
+func TestMetadataThroughBroker(t *testing.T) {
+	c := startCluster(t, 1, natsjstest.Options{})
+	ensureStream(t, c, natsjs.StreamConfig{AtomicPublish: true})
+	at := time.Date(2026, 12, 3, 10, 0, 0, 42, time.UTC)
+	msgs := []core.Message{
+		{Payload: []byte("plain")},
+		{Payload: []byte("keyed"), Key: []byte("order-42")},
+		{Payload: []byte("all"), Key: []byte("k"), EventTime: at,
+			Headers: []core.Header{{Key: "trace", Value: []byte("abc")}, {Key: "trace", Value: []byte("def")}}},
+	}
+	for _, l := range []natsjs.Layout{natsjs.LayoutPacked, natsjs.LayoutPerRecord} {
+		t.Run(l.String(), func(t *testing.T) {
+			b, s := gateway(t, c, natsjs.Config{Layout: l}, nil)
+			d := mem.NewDialer(b)
+			defer d.Close()
+			p := newProducer(t, d, "meta-"+l.String())
+			for i := range msgs {
+				if _, err := p.Send(context.Background(), &msgs[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			closeProducer(t, p)
+			got := records(readSubject(t, c, s.Subject(testTopic, "meta-"+l.String())))
+			if len(got) != len(msgs) {
+				t.Fatalf("%d records stored, want %d", len(got), len(msgs))
+			}
+			for i, m := range msgs {
+				want := broker.Record{Seq: uint64(i + 1), Payload: m.Payload, Key: m.Key, Headers: m.Headers, EventTime: m.EventTime}
+				if err := sameRecord(got[i], want); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
 }

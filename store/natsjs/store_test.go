@@ -18,14 +18,7 @@ import (
 	"github.com/inflightmq/inflight/wire"
 )
 
-// storeV2 is the broker.Store interface with topics and metadata; the Store
-// must satisfy it (see adapter_test.go for the broker of today).
-type storeV2 interface {
-	LastSeq(topic, producer string) (uint64, error)
-	Append(topic, producer string, recs []broker.Record) error
-}
-
-var _ storeV2 = (*natsjs.Store)(nil)
+var _ broker.Store = (*natsjs.Store)(nil)
 
 // metaRecords are records with every kind of metadata, gaps between
 // sequence IDs included.
