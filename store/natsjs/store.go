@@ -28,8 +28,9 @@ const headerReserve = 512
 // acknowledged every write (one round trip per message, each bounded by
 // Config.Timeout); there is no buffering behind the caller.
 type Store struct {
-	cfg Config
-	nc  *nats.Conn
+	cfg     Config
+	nc      *nats.Conn
+	ownConn bool // made by Open: Close closes it
 
 	mu    sync.Mutex
 	tails map[key]*subjectState
