@@ -13,6 +13,7 @@ import (
 	"github.com/inflightmq/inflight/core"
 	"github.com/inflightmq/inflight/store/natsjs"
 	"github.com/inflightmq/inflight/store/natsjs/natsjstest"
+	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/transport/mem"
 )
 
@@ -85,7 +86,7 @@ func (o *outcome) send(t testing.TB, p *core.Producer, from, to, size int) {
 // check reads the subject and proves the guarantees: every callback once,
 // successes in order, every success stored once, stored in send order,
 // nothing stored that was not sent.
-func (o *outcome) check(t testing.TB, c *natsjstest.Cluster, subject string) {
+func (o *outcome) check(t testing.TB, c servers, subject string) {
 	t.Helper()
 	stored := make([]uint8, len(o.state))
 	var prevIdx, prevSeq uint64
@@ -138,7 +139,7 @@ func (o *outcome) check(t testing.TB, c *natsjstest.Cluster, subject string) {
 
 // gateway is a broker on a natsjs store: one stateless gateway, in process.
 // after, if not nil, runs after every Append of the store.
-func gateway(t testing.TB, c *natsjstest.Cluster, cfg natsjs.Config, after func()) (*broker.Broker, *natsjs.Store) {
+func gateway(t testing.TB, c servers, cfg natsjs.Config, after func()) (*broker.Broker, *natsjs.Store) {
 	t.Helper()
 	s := newStore(t, c, cfg)
 	var store broker.Store = s
@@ -163,7 +164,7 @@ func (h hooked) Append(topic, producer string, recs []broker.Record) error {
 	return h.Store.Append(topic, producer, recs)
 }
 
-func newProducer(t testing.TB, d *mem.Dialer, name string, opts ...core.Option) *core.Producer {
+func newProducer(t testing.TB, d transport.Dialer, name string, opts ...core.Option) *core.Producer {
 	t.Helper()
 	opts = append([]core.Option{core.Name(name), core.SendTimeout(120 * time.Second),
 		core.ReconnectBackoff(10*time.Millisecond, 200*time.Millisecond), core.ErrorHandler(func(error) {})}, opts...)

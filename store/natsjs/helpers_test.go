@@ -31,9 +31,12 @@ func startCluster(t testing.TB, n int, o natsjstest.Options) *natsjstest.Cluster
 	return c
 }
 
-// connect dials the cluster the way a store must be dialed; closed at the
+// servers is a natsjstest.Cluster or natsjstest.Procs.
+type servers interface{ URLs() string }
+
+// connect dials the servers the way a store must be dialed; closed at the
 // test's end.
-func connect(t testing.TB, c *natsjstest.Cluster) *nats.Conn {
+func connect(t testing.TB, c servers) *nats.Conn {
 	t.Helper()
 	nc, err := natsjs.Connect(c.URLs())
 	if err != nil {
@@ -70,7 +73,7 @@ func ensureStream(t testing.TB, c *natsjstest.Cluster, sc natsjs.StreamConfig) {
 
 // newStore makes a store on its own connection; cfg.Stream defaults to
 // streamName.
-func newStore(t testing.TB, c *natsjstest.Cluster, cfg natsjs.Config) *natsjs.Store {
+func newStore(t testing.TB, c servers, cfg natsjs.Config) *natsjs.Store {
 	t.Helper()
 	if cfg.Stream == "" {
 		cfg.Stream = streamName
@@ -92,7 +95,7 @@ type storedMsg struct {
 
 // readSubject reads every message of subject in stream order and decodes
 // it (records deep-copied).
-func readSubject(t testing.TB, c *natsjstest.Cluster, subject string) []storedMsg {
+func readSubject(t testing.TB, c servers, subject string) []storedMsg {
 	t.Helper()
 	var out []storedMsg
 	eachRecord(t, c, subject, func(msgSeq uint64, r broker.Record) {
@@ -109,7 +112,7 @@ func readSubject(t testing.TB, c *natsjstest.Cluster, subject string) []storedMs
 // stream sequence of its message; r's slices are valid only during the call.
 // It reads through an ordered consumer, retrying while the stream recovers
 // from a failover.
-func eachRecord(t testing.TB, c *natsjstest.Cluster, subject string, fn func(msgSeq uint64, r broker.Record)) {
+func eachRecord(t testing.TB, c servers, subject string, fn func(msgSeq uint64, r broker.Record)) {
 	t.Helper()
 	nc := connect(t, c)
 	js, err := jetstream.New(nc)

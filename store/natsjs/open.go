@@ -52,7 +52,7 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 	}
 	if create {
 		_, err = EnsureStream(ctx, js, sc)
-	} else {
+	} else if err = sc.setDefaults(); err == nil {
 		var s jetstream.Stream
 		if s, err = js.Stream(ctx, sc.Name); err == nil {
 			err = checkStream(s.CachedInfo().Config, sc)

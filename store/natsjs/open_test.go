@@ -39,6 +39,12 @@ func TestOpen(t *testing.T) {
 		}
 		s.Close()
 	}
+	s, err := natsjs.Open(ctx, "nats://"+hosts+"/OPENA?create=false")
+	if err != nil {
+		t.Errorf("Open with create=false of a fitting stream: %v", err)
+	} else {
+		s.Close()
+	}
 	if _, err := natsjs.Open(ctx, "nats://"+hosts+"/MISSING?create=false"); err == nil {
 		t.Error("Open with create=false of a missing stream succeeded")
 	}

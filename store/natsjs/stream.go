@@ -45,26 +45,8 @@ type StreamConfig struct {
 // Right after a cluster forms, placement may fail for a moment ("no
 // suitable peers"); EnsureStream retries until ctx ends.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, c StreamConfig) (jetstream.Stream, error) {
-	if c.Name == "" || !validStreamName(c.Name) {
-		return nil, fmt.Errorf("%w: stream name %q", ErrInvalidConfig, c.Name)
-	}
-	if c.Prefix == "" {
-		c.Prefix = "inflight"
-	}
-	if !validPrefix(c.Prefix) {
-		return nil, fmt.Errorf("%w: subject prefix %q", ErrInvalidConfig, c.Prefix)
-	}
-	switch {
-	case c.Replicas == 0:
-		c.Replicas = 1
-	case c.Replicas < 0 || c.Replicas > 5:
-		return nil, fmt.Errorf("%w: Replicas %d not in [1, 5]", ErrInvalidConfig, c.Replicas)
-	}
-	if c.Storage != jetstream.FileStorage && c.Storage != jetstream.MemoryStorage {
-		return nil, fmt.Errorf("%w: storage %v", ErrInvalidConfig, c.Storage)
-	}
-	if c.MaxAge < 0 || c.MaxBytes < 0 {
-		return nil, fmt.Errorf("%w: MaxAge %v, MaxBytes %d", ErrInvalidConfig, c.MaxAge, c.MaxBytes)
+	if err := c.setDefaults(); err != nil {
+		return nil, err
 	}
 	want := jetstream.StreamConfig{
 		Name:               c.Name,
@@ -73,7 +55,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c StreamConfig) (
 		Storage:            c.Storage,
 		Replicas:           c.Replicas,
 		MaxAge:             c.MaxAge,
-		MaxBytes:           max(c.MaxBytes, -1),
+		MaxBytes:           c.MaxBytes,
 		AllowDirect:        c.AllowDirect,
 		AllowAtomicPublish: c.AtomicPublish,
 		Discard:            jetstream.DiscardOld,
@@ -104,6 +86,32 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c StreamConfig) (
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// setDefaults fills in the defaults and checks the fields.
+func (c *StreamConfig) setDefaults() error {
+	if c.Name == "" || !validStreamName(c.Name) {
+		return fmt.Errorf("%w: stream name %q", ErrInvalidConfig, c.Name)
+	}
+	if c.Prefix == "" {
+		c.Prefix = "inflight"
+	}
+	if !validPrefix(c.Prefix) {
+		return fmt.Errorf("%w: subject prefix %q", ErrInvalidConfig, c.Prefix)
+	}
+	switch {
+	case c.Replicas == 0:
+		c.Replicas = 1
+	case c.Replicas < 0 || c.Replicas > 5:
+		return fmt.Errorf("%w: Replicas %d not in [1, 5]", ErrInvalidConfig, c.Replicas)
+	}
+	if c.Storage != jetstream.FileStorage && c.Storage != jetstream.MemoryStorage {
+		return fmt.Errorf("%w: storage %v", ErrInvalidConfig, c.Storage)
+	}
+	if c.MaxAge < 0 || c.MaxBytes < 0 {
+		return fmt.Errorf("%w: MaxAge %v, MaxBytes %d", ErrInvalidConfig, c.MaxAge, c.MaxBytes)
+	}
+	return nil
 }
 
 // checkStream says why an existing stream does not fit c.
