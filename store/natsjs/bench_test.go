@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,15 +34,30 @@ func BenchmarkEmbedded(b *testing.B) {
 		{"packed/R1", natsjs.LayoutPacked, 1},
 		{"per-record/R3", natsjs.LayoutPerRecord, 3},
 	} {
-		b.Run(tc.name, func(b *testing.B) {
-			c := startCluster(b, tc.replicas, natsjstest.Options{})
-			ensureStream(b, c, natsjs.StreamConfig{Replicas: tc.replicas, AtomicPublish: true})
-			for _, producers := range []int{1, 4} {
-				b.Run(fmt.Sprintf("producers=%d", producers), func(b *testing.B) {
-					benchEmbedded(b, c, tc.layout, producers)
-				})
+		for _, producers := range []int{1, 4} {
+			// A fresh cluster for each case (kept across the function's
+			// calls with growing b.N), so no case pays for the last one's
+			// flushing and compaction.
+			var c *natsjstest.Cluster
+			dir, err := os.MkdirTemp("", "natsjs-bench")
+			if err != nil {
+				b.Fatal(err)
 			}
-		})
+			b.Run(fmt.Sprintf("%s/producers=%d", tc.name, producers), func(b *testing.B) {
+				if c == nil {
+					var err error
+					if c, err = natsjstest.Start(dir, tc.replicas, natsjstest.Options{}); err != nil {
+						b.Fatal(err)
+					}
+					ensureStream(b, c, natsjs.StreamConfig{Replicas: tc.replicas, AtomicPublish: true})
+				}
+				benchEmbedded(b, c, tc.layout, producers)
+			})
+			if c != nil {
+				c.Shutdown()
+			}
+			os.RemoveAll(dir)
+		}
 	}
 }
 
