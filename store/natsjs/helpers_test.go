@@ -13,7 +13,6 @@ import (
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/store/natsjs"
-	"github.com/inflightmq/inflight/store/natsjs/layout"
 	"github.com/inflightmq/inflight/store/natsjs/natsjstest"
 	"github.com/inflightmq/inflight/wire"
 )
@@ -110,60 +109,31 @@ func readSubject(t testing.TB, c servers, subject string) []storedMsg {
 
 // eachRecord calls fn for every record on subject in stream order, with the
 // stream sequence of its message; r's slices are valid only during the call.
-// It reads through an ordered consumer, retrying while the stream recovers
-// from a failover.
 func eachRecord(t testing.TB, c servers, subject string, fn func(msgSeq uint64, r broker.Record)) {
 	t.Helper()
-	nc := connect(t, c)
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(connect(t, c))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	var st jetstream.Stream
-	var info *jetstream.StreamInfo
+	// Right after a failover the stream may not answer for a moment: retry
+	// while nothing was read.
 	for {
-		if st, err = js.Stream(ctx, streamName); err == nil {
-			if info, err = st.Info(ctx, jetstream.WithSubjectFilter(subject)); err == nil {
-				break
-			}
+		seen := false
+		err = natsjs.Read(ctx, js, streamName, subject, func(_ string, msgSeq uint64, r broker.Record) error {
+			seen = true
+			fn(msgSeq, r)
+			return nil
+		})
+		if err == nil {
+			return
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("stream info: %v", err)
+		if seen || ctx.Err() != nil {
+			t.Fatalf("read %s: %v", subject, err)
 		}
+		t.Logf("read %s: %v (retrying)", subject, err)
 		time.Sleep(100 * time.Millisecond)
-	}
-	want := info.State.Subjects[subject]
-	if want == 0 {
-		return
-	}
-	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
-	if err != nil {
-		t.Fatalf("ordered consumer: %v", err)
-	}
-	for got := uint64(0); got < want; {
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d messages of %s: %v", got, want, subject, ctx.Err())
-		}
-		batch, err := cons.Fetch(int(min(want-got, 1000)), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			continue // the ordered consumer recreates itself
-		}
-		for m := range batch.Messages() {
-			md, err := m.Metadata()
-			if err != nil {
-				t.Fatal(err)
-			}
-			got++
-			err = layout.DecodeMessage(m.Headers(), m.Data(), func(r broker.Record) error {
-				fn(md.Sequence.Stream, r)
-				return nil
-			})
-			if err != nil {
-				t.Fatalf("message %d: %v", md.Sequence.Stream, err)
-			}
-		}
 	}
 }
 

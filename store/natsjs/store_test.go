@@ -155,6 +155,32 @@ func TestNamesNotSubjectTokens(t *testing.T) {
 			}
 		}
 	}
+	// A whole topic reads back with every producer's name.
+	js, err := jetstream.New(connect(t, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i, topic := range names[:len(names)-1] {
+		got := map[string]uint64{}
+		err := natsjs.Read(ctx, js, streamName, natsjs.TopicSubjects("inflight", topic), func(subject string, _ uint64, r broker.Record) error {
+			tp, producer, ok := natsjs.ParseSubject("inflight", subject)
+			if !ok || tp != topic {
+				t.Errorf("ParseSubject(%q) = %q, %q, %v", subject, tp, producer, ok)
+			}
+			got[producer] = r.Seq
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, producer := range names {
+			if want := uint64(i*len(names) + j + 1); got[producer] != want {
+				t.Errorf("topic %q producer %q: read seq %d, want %d", topic, producer, got[producer], want)
+			}
+		}
+	}
 	for _, name := range names {
 		if got, ok := natsjs.Name(natsjs.Token(name)); !ok || got != name {
 			t.Errorf("Name(Token(%q)) = %q, %v", name, got, ok)
