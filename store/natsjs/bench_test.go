@@ -14,7 +14,9 @@ import (
 	"github.com/inflightmq/inflight/internal/hist"
 	"github.com/inflightmq/inflight/store/natsjs"
 	"github.com/inflightmq/inflight/store/natsjs/natsjstest"
+	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/transport/mem"
+	"github.com/inflightmq/inflight/transport/tcp"
 )
 
 // BenchmarkEmbedded: producers -> mem transport -> broker -> natsjs store ->
@@ -25,15 +27,33 @@ import (
 //
 //	go test -run '^$' -bench Embedded -benchtime 3000000x
 func BenchmarkEmbedded(b *testing.B) {
-	for _, tc := range []struct {
-		name     string
-		layout   natsjs.Layout
-		replicas int
-	}{
+	benchCases(b, false, []benchCase{
 		{"packed/R3", natsjs.LayoutPacked, 3},
 		{"packed/R1", natsjs.LayoutPacked, 1},
 		{"per-record/R3", natsjs.LayoutPerRecord, 3},
-	} {
+	})
+}
+
+// BenchmarkGateway: as BenchmarkEmbedded, but the producers write over TCP
+// (127.0.0.1) to a gateway: a broker on the store behind the TCP server,
+// still in this process.
+//
+//	go test -run '^$' -bench Gateway -benchtime 3000000x
+func BenchmarkGateway(b *testing.B) {
+	benchCases(b, true, []benchCase{
+		{"packed/R3", natsjs.LayoutPacked, 3},
+		{"packed/R1", natsjs.LayoutPacked, 1},
+	})
+}
+
+type benchCase struct {
+	name     string
+	layout   natsjs.Layout
+	replicas int
+}
+
+func benchCases(b *testing.B, viaTCP bool, cases []benchCase) {
+	for _, tc := range cases {
 		for _, producers := range []int{1, 4} {
 			// A fresh cluster for each case (kept across the function's
 			// calls with growing b.N), so no case pays for the last one's
@@ -51,7 +71,7 @@ func BenchmarkEmbedded(b *testing.B) {
 					}
 					ensureStream(b, c, natsjs.StreamConfig{Replicas: tc.replicas, AtomicPublish: true})
 				}
-				benchEmbedded(b, c, tc.layout, producers)
+				benchLoadRun(b, c, tc.layout, producers, viaTCP)
 			})
 			if c != nil {
 				c.Shutdown()
@@ -64,10 +84,26 @@ func BenchmarkEmbedded(b *testing.B) {
 // benchRun numbers the producer names so that no run resumes another's.
 var benchRun atomic.Int64
 
-func benchEmbedded(b *testing.B, c *natsjstest.Cluster, l natsjs.Layout, producers int) {
+func benchLoadRun(b *testing.B, c *natsjstest.Cluster, l natsjs.Layout, producers int, viaTCP bool) {
 	br, _ := gateway(b, c, natsjs.Config{Layout: l}, nil)
-	d := mem.NewDialer(br)
-	defer d.Close()
+	var d transport.Dialer
+	if viaTCP {
+		srv, err := tcp.NewServer("127.0.0.1:0", br)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer srv.Close(context.Background())
+		td, err := tcp.NewDialer(srv.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer td.Close()
+		d = td
+	} else {
+		md := mem.NewDialer(br)
+		defer md.Close()
+		d = md
+	}
 	loads := make([]*benchLoad, producers)
 	for i := range loads {
 		p := newProducer(b, d, fmt.Sprintf("bench-%d-%d", benchRun.Add(1), i), core.SendTimeout(time.Minute))

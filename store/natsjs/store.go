@@ -27,6 +27,9 @@ const headerReserve = 512
 // different ones run concurrently. Append blocks until the stream has
 // acknowledged every write (one round trip per message, each bounded by
 // Config.Timeout); there is no buffering behind the caller.
+//
+// The store remembers the tail of every (topic, producer) it has served
+// (a few hundred bytes each) for the life of the Store.
 type Store struct {
 	cfg     Config
 	nc      *nats.Conn
