@@ -64,7 +64,24 @@ func BenchmarkSendAsync(b *testing.B) {
 				run(b, open(b, tr), messages(poolSize(size), size))
 			})
 		}
+		// The same 100 B payloads with a 16-byte key and two small headers.
+		b.Run(fmt.Sprintf("%s/payload=100,key=16,headers=2", tr), func(b *testing.B) {
+			run(b, open(b, tr), withMeta(messages(poolSize(100), 100)))
+		})
 	}
+}
+
+// withMeta gives each message a distinct 16-byte key and two small headers
+// (a trace id and a source), as a traced application would.
+func withMeta(msgs []*core.Message) []*core.Message {
+	for i, m := range msgs {
+		m.Key = fmt.Appendf(nil, "user-%011d", i)
+		m.Headers = []core.Header{
+			{Key: "trace-id", Value: fmt.Appendf(nil, "%016x", uint64(i)*0x9e3779b97f4a7c15)},
+			{Key: "source", Value: []byte("eu-west-1")},
+		}
+	}
+	return msgs
 }
 
 // BenchmarkCodecs: over mem, every codec x batch size x payload size.

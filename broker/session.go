@@ -191,8 +191,18 @@ func (s *Session) records(b *wire.Batch) ([]Record, error) {
 	}
 	s.rr.Reset()
 	seq := b.FirstSeq
-	for r, ok := it.NextRecord(&s.rr); ok; r, ok = it.NextRecord(&s.rr) {
-		recs = append(recs, Record{Seq: seq, Payload: r.Payload, Key: r.Key, Headers: r.Headers, EventTime: r.EventTime})
+	for raw, ok := it.Next(); ok; raw, ok = it.Next() {
+		recs = append(recs, Record{Seq: seq})
+		r := &recs[len(recs)-1]
+		if p, plain := wire.PlainPayload(raw); plain { // no metadata: the common case, kept cheap
+			r.Payload = p
+		} else {
+			w, err := s.rr.Read(raw)
+			if err != nil {
+				return recs, err
+			}
+			r.Payload, r.Key, r.Headers, r.EventTime = w.Payload, w.Key, w.Headers, w.EventTime
+		}
 		seq++
 	}
 	return recs, it.Err()

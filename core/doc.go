@@ -21,9 +21,17 @@
 //     the broker drops duplicates by sequence ID, so no success is stored
 //     twice. A message reported as failed may still have been stored (the
 //     receipt lost the race with the deadline).
-//   - Backpressure: at most MaxPending messages and MaxPendingBytes payload
-//     bytes are pending; beyond that SendAsync waits (BlockIfFull, bounded
+//   - Backpressure: at most MaxPending messages and MaxPendingBytes bytes
+//     (payload plus metadata) are pending; beyond that SendAsync waits (BlockIfFull, bounded
 //     by the message's deadline) or fails with ErrQueueFull.
+//
+// # Messages
+//
+// A producer writes one topic (Topic, default "default"). A Message has a
+// Payload and optional metadata: a Key, ordered Headers and an EventTime,
+// all referenced until its callback returned, all stored by the broker with
+// the record. Deduplication is per (topic, Name). See Message for the
+// limits.
 //
 // # Goroutines
 //

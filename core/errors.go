@@ -16,8 +16,9 @@ var (
 	// already pending.
 	ErrQueueFull = errors.New("inflight: send queue full")
 	// ErrMessageTooLarge is returned by SendAsync for a message (payload and
-	// metadata) larger than the largest record a frame can carry, and passed to the callback of a
-	// message larger than what the connected broker accepts.
+	// metadata) larger than the largest record a frame can carry, and passed
+	// to the callback of a message larger than what the connected broker
+	// accepts.
 	ErrMessageTooLarge = errors.New("inflight: message too large")
 	// ErrInvalidMessage is returned by SendAsync, TrySendAsync and Send,
 	// wrapped with the reason, for a message whose key, headers or event

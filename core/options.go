@@ -113,7 +113,8 @@ func MaxPending(n int) Option {
 	})
 }
 
-// MaxPendingBytes sets how many payload bytes may be pending at once
+// MaxPendingBytes sets how many bytes (payload plus metadata, see
+// Producer.MaxMessageSize) may be pending at once
 // (default 64 MiB). One message larger than the limit is still accepted
 // when nothing else is pending.
 func MaxPendingBytes(n int64) Option {

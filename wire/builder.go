@@ -55,16 +55,15 @@ func (b *BatchBuilder) Add(payload []byte) {
 	if len(b.buf) < BatchHeaderSize {
 		b.Reset(b.buf, b.firstSeq)
 	}
-	b.buf = binary.AppendUvarint(b.buf, uint64(len(payload)))
-	b.buf = append(b.buf, 0) // flags: no metadata
+	b.buf = append(binary.AppendUvarint(b.buf, uint64(len(payload))), 0) // flags 0: no metadata
 	b.buf = append(b.buf, payload...)
 	b.count++
 }
 
 // AddRecord appends a record: the uvarint length of what follows its flags
-// byte, its flags byte, the
-// metadata that is present (a key of at least one byte, at least one header,
-// a non-zero event time) and the payload, all copied. The metadata must be
+// byte, its flags byte, the metadata that is present (a key of at least one
+// byte, at least one header, a non-zero event time) and the payload, all
+// copied. The metadata must be
 // within the limits CheckMeta checks; AddRecord does not check them, nor any
 // frame limit (see RecordOverhead). It allocates only when the buffer is
 // full and append must grow it.
@@ -73,6 +72,12 @@ func (b *BatchBuilder) AddRecord(payload, key []byte, headers []Header, eventTim
 		b.Add(payload)
 		return
 	}
+	b.addMeta(payload, key, headers, eventTime)
+}
+
+// addMeta is AddRecord for a record with metadata; kept apart so that
+// AddRecord stays small enough to inline.
+func (b *BatchBuilder) addMeta(payload, key []byte, headers []Header, eventTime time.Time) {
 	if len(b.buf) < BatchHeaderSize {
 		b.Reset(b.buf, b.firstSeq)
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/inflightmq/inflight/wire"
 )
@@ -174,22 +175,39 @@ func rebuildBatch(t *testing.T, frame []byte) ([]byte, bool) {
 }
 
 // FuzzBatchBuilder builds a batch from records cut out of data (one record
-// per byte of cuts, that byte giving its length) and decodes it back.
+// per byte of cuts, that byte giving its length; an odd byte also gives the
+// record a key, two headers and an event time cut from the same bytes) and
+// decodes it back, metadata included.
 func FuzzBatchBuilder(f *testing.F) {
 	f.Add(uint64(1), []byte("hello world"), []byte{5, 0, 6})
 	f.Add(uint64(0), []byte{}, []byte{})
 	f.Add(uint64(math.MaxUint64), bytes.Repeat([]byte("x"), 300), []byte{200, 0, 255, 1})
 	f.Add(uint64(1<<40), []byte("only"), []byte{})
 
+	f.Add(uint64(9), []byte("key and headers"), []byte{7, 3, 5})
+
 	f.Fuzz(func(t *testing.T, firstSeq uint64, data, cuts []byte) {
 		var recs [][]byte
+		var metas []wire.Record // metas[i]: the metadata of recs[i]
 		for _, c := range cuts {
 			n := min(int(c), len(data))
-			recs = append(recs, data[:n])
+			r := data[:n]
+			recs = append(recs, r)
 			data = data[n:]
+			var m wire.Record
+			if c&1 == 1 {
+				k := r[:len(r)/2]
+				m = wire.Record{Key: k, Headers: []wire.Header{{Key: "h" + string(k), Value: r[len(r)/2:]}, {Key: "h", Value: nil}},
+					EventTime: time.Unix(int64(c)-128, int64(firstSeq%1e9))}
+				if _, err := wire.CheckMeta(m.Key, m.Headers, m.EventTime); err != nil {
+					m = wire.Record{}
+				}
+			}
+			metas = append(metas, m)
 		}
 		if len(data) > 0 || len(recs) == 0 {
 			recs = append(recs, data)
+			metas = append(metas, wire.Record{})
 		}
 		firstSeq = max(firstSeq, 1)
 		firstSeq = min(firstSeq, math.MaxUint64-uint64(len(recs)-1))
@@ -199,11 +217,16 @@ func FuzzBatchBuilder(f *testing.F) {
 		buf := make([]byte, 0, 64)
 		for round := range 2 { // the second round reuses the first frame
 			bb.Reset(buf, firstSeq)
-			for _, r := range recs {
+			for i, r := range recs {
+				m := metas[i]
+				meta, err := wire.CheckMeta(m.Key, m.Headers, m.EventTime)
+				if err != nil {
+					t.Fatal(err)
+				}
 				before := bb.Size()
-				bb.Add(r)
-				if bb.Size() != before+wire.RecordOverhead(len(r))+len(r) {
-					t.Fatalf("Size grew %d -> %d for a %d-byte record", before, bb.Size(), len(r))
+				bb.AddRecord(r, m.Key, m.Headers, m.EventTime)
+				if n := meta + len(r); bb.Size() != before+wire.RecordOverhead(n)+n {
+					t.Fatalf("Size grew %d -> %d for a %d-byte record", before, bb.Size(), n)
 				}
 			}
 			if bb.Count() != len(recs) || bb.FirstSeq() != firstSeq {
@@ -220,6 +243,7 @@ func FuzzBatchBuilder(f *testing.F) {
 				t.Fatal("rebuilding in the reused buffer gave different bytes")
 			}
 			checkBuilt(t, frame, firstSeq, recs)
+			checkMeta(t, frame, metas)
 			buf = frame
 		}
 	})
@@ -243,5 +267,34 @@ func checkBuilt(t *testing.T, frame []byte, firstSeq uint64, recs [][]byte) {
 	}
 	if !slices.EqualFunc(out, recs, bytes.Equal) {
 		t.Fatal("records differ after the round trip")
+	}
+}
+
+// checkMeta checks that the records of frame carry metas.
+func checkMeta(t *testing.T, frame []byte, metas []wire.Record) {
+	b, err := wire.DecodeBatch(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := b.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rr wire.RecordReader
+	i := 0
+	for r, ok := it.NextRecord(&rr); ok; r, ok = it.NextRecord(&rr) {
+		m := metas[i]
+		if !bytes.Equal(r.Key, m.Key) || !r.EventTime.Equal(m.EventTime) || len(r.Headers) != len(m.Headers) {
+			t.Fatalf("record %d: metadata %+v, want %+v", i, r, m)
+		}
+		for j, h := range m.Headers {
+			if r.Headers[j].Key != h.Key || !bytes.Equal(r.Headers[j].Value, h.Value) {
+				t.Fatalf("record %d header %d: %+v, want %+v", i, j, r.Headers[j], h)
+			}
+		}
+		i++
+	}
+	if it.Err() != nil || i != len(metas) {
+		t.Fatalf("read %d of %d records: %v", i, len(metas), it.Err())
 	}
 }

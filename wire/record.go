@@ -233,6 +233,16 @@ func (rr *RecordReader) Read(rec []byte) (Record, error) {
 	return r, nil
 }
 
+// PlainPayload returns the payload of a record (as RecordIter.Next returns
+// it) and true if the record has no metadata; otherwise nil and false: read
+// it with RecordReader.Read. It is the cheap path for the common record.
+func PlainPayload(rec []byte) ([]byte, bool) {
+	if len(rec) == 0 || rec[0] != 0 {
+		return nil, false
+	}
+	return rec[1:], true
+}
+
 // readField reads a uvarint length in [lo, hi] and that many bytes.
 func readField(p []byte, what string, lo, hi int) (field, rest []byte, err error) {
 	n, k := binary.Uvarint(p)

@@ -240,7 +240,7 @@ func write(t testing.TB, c transport.Conn, frame []byte) {
 
 func helloFrame(t testing.TB, name string) []byte {
 	t.Helper()
-	f, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: name})
+	f, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: name, Topic: wire.DefaultTopic})
 	require.NoError(t, err)
 	return f
 }

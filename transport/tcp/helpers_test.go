@@ -105,7 +105,7 @@ func (r *rawConn) write(b []byte) {
 
 func (r *rawConn) hello(name string) {
 	r.t.Helper()
-	h, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: name})
+	h, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: name, Topic: wire.DefaultTopic})
 	require.NoError(r.t, err)
 	r.write(h)
 	f := r.read()

@@ -251,7 +251,7 @@ func TestTCPBadPeers(t *testing.T) {
 			r.write(f)
 		}, wire.CodeChecksum},
 		{"slowloris", func(r *rawConn) {
-			h, _ := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "slow"})
+			h, _ := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "slow", Topic: wire.DefaultTopic})
 			r.write(h[:3]) // a length prefix, never completed
 		}, wire.CodeProtocol},
 	}
