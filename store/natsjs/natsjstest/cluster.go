@@ -90,6 +90,10 @@ func Start(dir string, n int, o Options) (*Cluster, error) {
 	return c, nil
 }
 
+// WaitReady waits until JetStream has a meta leader that every running
+// server follows, at most d (after servers were stopped and restarted).
+func (c *Cluster) WaitReady(d time.Duration) error { return c.waitMeta(d) }
+
 func (c *Cluster) waitMeta(d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
