@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/nats-io/nats.go"
 
@@ -74,8 +75,8 @@ func (s *Store) readTailDirect(subject string) (tail, error) {
 		}
 		return tail{}, fmt.Errorf("%w: %s (direct): status %s %s", ErrRead, subject, st, resp.Header.Get("Description"))
 	}
-	var seq uint64
-	if _, err := fmt.Sscan(resp.Header.Get("Nats-Sequence"), &seq); err != nil {
+	seq, err := strconv.ParseUint(resp.Header.Get("Nats-Sequence"), 10, 64)
+	if err != nil {
 		return tail{}, fmt.Errorf("%w: %s (direct): bad Nats-Sequence %q", ErrRead, subject, resp.Header.Get("Nats-Sequence"))
 	}
 	return tailOf(subject, seq, resp.Header)
