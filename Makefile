@@ -1,16 +1,32 @@
 GO ?= go
 SHELL := /bin/bash
 
-.PHONY: all test vet bench bench-peers bench-plot demo build fuzz chaos
+.PHONY: all test vet print-modules bench bench-peers bench-plot demo build fuzz chaos
 
 all: test
 
-## test: vet, then every test with the race detector
+# Every module in the repository, each with its own go.mod: the library; the
+# command (golang.org/x/term, the Prometheus client); the Prometheus exporter;
+# the peer benchmarks (NATS, franz-go, gonum/plot). `go test ./...` stops at a
+# nested go.mod, so test and vet visit each one.
+MODULES = . cmd/inflight metrics/prometheus bench/peers
+
+## test: vet and gofmt, then every test of every module with the race detector
 test: vet
-	$(GO) test -race -count=1 ./...
+	@failed=; for m in $(MODULES); do \
+		echo "== go test -race $$m"; \
+		(cd $$m && $(GO) test -race -count=1 ./...) || failed="$$failed $$m"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "FAIL in:$$failed"; exit 1; fi
+
+print-modules:
+	@echo $(MODULES)
 
 vet:
-	$(GO) vet ./...
+	@set -e; for m in $(MODULES); do \
+		echo "== go vet $$m"; \
+		(cd $$m && $(GO) vet ./...); \
+	done
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	 if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
@@ -40,11 +56,12 @@ bench-plot:
 
 ## demo: the main job: a producer against an embedded broker killed every 2s
 demo:
-	$(GO) run ./cmd/inflight demo
+	cd cmd/inflight && $(GO) run . demo
 
-## build: the inflight command into bin/
+## build: the inflight command into bin/, its version from git (see `inflight version`)
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 build:
-	$(GO) build -o bin/inflight ./cmd/inflight
+	cd cmd/inflight && $(GO) build -ldflags '-X main.version=$(VERSION)' -o ../../bin/inflight .
 
 ## fuzz: run every fuzz target for FUZZTIME each (go test runs their seed corpora always)
 FUZZTIME ?= 60s

@@ -30,6 +30,7 @@ var (
 	chaosSeed  = flag.Uint64("chaos.seed", 0, "run only this chaos seed (reproduces a failure)")
 	chaosSeeds = flag.Int("chaos.seeds", 200, "how many chaos seeds to run over mem (make chaos runs thousands)")
 	chaosTCP   = flag.Int("chaos.tcpseeds", 30, "how many chaos seeds to run over tcp through a fault proxy")
+	chaosTLS   = flag.Int("chaos.tlsseeds", 10, "how many chaos seeds to run over stdnet with TLS through a fault proxy")
 )
 
 // chaosTolerance is how late after its deadline a callback may run in a
@@ -56,6 +57,10 @@ func TestChaos(t *testing.T) { chaos(t, *chaosSeeds, newMemChaos) }
 // TestChaosTCP is TestChaos over real loopback sockets, with a fault proxy
 // between the producer and a TCP broker.
 func TestChaosTCP(t *testing.T) { chaos(t, *chaosTCP, newTCPChaos) }
+
+// TestChaosTLS is TestChaosTCP over transport/stdnet with TLS: the fault
+// proxy cuts, stalls and delays TLS records.
+func TestChaosTLS(t *testing.T) { chaos(t, *chaosTLS, newTLSChaos) }
 
 func chaos(t *testing.T, n int, newNet func(t *testing.T) chaosNet) {
 	seeds := make([]uint64, 0, n)
@@ -215,6 +220,11 @@ func runChaos(t *testing.T, seed uint64, total *chaosTotals, cn chaosNet) (ok bo
 	_ = p.Close(ctx)
 	cancel()
 	closed := time.Since(closeStart)
+	// A Close whose ctx ended returns at once; the callbacks still owed run
+	// afterwards. A second Close waits for them.
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	require.NoError(t, p.Close(ctx), "the callbacks owed after Close")
+	cancel()
 	wg.Wait()
 	close(stopFaults)
 	faultWG.Wait()

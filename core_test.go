@@ -42,23 +42,27 @@ var transports = []struct {
 }{
 	{"mem", newMemFixture},
 	{"tcp", newTCPFixture},
+	{"stdnet", newStdnetFixture},
+	{"stdnet-tls", newTLSFixture},
+}
+
+// suiteTests is the end-to-end behaviour every transport must have.
+var suiteTests = []struct {
+	name string
+	run  func(t *testing.T, f fixture)
+}{
+	{"SendReceive", testSendReceive},
+	{"OrderAcrossCuts", testOrderAcrossCuts},
+	{"TimeoutsWhileDown", testTimeoutsWhileDown},
+	{"DeliveredAfterOutage", testDeliveredAfterOutage},
+	{"CloseWhileDown", testCloseWhileDown},
 }
 
 // TestSuite runs the end-to-end behaviour over every transport.
 func TestSuite(t *testing.T) {
-	tests := []struct {
-		name string
-		run  func(t *testing.T, f fixture)
-	}{
-		{"SendReceive", testSendReceive},
-		{"OrderAcrossCuts", testOrderAcrossCuts},
-		{"TimeoutsWhileDown", testTimeoutsWhileDown},
-		{"DeliveredAfterOutage", testDeliveredAfterOutage},
-		{"CloseWhileDown", testCloseWhileDown},
-	}
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			for _, tc := range tests {
+			for _, tc := range suiteTests {
 				t.Run(tc.name, func(t *testing.T) {
 					f := tr.new(t)
 					defer f.Close()
@@ -80,6 +84,12 @@ func newProducer(t *testing.T, f fixture, opts ...core.Option) *core.Producer {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		_ = p.Close(ctx)
+		// Callbacks still owed when ctx ended run afterwards: wait for them.
+		end, endCancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer endCancel()
+		if err := p.Close(end); err != nil {
+			t.Errorf("callbacks still owed 10s after Close: %v", err)
+		}
 	})
 	return p
 }

@@ -181,7 +181,8 @@ func (s *Session) batch(frame []byte) error {
 }
 
 // records reads the records of a CodecNone batch into s.recs, whose
-// capacity it reuses: no allocation per record once warm. On error the
+// capacity it reuses: no allocation per record once warm. The caller clears
+// what it returns. On error the
 // records read so far are returned too, for the caller to clear.
 func (s *Session) records(b *wire.Batch) ([]Record, error) {
 	recs := s.recs[:0]
@@ -192,8 +193,15 @@ func (s *Session) records(b *wire.Batch) ([]Record, error) {
 	s.rr.Reset()
 	seq := b.FirstSeq
 	for raw, ok := it.Next(); ok; raw, ok = it.Next() {
-		recs = append(recs, Record{Seq: seq})
+		// s.recs is all zero between batches (batch clears what it used), so
+		// a record without metadata needs only its Seq and Payload written.
+		if len(recs) < cap(recs) {
+			recs = recs[:len(recs)+1]
+		} else {
+			recs = append(recs, Record{})
+		}
 		r := &recs[len(recs)-1]
+		r.Seq = seq
 		if p, plain := wire.PlainPayload(raw); plain { // no metadata: the common case, kept cheap
 			r.Payload = p
 		} else {

@@ -13,50 +13,134 @@ const (
 	// coarseIdleTicks is how many ticks with nothing pending the clock
 	// waits before it sleeps until the next reader.
 	coarseIdleTicks = 100
+	// coarseSlack bounds, for every published value g whose successor is
+	// not in the gap history, how long after g its successor was published.
+	// Deadlines counted from such a g are late by at most this much.
+	coarseSlack = 2 * coarseTick
+	// coarseHistory is how many late ticks the clock remembers (16 bytes
+	// each). Under sustained starvation every tick is late (at least
+	// coarseSlack apart), so this covers at least 32 s of them.
+	coarseHistory = 1 << 14
 )
 
 // coarse is the process-wide coarse clock shared by every producer that uses
 // the system clock: one ticker for all of them, not one each.
 var coarse = &coarseClock{epoch: time.Now(), wake: make(chan struct{}, 1)}
 
-// coarseClock caches the time since its epoch, refreshed every coarseTick
-// while any registered producer has messages pending. When none has for a
-// while it goes idle; the next reader then reads the real clock itself and
-// wakes it. Deadlines stamped with it are at most one tick (plus the
-// ticker's scheduling delay) early, never late.
+// coarseClock caches the time since its epoch for SendAsync, refreshed every
+// coarseTick while any registered producer has messages pending.
+//
+// # Why its deadlines are never early
+//
+// A cached value g is stale by however long its ticker was not scheduled,
+// which has no bound on a starved machine. So g is never taken for the
+// time a message was sent. What is true is weaker and enough: a reader that
+// saw g read it before the next value was published. The ticker measures
+// the time right after each publish (end); a message stamped g was sent
+// before end(g), and its deadline counts from there (Upper). Regular ticks
+// have end(g) <= g+coarseSlack and are not remembered; late ones are kept in
+// a history. A deadline is therefore late by at most the ticker's own delay
+// (or coarseSlack), never early.
+//
+//	published:  g0        g1        g2 ............ g3
+//	end:             e0        e1                       e2   (e2-g2 > slack: kept)
+//	a reader of g2 sent before e2, so its deadline is e2 + SendTimeout
+//
+// When no producer has had anything pending for coarseIdleTicks, the clock
+// goes idle: readers read the real clock themselves (exact), and the first
+// one wakes the ticker, which publishes before readers use the cache again.
 //
 // Its goroutine is owned by the set of registered producers: the first
 // register starts it, the last unregister stops it and waits for it.
 type coarseClock struct {
 	_     [64]byte
-	nanos atomic.Int64
-	idle  atomic.Bool
+	nanos atomic.Int64 // the latest published value; the ticker alone stores it
+	idle  atomic.Bool  // readers must read the real clock (no fresh value)
 	_     [64]byte
 	epoch time.Time
 
-	mu   sync.Mutex    // serializes starting and stopping the ticker
-	wake chan struct{} // capacity 1
+	asleep atomic.Bool   // the ticker waits on wake; the first idle reader clears it
+	wake   chan struct{} // capacity 1
 
+	mu   sync.Mutex    // serializes starting and stopping the ticker
 	stop chan struct{} // closed to stop the ticker
 	done chan struct{} // closed when the ticker returned
 
 	usersMu sync.Mutex // the ticker takes only this one
 	users   map[*Producer]struct{}
+
+	histMu sync.Mutex // publish and Upper; never held by SendAsync
+	hist   gapHistory
+	// sealed: the latest value will not be followed by a tick whose end
+	// matters: the clock went idle after publishing it, and every reader
+	// that saw it had begun before the idle flag was set.
+	sealed   bool
+	havePrev bool // nanos holds a value whose end the next publish measures
 }
 
+// now returns the cached time, or the real time while the clock is idle.
 func (c *coarseClock) now() int64 {
 	if c.idle.Load() {
-		n := int64(time.Since(c.epoch))
-		c.nanos.Store(n)
-		if c.idle.CompareAndSwap(true, false) {
+		if c.asleep.CompareAndSwap(true, false) {
 			select {
 			case c.wake <- struct{}{}:
 			default:
 			}
 		}
-		return n
+		return int64(time.Since(c.epoch))
 	}
 	return c.nanos.Load()
+}
+
+// publish stores a fresh value and records how late the previous one's
+// successor came.
+func (c *coarseClock) publish() {
+	c.histMu.Lock()
+	defer c.histMu.Unlock()
+	prev := c.nanos.Swap(int64(time.Since(c.epoch)))
+	// Measured after the store: every reader of prev read it before now.
+	end := int64(time.Since(c.epoch))
+	if c.havePrev && end-prev > int64(coarseSlack) {
+		c.hist.add(prev, end)
+	}
+	c.havePrev = true
+	c.sealed = false
+}
+
+// goIdle makes readers read the real clock, then publishes once more: a
+// reader that saw idle unset began before this call, so it was sent before
+// the last value was published, and that value needs no successor.
+func (c *coarseClock) goIdle() {
+	c.asleep.Store(true)
+	c.idle.Store(true)
+	c.publish()
+	c.histMu.Lock()
+	c.sealed = true
+	c.havePrev = false
+	c.histMu.Unlock()
+}
+
+// Upper returns a time no earlier than the moment a message stamped with g
+// (a value now returned) was sent, and false when that is not known yet: g
+// is the latest value and the ticker has not published since.
+func (c *coarseClock) Upper(g int64) (int64, bool) {
+	c.histMu.Lock()
+	defer c.histMu.Unlock()
+	latest := c.nanos.Load()
+	switch {
+	case g > latest:
+		// Read from the real clock by an idle reader: exact.
+		return g, true
+	case g == latest:
+		if c.sealed || c.idle.Load() {
+			return g + int64(coarseSlack), true
+		}
+		return 0, false
+	}
+	if end, ok := c.hist.find(g); ok {
+		return end, true
+	}
+	return max(g+int64(coarseSlack), c.hist.lostBound(g)), true
 }
 
 func (c *coarseClock) register(p *Producer) {
@@ -73,7 +157,7 @@ func (c *coarseClock) register(p *Producer) {
 		c.idle.Store(true)
 		c.stop = make(chan struct{})
 		c.done = make(chan struct{})
-		go c.run(c.wake, c.stop, c.done)
+		go c.run(c.stop, c.done)
 	}
 }
 
@@ -88,7 +172,6 @@ func (c *coarseClock) unregister(p *Producer) {
 		close(c.stop)
 		<-c.done
 		c.stop = nil
-		c.idle.Store(true) // readers fall back to the real clock
 	}
 }
 
@@ -97,40 +180,94 @@ func (c *coarseClock) busy() bool {
 	c.usersMu.Lock()
 	defer c.usersMu.Unlock()
 	for p := range c.users {
-		if p.ring.Len() != 0 {
+		if n, _ := p.led.pending(); n != 0 {
 			return true
 		}
 	}
 	return false
 }
 
-func (c *coarseClock) run(wake, stop, done chan struct{}) {
+// run is the ticker. It starts idle: the first reader wakes it.
+func (c *coarseClock) run(stop, done chan struct{}) {
 	defer close(done)
+	defer c.goIdle() // readers fall back to the real clock
+	c.goIdle()
 	t := time.NewTicker(coarseTick)
-	defer t.Stop()
-	quiet := 0
+	t.Stop()
 	for {
 		select {
-		case <-t.C:
+		case <-c.wake:
 		case <-stop:
 			return
 		}
-		c.nanos.Store(int64(time.Since(c.epoch)))
-		if c.busy() {
-			quiet = 0
-			continue
-		}
-		if quiet++; quiet < coarseIdleTicks {
-			continue
-		}
-		quiet = 0
-		c.idle.Store(true)
-		t.Stop()
-		select {
-		case <-wake:
-		case <-stop:
-			return
-		}
+		c.publish()
+		c.idle.Store(false)
 		t.Reset(coarseTick)
+		for quiet := 0; quiet < coarseIdleTicks; {
+			select {
+			case <-t.C:
+			case <-stop:
+				t.Stop()
+				return
+			}
+			c.publish()
+			if c.busy() {
+				quiet = 0
+			} else {
+				quiet++
+			}
+		}
+		t.Stop()
+		c.goIdle()
 	}
+}
+
+// gapHistory remembers the late ticks: published values whose successor's
+// end came more than coarseSlack after them, in publish order, in a ring.
+type gapHistory struct {
+	start, end []int64 // allocated on the first add
+	n          uint64  // adds ever
+}
+
+func (h *gapHistory) add(start, end int64) {
+	if h.start == nil {
+		h.start = make([]int64, coarseHistory)
+		h.end = make([]int64, coarseHistory)
+	}
+	i := h.n % coarseHistory
+	h.start[i], h.end[i] = start, end
+	h.n++
+}
+
+// find returns the end recorded for start, by binary search over the ring
+// (starts grow with n).
+func (h *gapHistory) find(start int64) (int64, bool) {
+	kept := min(h.n, coarseHistory)
+	lo, hi := h.n-kept, h.n // indices ever, [lo, hi)
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if h.start[mid%coarseHistory] < start {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo < h.n && h.start[lo%coarseHistory] == start {
+		return h.end[lo%coarseHistory], true
+	}
+	return 0, false
+}
+
+// lostBound returns an upper bound for the end of a value older than every
+// gap still kept, once the ring has overwritten some (else 0): the oldest
+// kept gap's end came after every older value's successor was published.
+func (h *gapHistory) lostBound(g int64) int64 {
+	if h.n <= coarseHistory {
+		return 0
+	}
+	oldest := h.n % coarseHistory
+	if g < h.start[oldest] {
+		return h.end[oldest]
+	}
+	return 0
 }

@@ -1,108 +1,123 @@
 package core
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/inflightmq/inflight/ringbuf"
 )
 
-// releaseEvery bounds how many positions the dispatcher walks before it
-// releases them, so blocked senders get room while a long run of callbacks
-// is still going.
-const releaseEvery = 1024
+// dispatcher is the state of the callback goroutine. There is one such
+// goroutine at a time: New starts it, and if a callback ends it with
+// runtime.Goexit, a new one takes over this state where the old one stopped
+// (see call). Only the current dispatcher goroutine touches these fields.
+type dispatcher struct {
+	next  uint64   // every position below was delivered (and may be released)
+	fails []uint64 // failed positions taken from the queue, not yet delivered
+	spare []uint64 // the backing array of the last taken queue, for reuse
+}
 
 // runDispatcher runs every callback, on this one goroutine:
 //
-//   - in order from head: each position that is resolved (acked or failed)
-//     gets its callback, then head moves past it; it stops at the first
-//     position still pending;
+//   - in order from head: each position that is resolved (acked, rejected
+//     or failed) gets its callback, then head moves past it; it stops at the
+//     first position still pending;
 //   - out of order: positions that failed beyond that point (deadline,
 //     context, Close) are queued by whoever failed them, and get their
 //     callback at once, then are marked Done so the in-order walk skips
 //     them.
 //
-// It stops when Close closes stopDisp, after the last callback.
+// After Close closed stopDisp, it delivers what is left (everything is
+// resolved by then), closes closed and returns.
 func (p *Producer) runDispatcher() {
-	var spare []uint64
+	p.dispGoid.Store(goid())
+	d := &p.disp
 	for {
+		p.led.deliverFails(&d.fails, d.next, p.deliver) // left by a goroutine that exited
+		d.fails = p.led.takeFails(d.spare)
+		d.spare = d.fails
+		p.led.deliverFails(&d.fails, d.next, p.deliver)
+		p.led.walk(&d.next, p.deliver)
+
 		select {
-		case <-p.dispatchWake:
 		case <-p.stopDisp:
-			return
-		}
-		p.failMu.Lock()
-		fails := p.fails
-		p.fails = spare[:0]
-		p.failMu.Unlock()
-		head := p.ring.Head()
-		for _, pos := range fails {
-			// Below head, the in-order walk already delivered it (a
-			// position can be failed, then walked, then queued here).
-			if st := p.ring.State(pos); pos >= head && st.Failed() {
-				p.deliver(pos, st)
-				p.ring.Transition(pos, st, ringbuf.Done)
+			if head, tail := p.led.bounds(); head >= tail {
+				close(p.closed)
+				return
 			}
+			continue
+		default:
 		}
-		spare = fails
-		p.walk()
+		select {
+		case <-p.led.dispatchWake:
+		case <-p.stopDisp:
+		}
 	}
 }
 
-// walk delivers resolved positions from head in order and releases them.
-// Everything it delivers is below head when it returns.
-func (p *Producer) walk() {
-	head := p.ring.Head()
-	pos := head
-	for {
-		st := p.ring.State(pos)
-		if !st.Final() {
-			break
-		}
-		if st != ringbuf.Done {
-			p.deliver(pos, st)
-		}
-		pos++
-		if pos-head >= releaseEvery {
-			p.ring.Release(pos)
-			head = pos
-		}
-	}
-	p.ring.Release(pos)
-}
+// onDispatcher reports whether the caller runs on the callback goroutine,
+// that is, inside a callback.
+func (p *Producer) onDispatcher() bool { return goid() == p.dispGoid.Load() }
 
-// deliver runs the callback of pos, resolved in state st.
-func (p *Producer) deliver(pos uint64, st ringbuf.State) {
-	e := &p.ring.Slot(pos).Value
-	if e.stop != nil {
-		e.stop()
-	}
-	var id MessageID
-	var err error
+// outcome returns what a message resolved in state st reports; ctx is the
+// message's context (nil if it could not end).
+func (p *Producer) outcome(pos uint64, st ringbuf.State, ctx context.Context) (MessageID, error) {
 	switch st {
 	case ringbuf.Acked:
-		id = p.id(pos)
+		return MessageID(p.led.seq(pos)), nil
+	case ringbuf.Expired:
+		return 0, ErrTimeout
+	case ringbuf.Canceled:
+		return 0, ctx.Err()
+	case ringbuf.Rejected:
+		return 0, ErrMessageTooLarge
+	default:
+		return 0, ErrClosed
+	}
+}
+
+// deliver runs the callback of pos, resolved in state st, and counts it. A
+// Send's position has no callback: its Send was notified when it resolved.
+func (p *Producer) deliver(pos uint64, st ringbuf.State) {
+	e := p.led.entryAt(pos)
+	if e.stopCancel != nil {
+		e.stopCancel()
+	}
+	id, err := p.outcome(pos, st, e.ctx)
+	switch st {
+	case ringbuf.Acked:
 		p.stats.acked.Add(1)
 	case ringbuf.Expired:
-		err = ErrTimeout
 		p.stats.timedOut.Add(1)
 	case ringbuf.Canceled:
-		err = e.ctx.Err()
 		p.stats.canceled.Add(1)
-	case ringbuf.Rejected:
-		err = ErrMessageTooLarge
-		p.stats.failed.Add(1)
 	default:
-		err = ErrClosed
 		p.stats.failed.Add(1)
+	}
+	if e.cb == nil {
+		p.led.waitNotified(pos)
+		return
 	}
 	p.call(e.cb, id, e.msg, err)
 }
 
+// call runs one callback. A panic is recovered and reported. A callback
+// that ends its goroutine (runtime.Goexit, as t.FailNow does) cannot be
+// stopped from doing so: a new dispatcher goroutine takes over, reported
+// with ErrCallbackExit, and carries on from the next position.
 func (p *Producer) call(cb Callback, id MessageID, msg *Message, err error) {
+	returned := false
 	defer func() {
+		if returned {
+			return
+		}
 		if v := recover(); v != nil {
 			p.report(fmt.Errorf("%w: %v", ErrCallbackPanic, v))
+			return
 		}
+		p.report(ErrCallbackExit)
+		p.dispWG.Go(p.runDispatcher)
 	}()
 	cb(id, msg, err)
+	returned = true
 }

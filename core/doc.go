@@ -7,15 +7,23 @@
 //   - Every SendAsync that returns nil leads to exactly one callback; every
 //     SendAsync that returns an error leads to none.
 //   - Every message resolves by its deadline: min(its context's deadline,
-//     SendAsync time + SendTimeout), whether or not a connection exists.
-//     The callback runs promptly after (the sweeper's and dispatcher's
-//     scheduling latency, typically well under a millisecond).
+//     SendAsync time + SendTimeout), whether or not a connection exists,
+//     and never before it: a timeout is never early, even on a starved
+//     machine (it may be late by up to two milliseconds, or by as long as
+//     the producer's goroutines were not scheduled). The callback runs
+//     promptly after (typically well under a millisecond), unless an
+//     earlier callback still runs.
+//   - Nothing waits forever on the callback goroutine: Send returns by its
+//     message's deadline, and Close and Flush by their context, also when
+//     called from a callback or while a callback blocks. A callback that
+//     panics or calls runtime.Goexit never stops later callbacks.
 //   - A message whose deadline passed or whose context ended before it was
 //     written is never written.
-//   - Successes are reported in sequence order, which is SendAsync order for
-//     one goroutine. The one exception: a message that fails by its own
-//     deadline or context, or by Close, may be reported before older
-//     messages that are still pending.
+//   - Outcomes are reported in sequence order, which is SendAsync order for
+//     one goroutine: successes, and messages the broker refused as too
+//     large. The one exception: a message that fails by its own deadline
+//     or context, or by Close, may be reported before older messages that
+//     are still pending.
 //   - After a reconnect, the producer learns from the broker which messages
 //     it stored, reports those as successes, and resends the rest in order;
 //     the broker drops duplicates by sequence ID, so no success is stored

@@ -52,4 +52,11 @@ var (
 	// panic's value, when a callback panics. The dispatcher recovers and
 	// goes on with the next callback.
 	ErrCallbackPanic = errors.New("inflight: callback panicked")
+	// ErrCallbackExit is reported to the ErrorHandler when a callback ended
+	// its goroutine with runtime.Goexit (as t.FailNow and testify's require
+	// do). A new callback goroutine carries on with the next callback.
+	ErrCallbackExit = errors.New("inflight: callback called runtime.Goexit")
+	// ErrInCallback is returned by Flush called from a callback: it would
+	// wait for the callback that called it.
+	ErrInCallback = errors.New("inflight: Flush called from a callback would wait for itself")
 )

@@ -44,6 +44,12 @@ func FuzzProducerInbound(f *testing.F) {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		_ = p.Close(ctx)
+		// Callbacks still owed when ctx ended run afterwards: wait for them.
+		end, endCancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer endCancel()
+		if err := p.Close(end); err != nil {
+			t.Errorf("callbacks still owed 10s after Close: %v", err)
+		}
 		if calls != n {
 			t.Fatalf("%d callbacks for %d messages", calls, n)
 		}

@@ -60,6 +60,12 @@ func newEnv(t *testing.T, opts ...core.Option) *env {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		_ = e.p.Close(ctx)
+		// Callbacks still owed when ctx ended run afterwards: wait for them.
+		end, endCancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer endCancel()
+		if err := e.p.Close(end); err != nil {
+			t.Errorf("callbacks still owed 10s after Close: %v", err)
+		}
 		_ = d.Close()
 	})
 	return e

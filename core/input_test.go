@@ -104,6 +104,7 @@ func TestCallbackPanicIsRecovered(t *testing.T) {
 	require.NoError(t, e.p.SendAsync(ctx, &core.Message{}, func(core.MessageID, *core.Message, error) { panic("boom") }))
 	_, err := e.p.Send(ctx, &core.Message{Payload: []byte("next")})
 	require.NoError(t, err)
+	require.NoError(t, e.p.Flush(ctx)) // Send does not wait for earlier callbacks
 	e.errs.mu.Lock()
 	defer e.errs.mu.Unlock()
 	found := false

@@ -50,9 +50,17 @@ type MessageID uint64
 //
 // Callbacks run one at a time on a goroutine owned by the producer (never on
 // a transport goroutine, never under a lock). A slow callback delays later
-// callbacks but not receipts or timeouts. A callback must not call Send,
-// Flush or Close of its own producer: they wait for callbacks, which would
-// never run. It may call TrySendAsync; SendAsync from a callback, when the
-// queue is full, waits until the message's deadline, because only the
-// callback goroutine makes room.
+// callbacks but not receipts, timeouts or Send. From a callback:
+//   - Send returns by its message's deadline with its outcome;
+//   - Close closes the producer; it waits for pending messages to resolve
+//     (bounded by its ctx) but not for callbacks, which run after the
+//     calling callback returns;
+//   - Flush returns ErrInCallback at once (it would wait for itself);
+//   - SendAsync, when the queue is full, waits until the message's
+//     deadline, because only the callback goroutine makes room; TrySendAsync
+//     never waits.
+//
+// A callback that panics, or ends its goroutine with runtime.Goexit (as
+// t.FailNow does), is reported to the ErrorHandler (ErrCallbackPanic,
+// ErrCallbackExit); every later callback still runs exactly once.
 type Callback func(id MessageID, msg *Message, err error)

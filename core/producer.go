@@ -8,57 +8,39 @@ import (
 	"time"
 
 	"github.com/inflightmq/inflight/clock"
-	"github.com/inflightmq/inflight/ringbuf"
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/wire"
 )
 
-// entry is what the ring holds for one message.
-type entry struct {
-	msg     *Message
-	payload []byte
-	cb      Callback
-	ctx     context.Context // nil when the context can never be done
-	stop    func() bool     // stops ctx's AfterFunc; nil without one
-}
-
 // Producer sends messages to one broker through a transport.Dialer. All
 // methods are safe for concurrent use. A Producer must not be copied.
+//
+// Its goroutines and what each drives: the pump (pump.go) dials,
+// handshakes and writes batches the ledger hands it; the session
+// (session.go) decodes the broker's frames on the transport's goroutine
+// and passes receipts to the ledger; the sweeper (sweeper.go) wakes the
+// ledger at deadlines; the dispatcher (dispatcher.go) runs the callbacks
+// of what the ledger reports ready. The ledger (ledger.go) alone moves
+// message states and cursors.
 type Producer struct {
-	cfg    config
-	dialer transport.Dialer
-	ring   *ringbuf.Ring[entry]
-	clock  clock.Clock
-	epoch  time.Time
-	coarse bool // the clock is the system clock: SendAsync reads the shared coarse clock
+	cfg           config
+	dialer        transport.Dialer
+	led           *ledger
+	clock         clock.Clock
+	epoch         time.Time
+	onSystemClock bool // SendAsync reads the shared coarse clock
 
-	comp    *wire.Compressor // nil without compression; pump only
-	scratch []byte           // raw batch buffer when compressing; pump only
+	comp *wire.Compressor // nil without compression; pump only
 
-	// Sequence IDs are seqBase + position + 1. seqBase is fixed by the
-	// first HELLO_OK (the broker's last stored seq for this name), before
-	// anything is written or reported.
-	seqBase atomic.Uint64
-	baseSet bool // pump only
-
-	// Cursors beside the ring's head and tail (see the ringbuf doc):
-	// head <= acked <= written positions <= tail.
-	acked      atomic.Uint64 // every position below is resolved
-	maxWritten atomic.Uint64 // every position below was handed to a connection once
-
-	failMu sync.Mutex
-	fails  []uint64 // positions that failed, for the dispatcher (out of order)
-
-	dispatchWake chan struct{} // capacity 1
-	sweepWake    chan struct{} // capacity 1
-	late         lateQueue     // messages that entered out of deadline order
+	disp     dispatcher    // the callback goroutine's state
+	dispGoid atomic.Uint64 // the callback goroutine's ID
 
 	closing   atomic.Bool
-	stop      chan struct{} // closed to stop the pump, sweeper and clock
-	stopDisp  chan struct{} // closed to stop the dispatcher, after the last callback
-	closed    chan struct{} // closed when Close has finished
+	stop      chan struct{} // closed to stop the pump and sweeper
+	stopDisp  chan struct{} // closed by Close: the dispatcher ends after the last callback
+	closed    chan struct{} // closed by the dispatcher after the last callback
 	wg        sync.WaitGroup
-	dispWG    sync.WaitGroup
+	dispWG    sync.WaitGroup // the dispatcher goroutine, and any that replaced it
 	stats     counters
 	sessionMu sync.Mutex
 	session   *session // current connection, for Close to cut
@@ -84,29 +66,28 @@ func New(dialer transport.Dialer, opts ...Option) (*Producer, error) {
 	if cfg.name == "" {
 		cfg.name = randomName()
 	}
-	ring, err := ringbuf.New[entry](cfg.maxPending, cfg.maxPendingBytes)
+	onSystemClock := clock.IsSystem(cfg.clock)
+	led, err := newLedger(cfg.maxPending, cfg.maxPendingBytes, cfg.sendTimeout, onSystemClock)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	p := &Producer{
-		cfg:          cfg,
-		dialer:       dialer,
-		ring:         ring,
-		clock:        cfg.clock,
-		epoch:        cfg.clock.Now(),
-		coarse:       clock.IsSystem(cfg.clock),
-		dispatchWake: make(chan struct{}, 1),
-		sweepWake:    make(chan struct{}, 1),
-		stop:         make(chan struct{}),
-		stopDisp:     make(chan struct{}),
-		closed:       make(chan struct{}),
+		cfg:           cfg,
+		dialer:        dialer,
+		led:           led,
+		clock:         cfg.clock,
+		epoch:         cfg.clock.Now(),
+		onSystemClock: onSystemClock,
+		stop:          make(chan struct{}),
+		stopDisp:      make(chan struct{}),
+		closed:        make(chan struct{}),
 	}
 	if cfg.codec != wire.CodecNone {
 		if p.comp, err = wire.NewCompressor(cfg.codec, cfg.level); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 		}
 	}
-	if p.coarse {
+	if p.onSystemClock {
 		// All times are ns since one epoch: the coarse clock's.
 		p.epoch = coarse.epoch
 		coarse.register(p)
@@ -114,6 +95,7 @@ func New(dialer transport.Dialer, opts ...Option) (*Producer, error) {
 	p.wg.Go(p.runPump)
 	p.wg.Go(p.runSweeper)
 	p.dispWG.Go(p.runDispatcher)
+
 	return p, nil
 }
 
@@ -128,7 +110,7 @@ func (p *Producer) MaxMessageSize() int { return p.cfg.maxMessageSize() }
 // now returns the time in ns since the producer's epoch, from the coarse
 // clock when there is one (SendAsync's path).
 func (p *Producer) now() int64 {
-	if p.coarse {
+	if p.onSystemClock {
 		return coarse.now()
 	}
 	return p.preciseNow()
@@ -137,16 +119,22 @@ func (p *Producer) now() int64 {
 // preciseNow reads the clock (the pump, once per batch; the sweeper).
 func (p *Producer) preciseNow() int64 { return int64(p.clock.Now().Sub(p.epoch)) }
 
-func (p *Producer) id(pos uint64) MessageID { return MessageID(p.seqBase.Load() + pos + 1) }
-
 func (p *Producer) report(err error) { p.cfg.onError(err) }
 
 // Flush waits until every message enqueued before the call has been resolved
 // and its callback has returned. It returns ctx's error if ctx ends first.
-// Flush reports nothing about outcomes: they go to the callbacks. It must not
-// be called from a callback.
+// Flush reports nothing about outcomes: they go to the callbacks. Called
+// from a callback it would wait for itself: it returns ErrInCallback at
+// once.
 func (p *Producer) Flush(ctx context.Context) error {
-	if err := p.ring.WaitHead(p.ring.Tail(), ctx.Done()); err != nil {
+	head, tail := p.led.bounds()
+	if head >= tail {
+		return nil
+	}
+	if p.onDispatcher() {
+		return ErrInCallback
+	}
+	if !p.led.releasedBelow(tail, ctx.Done()) {
 		return ctx.Err()
 	}
 	return nil
@@ -159,14 +147,25 @@ func (p *Producer) Flush(ctx context.Context) error {
 //  2. it waits until every pending message is resolved (the connection, if
 //     any, keeps sending) or ctx ends;
 //  3. if ctx ended, it fails every message still pending with ErrClosed;
-//  4. it waits for all callbacks to return, then stops its goroutines and
-//     closes the connection.
+//  4. it stops its goroutines and closes the connection;
+//  5. it waits until every callback has returned, or ctx ends.
 //
-// Close returns ctx's error if ctx ended before step 2 finished, else nil.
-// Close is idempotent: later calls wait for the first to finish (or their own
-// ctx to end) and return nil. It must not be called from a callback.
+// Close returns ctx's error if ctx ended before it finished, else nil. When
+// it returns early, the callbacks still owed run afterwards, each exactly
+// once, and the callback goroutine then exits; a later Close(ctx) waits for
+// that. Every wait is bounded by ctx, also while a callback blocks.
+//
+// Close may be called from a callback: it then waits as in step 2 (the
+// callbacks of the messages it waits for run after the calling callback
+// returns) and skips step 5. Close is idempotent: later calls wait for the
+// first to finish (or their own ctx to end) and return nil; from a
+// callback they return nil at once.
 func (p *Producer) Close(ctx context.Context) error {
+	inCallback := p.onDispatcher()
 	if !p.closing.CompareAndSwap(false, true) {
+		if inCallback {
+			return nil
+		}
 		select {
 		case <-p.closed:
 			return nil
@@ -174,32 +173,56 @@ func (p *Producer) Close(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	defer close(p.closed)
 
-	p.ring.Close()
-	tail := p.ring.Tail()
+	p.led.close()
+	_, tail := p.led.bounds()
 	var err error
-	if p.ring.WaitHead(tail, ctx.Done()) != nil {
+	if !p.drain(ctx, tail, inCallback) {
 		err = ctx.Err()
-		for pos := p.ring.Head(); pos < tail; pos++ {
-			if _, ok := p.ring.Resolve(pos, ringbuf.Closed); ok {
-				p.failed(pos)
-			}
-		}
-		_ = p.ring.WaitHead(tail, nil) // callbacks must return
+		p.led.failAll(tail)
 	}
 	close(p.stop)
 	p.cutSession()
 	p.wg.Wait()
-	if p.coarse {
+	if p.onSystemClock {
 		coarse.unregister(p)
 	}
 	if p.comp != nil {
 		p.comp.Close()
 	}
 	close(p.stopDisp)
-	p.dispWG.Wait()
+	if inCallback {
+		return err
+	}
+	select {
+	case <-p.closed:
+		p.dispWG.Wait()
+	case <-ctx.Done():
+		if err == nil {
+			err = ctx.Err()
+		}
+	}
 	return err
+}
+
+// drain waits until every position below tail is resolved, and reports
+// false if ctx ended first. Outside a callback that is "released" (head
+// reached tail). Inside one the dispatcher cannot release: it waits for the
+// states instead, woken by each resolution (the wake is the dispatcher's,
+// and the caller is the dispatcher).
+func (p *Producer) drain(ctx context.Context, tail uint64, inCallback bool) bool {
+	if !inCallback {
+		return p.led.releasedBelow(tail, ctx.Done())
+	}
+	defer p.led.wakeDispatcher() // the woken-for work is still to be done
+	for !p.led.resolvedBelow(tail) {
+		select {
+		case <-p.led.dispatchWake:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 // setSession records the pump's current connection so Close can cut it.

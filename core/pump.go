@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/inflightmq/inflight/ringbuf"
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/wire"
 )
@@ -64,6 +63,15 @@ func refill(bufs chan *transport.Buffer) chan *transport.Buffer {
 		bufs <- &transport.Buffer{Owner: bufs}
 	}
 	return bufs
+}
+
+// giveBack returns an unused buffer to the pool. The pool may be full
+// already: a buffer a dead connection held came back late (see refill).
+func giveBack(bufs chan *transport.Buffer, buf *transport.Buffer) {
+	select {
+	case bufs <- buf:
+	default:
+	}
 }
 
 func (p *Producer) stopping() bool {
@@ -136,16 +144,8 @@ func (p *Producer) handshake(s *session) error {
 		return ErrClosed
 	}
 
-	if !p.baseSet {
-		// First connection: nothing was written yet, so whatever the
-		// broker stored under this name came before us; continue after it.
-		p.seqBase.Store(ok.LastSeq)
-		p.baseSet = true
-	} else if base := p.seqBase.Load(); ok.LastSeq > base {
-		if ok.LastSeq-base > p.maxWritten.Load() {
-			return fmt.Errorf("%w: broker's last seq %d, ours at most %d", ErrSequenceConflict, ok.LastSeq, base+p.maxWritten.Load())
-		}
-		p.resolve(ok.LastSeq)
+	if err := p.led.handshake(ok.LastSeq); err != nil {
+		return err
 	}
 	s.maxFrame = min(int(ok.MaxFrameSize), p.cfg.maxFrameSize)
 	s.inbound.Store(p.preciseNow())
@@ -157,23 +157,22 @@ func (p *Producer) handshake(s *session) error {
 // session dies or the producer stops.
 func (p *Producer) writeLoop(s *session, bufs chan *transport.Buffer) {
 	var bb wire.BatchBuilder
-	pos := p.acked.Load()
+	lim := batchLimits{messages: p.cfg.maxBatchMessages, bytes: p.cfg.maxBatchBytes, frame: s.maxFrame}
+	pos := p.led.resendFrom()
 	for {
-		// Positions below head were resolved (failures do not move acked)
-		// and may already hold newer messages: never look below head.
-		pos = max(pos, p.ring.Head())
-		if !p.ring.Published(pos) {
-			switch p.ring.WaitPublished(pos, s.dead) {
-			case ringbuf.ErrCanceled:
-				return
-			case ringbuf.ErrClosed:
-				// Closed and everything written: wait for the end.
-				select {
-				case <-s.dead:
-				case <-p.stop:
-				}
-				return
+		// Positions below head were resolved and may already hold newer
+		// messages: never look below it.
+		pos = max(pos, p.led.resendFrom())
+		switch p.led.waitPublished(pos, s.dead, nil) {
+		case waitEnded:
+			return
+		case ledgerDone:
+			// Closed and everything written: wait for the end.
+			select {
+			case <-s.dead:
+			case <-p.stop:
 			}
+			return
 		}
 		var buf *transport.Buffer
 		select {
@@ -188,24 +187,17 @@ func (p *Producer) writeLoop(s *session, bufs chan *transport.Buffer) {
 			}
 		}
 		if p.cfg.linger > 0 && !p.linger(s, pos) {
-			bufs <- buf
+			giveBack(bufs, buf)
 			return
 		}
-		raw := buf.Bytes // without compression, build the frame in place
-		if p.comp != nil {
-			raw = p.scratch
-		}
 		var n int
-		pos, n = p.fillBatch(&bb, raw, pos, s.maxFrame)
+		pos, n = p.led.nextBatch(&bb, pos, lim, p.preciseNow())
 		if n == 0 {
-			bufs <- buf
+			giveBack(bufs, buf)
 			continue
 		}
 		rawLen := bb.Size()
-		p.finishBatch(&bb, buf)
-		if pos > p.maxWritten.Load() {
-			p.maxWritten.Store(pos)
-		}
+		buf.Bytes = bb.Take(p.comp, buf.Bytes)
 		p.stats.sent.Add(uint64(n))
 		p.stats.batches.Add(1)
 		p.stats.bytesRaw.Add(uint64(rawLen))
@@ -217,101 +209,14 @@ func (p *Producer) writeLoop(s *session, bufs chan *transport.Buffer) {
 	}
 }
 
-// finishBatch completes the frame built in bb into buf: in place without
-// compression; compressed into buf when that pays; otherwise the raw frame
-// in the scratch buffer changes places with buf's (no copy).
-func (p *Producer) finishBatch(bb *wire.BatchBuilder, buf *transport.Buffer) {
-	if p.comp == nil {
-		buf.Bytes = bb.Finish()
-		return
-	}
-	// Room for the worst case up front, so that when compression does not
-	// pay, the buffer that goes back to scratch keeps its capacity.
-	need := wire.BatchHeaderSize + p.comp.Bound(bb.Size())
-	if cap(buf.Bytes) < need {
-		buf.Bytes = make([]byte, 0, need)
-	}
-	frame, compressed := bb.FinishCompressed(p.comp, buf.Bytes)
-	if compressed {
-		buf.Bytes, p.scratch = frame, bb.Bytes()[:0]
-		return
-	}
-	buf.Bytes, p.scratch = frame, buf.Bytes[:0]
-}
-
 // linger waits, up to Linger, until a full batch is published from pos. It
 // returns false if the session died or the producer is stopping.
 func (p *Producer) linger(s *session, pos uint64) bool {
 	last := pos + uint64(p.cfg.maxBatchMessages) - 1
-	if p.ring.Published(last) {
-		return true
-	}
 	t := p.clock.NewTimer(p.cfg.linger)
 	defer t.Stop()
-	switch p.ring.WaitPublishedUntil(last, s.dead, t.C()) {
-	case ringbuf.ErrCanceled:
+	if p.led.waitPublished(last, s.dead, t.C()) == waitEnded {
 		return false
 	}
 	return !p.stopping()
-}
-
-// fillBatch builds one BATCH frame into buf from consecutive positions
-// starting at pos, and returns the next position to look at and the number
-// of records. It stops at the batch limits, at the first unpublished
-// position, and at a gap: a position that is resolved, or that it resolves
-// itself because its deadline passed or its context ended (such a message
-// is never written). Sequence IDs in one frame are consecutive.
-func (p *Producer) fillBatch(bb *wire.BatchBuilder, raw []byte, pos uint64, maxFrame int) (uint64, int) {
-	limit := min(p.cfg.maxBatchBytes, maxFrame)
-	maxRecord := maxFrame - wire.BatchHeaderSize - wire.RecordOverhead(maxFrame)
-	now := p.preciseNow()
-	bb.Reset(raw[:0], p.seqBase.Load()+pos+1)
-	n := 0
-	for n < p.cfg.maxBatchMessages {
-		st := p.ring.State(pos)
-		if st == ringbuf.Unpublished {
-			break
-		}
-		if st.Final() {
-			if n > 0 {
-				break
-			}
-			pos++
-			bb.Reset(raw[:0], p.seqBase.Load()+pos+1)
-			continue
-		}
-		slot := p.ring.Slot(pos)
-		size := int(slot.Size())
-		if n > 0 && bb.Size()+wire.RecordOverhead(size)+size > limit {
-			break
-		}
-		if !p.ring.Transition(pos, st, ringbuf.Writing) {
-			continue // resolved meanwhile: look again
-		}
-		e := &slot.Value
-		var fail ringbuf.State
-		switch {
-		case slot.Deadline() <= now:
-			fail = ringbuf.Expired
-		case e.ctx != nil && e.ctx.Err() != nil:
-			fail = ringbuf.Canceled
-		case size > maxRecord:
-			fail = ringbuf.Rejected
-		}
-		if fail != ringbuf.Unpublished {
-			p.ring.Transition(pos, ringbuf.Writing, fail)
-			p.failed(pos)
-			pos++
-			if n > 0 {
-				break
-			}
-			bb.Reset(raw[:0], p.seqBase.Load()+pos+1)
-			continue
-		}
-		bb.AddRecord(e.payload, e.msg.Key, e.msg.Headers, e.msg.EventTime)
-		p.ring.Transition(pos, ringbuf.Writing, ringbuf.Written)
-		n++
-		pos++
-	}
-	return pos, n
 }

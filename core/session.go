@@ -72,7 +72,7 @@ func (s *session) OnFrame(frame []byte) {
 			s.fail(fmt.Errorf("%w: bad or early RECEIPT: %v", ErrProtocol, err))
 			return
 		}
-		s.p.resolve(r.Seq)
+		s.p.led.ackThrough(r.Seq)
 	case wire.TypeHelloOK:
 		h, err := wire.DecodeHelloOK(frame)
 		if err != nil {
@@ -125,7 +125,7 @@ func (s *session) heartbeat() {
 		case <-p.stop:
 			return
 		}
-		silent := p.preciseNow() - s.inbound.Load()
+		silent := p.silence(s.inbound.Load(), p.preciseNow())
 		switch {
 		case silent >= 2*interval:
 			s.fail(fmt.Errorf("%w: nothing for %v", ErrHeartbeat, time.Duration(silent)))
@@ -140,4 +140,17 @@ func (s *session) heartbeat() {
 		}
 		t.Reset(p.cfg.heartbeat / 2)
 	}
+}
+
+// silence returns how long before now the frame stamped (with p.now) at
+// stamp arrived, never more than the truth.
+func (p *Producer) silence(stamp, now int64) int64 {
+	if !p.onSystemClock {
+		return now - stamp
+	}
+	arrived, ok := coarse.Upper(stamp)
+	if !ok {
+		return 0
+	}
+	return now - arrived
 }

@@ -18,12 +18,12 @@ type counters struct {
 type Stats struct {
 	Pending      int    // messages enqueued and not yet released (callback not yet run)
 	PendingBytes int64  // their payload bytes
-	Unacked      int    // messages written to a connection whose receipt has not come (nor a later one's)
+	Unacked      int    // messages written to a connection and not yet resolved (no receipt, no failure)
 	Sent         uint64 // messages written to a connection, resends included
 	Acked        uint64 // success callbacks
 	TimedOut     uint64 // ErrTimeout callbacks
 	Canceled     uint64 // callbacks with the message's context error
-	Failed       uint64 // ErrClosed and ErrMessageTooLarge callbacks
+	Failed       uint64 // ErrClosed and ErrMessageTooLarge outcomes
 	Reconnects   uint64 // connections established after the first
 	Batches      uint64 // BATCH frames written
 	BytesRaw     uint64 // BATCH frame bytes before compression
@@ -34,11 +34,11 @@ type Stats struct {
 // cheap (atomic loads); the fields are read one by one, so they are not a
 // single consistent instant.
 func (p *Producer) Stats() Stats {
-	acked := p.acked.Load()
+	pending, bytes := p.led.pending()
 	return Stats{
-		Pending:      p.ring.Len(),
-		PendingBytes: p.ring.Bytes(),
-		Unacked:      int(max(p.maxWritten.Load(), acked) - acked),
+		Pending:      pending,
+		PendingBytes: bytes,
+		Unacked:      p.led.unackedNow(),
 		Sent:         p.stats.sent.Load(),
 		Acked:        p.stats.acked.Load(),
 		TimedOut:     p.stats.timedOut.Load(),

@@ -2,8 +2,6 @@ package core
 
 import (
 	"time"
-
-	"github.com/inflightmq/inflight/ringbuf"
 )
 
 // minSweep keeps the sweeper from spinning on deadlines a hair away.
@@ -20,67 +18,21 @@ func (p *Producer) runSweeper() {
 	t := p.clock.NewTimer(p.cfg.sendTimeout)
 	defer t.Stop()
 	var from uint64 // every position below is known to be resolved
-	var due []uint64
+	var due []lateEntry
 	for {
 		select {
 		case <-t.C():
-		case <-p.sweepWake:
+		case <-p.led.sweepWake:
 		case <-p.stop:
 			return
 		}
 		now := p.preciseNow()
-		var next, lateNext int64
-		from, next = p.expire(from, now)
-		due, lateNext = p.late.due(now, due[:0])
-		for _, pos := range due {
-			if _, ok := p.ring.Resolve(pos, ringbuf.Expired); ok {
-				p.failed(pos)
-			}
-		}
-		if lateNext != 0 {
-			next = minDeadline(next, lateNext)
-		}
+		var next int64
+		from, next, due = p.led.expireDue(from, now, due)
 		wait := p.cfg.sendTimeout
 		if next != 0 {
 			wait = max(time.Duration(next-now), minSweep)
 		}
 		t.Reset(wait)
 	}
-}
-
-// expire resolves as Expired every pending position, in order from from,
-// whose deadline is at or before now, and stops at the first deadline still
-// ahead. It returns the new scan start and that deadline (0 if none).
-func (p *Producer) expire(from uint64, now int64) (uint64, int64) {
-	from = max(from, p.ring.Head())
-	tail := p.ring.Tail()
-	resolvedPrefix := true
-	for pos := from; pos < tail; pos++ {
-		st := p.ring.State(pos)
-		if st.Final() {
-			if resolvedPrefix {
-				from = pos + 1
-			}
-			continue
-		}
-		resolvedPrefix = false
-		if st == ringbuf.Unpublished {
-			// Claimed, about to be published; look again soon.
-			return from, now + int64(minSweep)
-		}
-		if d := p.ring.Slot(pos).Deadline(); d > now {
-			return from, d
-		}
-		if _, ok := p.ring.Resolve(pos, ringbuf.Expired); ok {
-			p.failed(pos)
-		}
-	}
-	return from, 0
-}
-
-func minDeadline(cur, d int64) int64 {
-	if cur == 0 || d < cur {
-		return d
-	}
-	return cur
 }

@@ -32,6 +32,7 @@ func TestSendAsyncTimesOutWhileDisconnected(t *testing.T) {
 		e := newEnv(t, core.MaxPending(maxPending), core.SendTimeout(timeout))
 		_, err := e.p.Send(context.Background(), &core.Message{Payload: []byte("first")})
 		require.NoError(t, err)
+		require.NoError(t, e.p.Flush(context.Background())) // its slot is released
 		e.disconnect()
 
 		const n = 3 * maxPending
@@ -96,6 +97,7 @@ func TestSendAsyncTimesOutWhileDisconnected(t *testing.T) {
 		e := newEnv(t, core.MaxPending(maxPending), core.SendTimeout(timeout), core.BlockIfFull(false))
 		_, err := e.p.Send(context.Background(), &core.Message{Payload: []byte("first")})
 		require.NoError(t, err)
+		require.NoError(t, e.p.Flush(context.Background())) // its slot is released
 		e.disconnect()
 
 		const n = 3 * maxPending

@@ -19,9 +19,18 @@ const (
 // picture. The zero value is not usable; call New. A Ring must not be copied.
 //
 // Concurrency: TryClaim, Claim, Slot (for the claimed position), Publish,
-// State, Transition, Resolve, Head, Tail, Len, Bytes, WaitHead and Close are
-// safe for concurrent use. Release, WaitPublished, Drain and Pop belong to the
-// single consumer side and must not be called concurrently with each other.
+// State, Transition, Resolve, Head, Tail, Len, Bytes, WaitHead, ArmRoom,
+// DisarmRoom and Close are safe for concurrent use. The consumer side has
+// two roles, each for one goroutine at a time:
+//   - the reader of published positions: WaitPublished and
+//     WaitPublishedUntil (in inflight, the pump), Drain and Pop (a plain
+//     queue's single consumer);
+//   - the releaser: Release (in inflight, the dispatcher).
+//
+// The two roles may run concurrently with each other (the pump waits for a
+// publish while the dispatcher releases), because the reader only waits on
+// positions at or beyond head. Drain and Pop release as they go, so a ring
+// used as a queue has one consumer that holds both roles.
 type Ring[T any] struct {
 	// Claimers write tail and claimed; the consumer writes head and
 	// released. Each pair shares a line with nothing else, so a claimer and

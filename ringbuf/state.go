@@ -4,11 +4,24 @@ package ringbuf
 // once: the only transitions out of Pending, Writing and Written lead to a
 // resolved state, and only the consumer moves a resolved slot to Done.
 //
-//	Pending -> Writing -> Written -> Writing -> Written ...  (resend)
-//	Pending | Written -> Acked | Expired | Canceled | Closed | Rejected -> Done
+//	          writer                 writer
+//	Pending --------> Writing ----------------> Written --(writer: resend)--> Writing
+//	   |                 |                         |
+//	   |                 | writer: deadline,       | receipts: Acked
+//	   |                 | context, too large      | sweeper: Expired
+//	   |                 v                         | context: Canceled
+//	   |        Expired | Canceled | Rejected      | owner's Close: Closed
+//	   |                                           v
+//	   +--(sweeper, context, Close)--> Acked | Expired | Canceled | Closed | Rejected
+//	                                                     |
+//	                                   dispatcher -------+--> Done --> released
 //
-// Writing is held only while the writer copies the value; resolvers that
-// meet it wait for it to end (see Resolve).
+// In inflight the writer is the pump, the receipts resolver runs on a
+// transport goroutine, the sweeper and context.AfterFunc expire and cancel,
+// Close fails what is left, and the dispatcher delivers outcomes and moves
+// out-of-order failures to Done. Writing is held only while the writer
+// copies the value; resolvers that meet it wait for it to end (see
+// Resolve), so the writer alone resolves a Writing slot.
 type State uint8
 
 const (

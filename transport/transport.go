@@ -6,7 +6,8 @@
 // wire) and may vanish at any instant; the producer keeps every message in
 // its ring until the broker's receipt or the message's deadline resolves it,
 // and resends from the ring on the next connection. Implementations:
-// transport/mem (in process, with fault injection) and transport/tcp.
+// transport/mem (in process, with fault injection), transport/tcp (gnet)
+// and transport/stdnet (net and crypto/tls).
 package transport
 
 import (

@@ -157,3 +157,20 @@ func putBatchHeader(f []byte, firstSeq uint64, count int, codec Codec, rawLen in
 	binary.BigEndian.PutUint32(f[offRawLen:], uint32(rawLen))
 	binary.BigEndian.PutUint32(f[offCRC:], crc32.Checksum(f[BatchHeaderSize:], castagnoli))
 }
+
+// Take finishes the batch and hands the frame over: compressed into dst
+// when c is set and compression pays, else the frame in the builder's own
+// buffer, which then takes dst's memory for its next batch. Either way the
+// caller owns the returned frame (the builder never writes it again) and
+// may pass it back as dst once it is written, so a pool of buffers and one
+// builder trade memory without copies or allocations. Start the next batch
+// with Reset(b.Bytes(), seq).
+func (b *BatchBuilder) Take(c *Compressor, dst []byte) []byte {
+	frame, compressed := b.FinishCompressed(c, dst)
+	if compressed {
+		b.buf = b.buf[:0]
+		return frame
+	}
+	b.buf = dst[:0]
+	return frame
+}

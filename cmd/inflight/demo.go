@@ -13,6 +13,7 @@ import (
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/internal/hist"
 	"github.com/inflightmq/inflight/transport/tcp"
 )
 
@@ -77,6 +78,8 @@ flags:
 	if !res.print(stdout, cfg) {
 		return exitFailure
 	}
+	fmt.Fprintln(stdout)
+	printLatency(stdout, &res.latency)
 	return exitOK
 }
 
@@ -98,6 +101,7 @@ type demoResult struct {
 	badMeta    uint64 // records whose topic, key or header differ from what was sent
 	missing    uint64 // successes not in the store
 	reconnects uint64
+	latency    hist.Histogram // send to callback, of the successes
 }
 
 // tally is the demo's callback: it runs on the producer's single callback
@@ -112,9 +116,12 @@ type tally struct {
 	acked, timed atomic.Uint64
 	failed       atomic.Uint64
 	callbacks    atomic.Uint64
+	sentAt       []time.Time // by message slot, set by sendLoop
+	latency      hist.Histogram
 }
 
-func (t *tally) callback(id core.MessageID, msg *core.Message, err error) {
+// callback is the callback of the message sent from slot.
+func (t *tally) callback(slot int, id core.MessageID, msg *core.Message, err error) {
 	idx := binary.BigEndian.Uint64(msg.Payload)
 	if t.called.set(idx) {
 		t.doubles++
@@ -129,6 +136,7 @@ func (t *tally) callback(id core.MessageID, msg *core.Message, err error) {
 			t.outOfOrder++
 		}
 		t.lastSuccess = idx + 1
+		t.latency.Record(time.Since(t.sentAt[slot]))
 	case errors.Is(err, core.ErrTimeout):
 		t.timed.Add(1)
 	default:
@@ -190,12 +198,16 @@ func demo(ctx context.Context, cfg demoConfig, codecOpt core.Option, stdout io.W
 		return nil, err
 	}
 	defer d.Close()
+	prog := newProgress(stdout)
+	connTrouble := startTrouble(prog.note, troubleSummaryEvery)
+	defer connTrouble.close()
 	opts := []core.Option{
 		core.Name("demo"),
 		core.Topic(demoTopic),
 		core.SendTimeout(cfg.timeout),
 		core.MaxPending(cfg.maxPending),
 		core.ReconnectBackoff(10*time.Millisecond, 100*time.Millisecond),
+		core.ErrorHandler(connTrouble.observe),
 	}
 	if codecOpt != nil {
 		opts = append(opts, codecOpt)
@@ -207,7 +219,7 @@ func demo(ctx context.Context, cfg demoConfig, codecOpt core.Option, stdout io.W
 	fmt.Fprintf(stdout, "inflight demo: broker on %s, %d-byte messages for %v, broker killed every %v for %v, SendTimeout %v\n",
 		b.addr, cfg.size, cfg.duration, cfg.killEvery, cfg.downFor, cfg.timeout)
 
-	t := &tally{}
+	t := &tally{sentAt: make([]time.Time, cfg.maxPending+1)}
 	var sent, refused atomic.Uint64
 	sendCtx, stopSending := context.WithTimeout(ctx, cfg.duration)
 	defer stopSending()
@@ -216,7 +228,6 @@ func demo(ctx context.Context, cfg demoConfig, codecOpt core.Option, stdout io.W
 	var wg sync.WaitGroup
 	wg.Go(func() { sendLoop(sendCtx, p, cfg, t, &sent, &refused) })
 	wg.Go(func() { killLoop(sendCtx, b, cfg) })
-	prog := newProgress(stdout)
 	showProgress := func() {
 		st := p.Stats()
 		el := time.Since(start).Seconds()
@@ -247,6 +258,7 @@ func demo(ctx context.Context, cfg demoConfig, codecOpt core.Option, stdout io.W
 	closeCtx, cancel := context.WithTimeout(context.Background(), cfg.timeout+5*time.Second)
 	defer cancel()
 	_ = p.Close(closeCtx) // what Close fails still gets its callback
+	connTrouble.close()
 	st := p.Stats()
 	b.down()
 
@@ -267,6 +279,7 @@ func demo(ctx context.Context, cfg demoConfig, codecOpt core.Option, stdout io.W
 		badMeta:    badMeta,
 		missing:    b.store.missing(t.successSeqs),
 		reconnects: st.Reconnects,
+		latency:    t.latency,
 	}
 	accepted := res.sent - res.refused
 	if cb := t.callbacks.Load(); cb < accepted {
@@ -285,25 +298,33 @@ func (b *demoBroker) state() string {
 }
 
 // sendLoop sends as fast as the producer takes messages until ctx ends.
-// Message objects are reused round robin: a message's slot comes around
-// again only after MaxPending newer sends, and the producer holds at most
-// MaxPending messages, so its callback has run by then.
+// Message objects are reused round robin: a slot comes around again only
+// after MaxPending newer messages were accepted, and the producer holds at
+// most MaxPending messages, so its callback has run by then. A refused
+// message is not held, so its slot is used again at once (counting sends
+// instead of acceptances would reuse a message still pending).
 func sendLoop(ctx context.Context, p *core.Producer, cfg demoConfig, t *tally, sent, refused *atomic.Uint64) {
 	msgs := make([]core.Message, cfg.maxPending+1)
+	cbs := make([]core.Callback, len(msgs))
 	for i := range msgs {
 		msgs[i].Payload = make([]byte, cfg.size)
 		msgs[i].Key = make([]byte, 8)
 		msgs[i].Headers = []core.Header{{Key: demoHeader, Value: make([]byte, 4)}}
+		cbs[i] = func(id core.MessageID, m *core.Message, err error) { t.callback(i, id, m, err) }
 	}
+	slot := 0
 	for idx := uint64(0); ctx.Err() == nil; idx++ {
-		m := &msgs[idx%uint64(len(msgs))]
+		m := &msgs[slot]
 		binary.BigEndian.PutUint64(m.Payload, idx)
 		demoMeta(idx, m.Key, m.Headers[0].Value)
+		t.sentAt[slot] = time.Now()
 		sent.Add(1)
 		// ctx only stops the loop: the messages live by SendTimeout alone.
-		if err := p.SendAsync(context.Background(), m, t.callback); err != nil {
+		if err := p.SendAsync(context.Background(), m, cbs[slot]); err != nil {
 			refused.Add(1) // waited for room past its deadline
+			continue
 		}
+		slot = (slot + 1) % len(msgs)
 	}
 }
 

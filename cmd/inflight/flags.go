@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"strconv"
 )
 
 // parseFlags parses args into fs. It returns the exit code to stop with, or
@@ -29,4 +31,17 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) int {
 func usageError(fs *flag.FlagSet, stderr io.Writer, format string, args ...any) int {
 	fmt.Fprintf(stderr, "inflight %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
 	return exitUsage
+}
+
+// checkHostPort reports whether s is a host:port address that can be
+// listened on or dialled: a number for the port, 0 to 65535.
+func checkHostPort(s string) error {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return err
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("address %s: port must be a number from 0 to 65535", s)
+	}
+	return nil
 }

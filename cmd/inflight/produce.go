@@ -52,6 +52,9 @@ flags:
 	case *timeout <= 0 || *every <= 0:
 		return usageError(fs, stderr, "-timeout and -progress must be positive")
 	}
+	if err := checkHostPort(*addr); err != nil {
+		return usageError(fs, stderr, "-addr: %v", err)
+	}
 	codecOpt, err := codecOption(*codec)
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
@@ -61,7 +64,13 @@ flags:
 		return usageError(fs, stderr, "%v", err)
 	}
 	defer d.Close()
-	opts := []core.Option{core.SendTimeout(*timeout), core.Topic(*topic)}
+	prog := newProgress(stdout)
+	connTrouble := startTrouble(prog.note, troubleSummaryEvery)
+	defer connTrouble.close()
+	// A broker answers HELLO in milliseconds; waiting the default 5s would
+	// hide for that long that -addr is, say, an HTTP server.
+	opts := []core.Option{core.SendTimeout(*timeout), core.Topic(*topic), core.ErrorHandler(connTrouble.observe),
+		core.HandshakeTimeout(handshakeTimeout)}
 	if *name != "" {
 		opts = append(opts, core.Name(*name))
 	}
@@ -100,7 +109,6 @@ flags:
 		msgs[i].Payload = make([]byte, *size)
 		key.prepare(&msgs[i], headers)
 	}
-	prog := newProgress(stdout)
 	show := func() {
 		el := time.Since(start).Seconds()
 		st := p.Stats()
@@ -110,6 +118,9 @@ flags:
 	tick := time.NewTicker(*every)
 	defer tick.Stop()
 	var refused uint64
+	// Messages are reused round robin over the accepted ones: a refused
+	// message is not held by the producer, an accepted one until its callback.
+	slot := 0
 	for i := range total {
 		if *rateFlag > 0 {
 			if wait := time.Duration(float64(i)/float64(*rateFlag)*float64(time.Second)) - time.Since(start); wait > 0 {
@@ -121,7 +132,7 @@ flags:
 			show()
 		default:
 		}
-		m := &msgs[i%uint64(len(msgs))]
+		m := &msgs[slot]
 		binary.BigEndian.PutUint64(m.Payload, i)
 		binary.BigEndian.PutUint64(m.Payload[8:], uint64(time.Since(start)))
 		key.next(m)
@@ -134,7 +145,9 @@ flags:
 			if ctx.Err() != nil {
 				break
 			}
+			continue
 		}
+		slot = (slot + 1) % len(msgs)
 	}
 	for wait := true; wait; {
 		select {
@@ -152,12 +165,12 @@ flags:
 	closeCtx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	_ = p.Close(closeCtx)
+	connTrouble.close()
 
 	a, f := acked.Load(), failed.Load()
-	fmt.Fprintf(stdout, "\n%s acked, %s failed (%d refused at send) in %.2fs: %s, %.1f MB/s\n",
-		count(a), count(f), refused, elapsed.Seconds(), rate(float64(a)/elapsed.Seconds()), float64(a)*float64(*size)/elapsed.Seconds()/1e6)
-	fmt.Fprintf(stdout, "latency (send to callback): p50 %v  p90 %v  p99 %v  p999 %v  max %v\n",
-		h.Quantile(0.5), h.Quantile(0.9), h.Quantile(0.99), h.Quantile(0.999), h.Max())
+	fmt.Fprintf(stdout, "\n%s acked, %s failed (%d refused at send) in %.2fs: %s, %s\n",
+		count(a), count(f), refused, elapsed.Seconds(), rate(float64(a)/elapsed.Seconds()), bytesRate(float64(a)*float64(*size)/elapsed.Seconds()))
+	printLatency(stdout, &h)
 	if f > 0 {
 		fmt.Fprintf(stdout, "first error: %v\n", *firstErr.Load())
 		return exitFailure

@@ -4,30 +4,48 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
+	"sync"
+
+	"golang.org/x/term"
 )
 
 // progress shows one status line: rewritten in place on a terminal, printed
-// as plain periodic lines otherwise (logs, pipes, CI).
+// as plain periodic lines otherwise (logs, pipes, CI). Notes (connection
+// trouble) may come from another goroutine: they go on their own line above
+// the status line. Safe for concurrent use.
 type progress struct {
-	w   io.Writer
-	tty bool
+	mu   sync.Mutex
+	w    io.Writer
+	tty  bool
+	last string // the status line on screen (tty only)
 }
 
 func newProgress(w io.Writer) *progress { return &progress{w: w, tty: isTerminal(w)} }
 
+// isTerminal reports whether w is a terminal (not a file, pipe or
+// /dev/null, which are character devices too).
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 func (p *progress) show(line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.tty {
+		p.last = line
 		fmt.Fprintf(p.w, "\r\033[K%s", line)
+		return
+	}
+	fmt.Fprintln(p.w, line)
+}
+
+// note prints line on its own, keeping the status line below it.
+func (p *progress) note(line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty {
+		fmt.Fprintf(p.w, "\r\033[K%s\n%s", line, p.last)
 		return
 	}
 	fmt.Fprintln(p.w, line)
@@ -35,31 +53,10 @@ func (p *progress) show(line string) {
 
 // end finishes the in-place line so that what follows starts on its own.
 func (p *progress) end() {
-	if p.tty {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty && p.last != "" {
 		fmt.Fprintln(p.w)
+		p.last = ""
 	}
-}
-
-// count formats n with thousands separators.
-func count[T ~int | ~int64 | ~uint64](n T) string {
-	s := strconv.FormatUint(uint64(max(n, 0)), 10)
-	out := make([]byte, 0, len(s)+len(s)/3)
-	for i := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			out = append(out, ',')
-		}
-		out = append(out, s[i])
-	}
-	return string(out)
-}
-
-// rate formats a per-second rate compactly.
-func rate(perSec float64) string {
-	switch {
-	case perSec >= 1e6:
-		return fmt.Sprintf("%.2fM/s", perSec/1e6)
-	case perSec >= 1e3:
-		return fmt.Sprintf("%.1fk/s", perSec/1e3)
-	}
-	return fmt.Sprintf("%.0f/s", perSec)
 }

@@ -20,6 +20,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fsyncEvery := fs.Duration("fsync-every", 100*time.Millisecond, "fsync interval for -fsync interval")
 	statsEvery := fs.Duration("stats-every", 5*time.Second, "stats line interval (0: none)")
 	multicore := fs.Bool("multicore", false, "one event loop per CPU")
+	metricsAddr := fs.String("metrics", "", "serve /metrics (Prometheus) and /healthz over HTTP on this address (empty: off)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: inflight serve [flags]
 
@@ -35,6 +36,14 @@ flags:
 	}
 	if *statsEvery < 0 {
 		return usageError(fs, stderr, "-stats-every must not be negative")
+	}
+	if err := checkHostPort(*listen); err != nil {
+		return usageError(fs, stderr, "-listen: %v", err)
+	}
+	if *metricsAddr != "" {
+		if err := checkHostPort(*metricsAddr); err != nil {
+			return usageError(fs, stderr, "-metrics: %v", err)
+		}
 	}
 
 	var store broker.Store
@@ -64,7 +73,8 @@ flags:
 	}
 	defer closeStore()
 
-	b, err := broker.New(store)
+	health := &healthStore{Store: store}
+	b, err := broker.New(health)
 	if err != nil {
 		fmt.Fprintf(stderr, "inflight serve: %v\n", err)
 		return exitFailure
@@ -75,6 +85,16 @@ flags:
 		return exitFailure
 	}
 	fmt.Fprintf(stdout, "listening on %s\n", srv.Addr())
+	if *metricsAddr != "" {
+		m, err := startMetrics(*metricsAddr, metricsHandler(b, srv, health.health))
+		if err != nil {
+			fmt.Fprintf(stderr, "inflight serve: %v\n", err)
+			_ = srv.Close(context.Background())
+			return exitFailure
+		}
+		defer m.close(context.Background())
+		fmt.Fprintf(stdout, "metrics on http://%s/metrics, health on http://%s/healthz\n", m.addr, m.addr)
+	}
 
 	var tick <-chan time.Time
 	if *statsEvery > 0 {

@@ -8,13 +8,15 @@ import (
 	"fmt"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/internal/testcert"
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/transport/mem"
+	"github.com/inflightmq/inflight/transport/stdnet"
 	"github.com/inflightmq/inflight/transport/tcp"
 )
 
 // Transports names what Open accepts.
-var Transports = []string{"mem", "tcp"}
+var Transports = []string{"mem", "tcp", "stdnet", "stdnet-tls"}
 
 // Env is a broker reachable through one transport.
 type Env struct {
@@ -25,8 +27,10 @@ type Env struct {
 	close func()
 }
 
-// Open starts a broker behind transport "mem" (a mem.Dialer) or "tcp" (a
-// tcp.Server on 127.0.0.1:0 and a tcp.Dialer to it). Close stops both.
+// Open starts a broker behind transport "mem" (a mem.Dialer), "tcp" (a
+// tcp.Server on 127.0.0.1:0 and a tcp.Dialer to it), "stdnet" (the same
+// with stdnet) or "stdnet-tls" (stdnet over TLS 1.3, with a certificate
+// from a CA made for the run). Close stops both.
 func Open(name string) (*Env, error) {
 	store := broker.NewCountingStore()
 	b, err := broker.New(store)
@@ -51,8 +55,37 @@ func Open(name string) (*Env, error) {
 			d.Close()
 			srv.Close(context.Background())
 		}}, nil
+	case "stdnet":
+		return openStdnet(store, b, nil, nil)
+	case "stdnet-tls":
+		ca, err := testcert.NewCA("loopback")
+		if err != nil {
+			return nil, err
+		}
+		cfg, err := ca.ServerConfig()
+		if err != nil {
+			return nil, err
+		}
+		return openStdnet(store, b, []stdnet.ServerOption{stdnet.ServerTLS(cfg)},
+			[]stdnet.DialOption{stdnet.ClientTLS(ca.ClientConfig())})
 	}
-	return nil, fmt.Errorf("loopback: unknown transport %q (want mem or tcp)", name)
+	return nil, fmt.Errorf("loopback: unknown transport %q (want one of %v)", name, Transports)
+}
+
+func openStdnet(store *broker.CountingStore, b *broker.Broker, sopts []stdnet.ServerOption, dopts []stdnet.DialOption) (*Env, error) {
+	srv, err := stdnet.NewServer("127.0.0.1:0", b, sopts...)
+	if err != nil {
+		return nil, err
+	}
+	d, err := stdnet.NewDialer(srv.Addr().String(), dopts...)
+	if err != nil {
+		srv.Close(context.Background())
+		return nil, err
+	}
+	return &Env{Dialer: d, Store: store, Cut: srv.CloseConns, close: func() {
+		d.Close()
+		srv.Close(context.Background())
+	}}, nil
 }
 
 // Close stops the dialer, then the server. Close producers first.

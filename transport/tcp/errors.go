@@ -8,8 +8,6 @@ var (
 	ErrInvalidOption = errors.New("inflight/tcp: invalid option")
 	// ErrDialerClosed is returned by Dial after Dialer.Close.
 	ErrDialerClosed = errors.New("inflight/tcp: dialer closed")
-	// ErrServerClosed is returned by Server.Close after the first call.
-	ErrServerClosed = errors.New("inflight/tcp: server closed")
 	// ErrReadTimeout is the reason a Server closes a connection that left a
 	// frame incomplete for longer than ReadTimeout (a slowloris sender).
 	ErrReadTimeout = errors.New("inflight/tcp: frame not completed in time")

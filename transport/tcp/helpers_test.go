@@ -49,6 +49,12 @@ func newProducer(t *testing.T, addr string, opts ...core.Option) (*core.Producer
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		_ = p.Close(ctx)
+		// Callbacks still owed when ctx ended run afterwards: wait for them.
+		end, endCancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer endCancel()
+		if err := p.Close(end); err != nil {
+			t.Errorf("callbacks still owed 10s after Close: %v", err)
+		}
 		_ = d.Close()
 	})
 	return p, log

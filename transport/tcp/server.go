@@ -2,7 +2,6 @@ package tcp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -15,62 +14,6 @@ import (
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/wire"
 )
-
-// ServerOption configures a Server.
-type ServerOption interface{ applyServer(*serverConfig) error }
-
-type serverOptionFunc func(*serverConfig) error
-
-func (f serverOptionFunc) applyServer(c *serverConfig) error { return f(c) }
-
-type serverConfig struct {
-	multicore   bool
-	maxConns    int
-	readTimeout time.Duration
-	idleTimeout time.Duration
-}
-
-// Multicore runs one event loop per CPU instead of one (default false).
-func Multicore(on bool) ServerOption {
-	return serverOptionFunc(func(c *serverConfig) error { c.multicore = on; return nil })
-}
-
-// MaxConns limits open connections (default 10000); a connection beyond it
-// gets an ERROR frame and is closed.
-func MaxConns(n int) ServerOption {
-	return serverOptionFunc(func(c *serverConfig) error {
-		if n <= 0 {
-			return fmt.Errorf("%w: MaxConns %d must be positive", ErrInvalidOption, n)
-		}
-		c.maxConns = n
-		return nil
-	})
-}
-
-// ReadTimeout bounds how long a frame may stay incomplete once its first
-// bytes arrived (default 10s): a sender that trickles a frame (slowloris)
-// gets an ERROR frame and is closed.
-func ReadTimeout(d time.Duration) ServerOption {
-	return durationOption("ReadTimeout", d, func(c *serverConfig) { c.readTimeout = d })
-}
-
-// IdleTimeout closes a connection that sent nothing for d (default 60s).
-// Producers send a PING after a heartbeat interval of silence, so a live
-// producer is never idle that long.
-func IdleTimeout(d time.Duration) ServerOption {
-	return durationOption("IdleTimeout", d, func(c *serverConfig) { c.idleTimeout = d })
-}
-
-// durationOption validates a positive duration before set stores it.
-func durationOption(name string, d time.Duration, set func(*serverConfig)) ServerOption {
-	return serverOptionFunc(func(c *serverConfig) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: %s %v must be positive", ErrInvalidOption, name, d)
-		}
-		set(c)
-		return nil
-	})
-}
 
 // Server serves a broker.Broker over TCP with a gnet engine. Its methods are
 // safe for concurrent use.
@@ -113,7 +56,7 @@ func NewServer(addr string, b *broker.Broker, opts ...ServerOption) (*Server, er
 		}
 	}
 	s := &Server{broker: b, cfg: cfg, done: make(chan struct{}), listenFD: -1}
-	s.events = &serverEvents{s: s, started: make(chan struct{}), conns: make(map[*serverConn]struct{})}
+	s.events = newServerEvents(s)
 	go func() {
 		defer close(s.done)
 		s.runErr = gnet.Run(s.events, "tcp://"+addr,
@@ -127,21 +70,22 @@ func NewServer(addr string, b *broker.Broker, opts ...ServerOption) (*Server, er
 	// OnBoot learns the address (on gnet's goroutine, before the engine
 	// starts: Engine.Dup races with a failing start otherwise); the first
 	// OnTick says the event loops run.
+	boot := &s.events.boot
 	select {
-	case <-s.events.started:
-		if s.events.bootErr != nil {
+	case <-boot.started:
+		if boot.err != nil {
 			s.Close(context.Background())
-			return nil, s.events.bootErr
+			return nil, boot.err
 		}
-		s.listenFD, s.addr = s.events.listenFD, s.events.addr
+		s.listenFD, s.addr = boot.listenFD, boot.addr
 		return s, nil
 	case <-s.done:
-		if s.events.listenFD >= 0 {
-			unix.Close(s.events.listenFD)
+		if boot.listenFD >= 0 {
+			unix.Close(boot.listenFD)
 		}
 		err := s.runErr
 		if err == nil {
-			err = s.events.bootErr
+			err = boot.err
 		}
 		return nil, fmt.Errorf("inflight/tcp: listen %s: %w", addr, err)
 	}
@@ -174,35 +118,32 @@ func (s *Server) Addr() net.Addr { return s.addr }
 
 // Stats returns the server's counters.
 func (s *Server) Stats() ServerStats {
-	e := s.events
-	e.mu.Lock()
-	n := len(e.conns)
-	e.mu.Unlock()
+	c := &s.events.count
 	return ServerStats{
-		Conns:       n,
-		Accepted:    e.accepted.Load(),
-		Refused:     e.refused.Load(),
-		Timeouts:    e.timeouts.Load(),
-		Errors:      e.errors.Load(),
-		MaxBuffered: e.maxBuffered.Load(),
+		Conns:       s.events.conns.len(),
+		Accepted:    c.accepted.Load(),
+		Refused:     c.refused.Load(),
+		Timeouts:    c.timeouts.Load(),
+		Errors:      c.protocolErrors.Load(),
+		MaxBuffered: c.maxBuffered.Load(),
 	}
 }
 
 // CloseConns closes every open connection (the producers reconnect) and
 // keeps serving.
 func (s *Server) CloseConns() {
-	for _, c := range s.events.snapshot() {
+	for _, c := range s.events.conns.snapshot() {
 		_ = c.gc.Close()
 	}
 }
 
 // Close stops accepting, closes every connection (sessions end; producers
 // will resend to whoever serves next) and waits for the engine to stop or
-// ctx to end. It returns ErrServerClosed after the first call.
+// ctx to end, whose error it then returns. Only the first call does this;
+// later calls return nil at once, like every Close in inflight.
 func (s *Server) Close(ctx context.Context) error {
-	err := ErrServerClosed
+	var err error
 	s.closeOnce.Do(func() {
-		err = nil
 		// Stop accepting first. gnet hands accepted sockets to its loop
 		// through a task queue; a socket accepted while the engine stops is
 		// never registered nor closed, and its client hangs. Shutting the
@@ -217,7 +158,7 @@ func (s *Server) Close(ctx context.Context) error {
 		// context that is already done, and wait for gnet.Run instead.
 		stopped, cancel := context.WithCancel(context.Background())
 		cancel()
-		if eng := s.events.eng; eng.Validate() == nil {
+		if eng := s.events.boot.eng; eng.Validate() == nil {
 			_ = eng.Stop(stopped)
 		}
 		select {
@@ -249,134 +190,6 @@ func (c *serverConn) Send(frame []byte) error {
 
 // Close implements broker.Peer; safe from any goroutine.
 func (c *serverConn) Close() error { return c.gc.Close() }
-
-type serverEvents struct {
-	gnet.BuiltinEventEngine
-	s *Server
-	// Set by OnBoot, read after started is closed or Run returned.
-	eng      gnet.Engine
-	listenFD int
-	addr     net.Addr
-	bootErr  error
-	started  chan struct{} // closed by the first OnTick
-	tickOnce sync.Once
-
-	mu    sync.Mutex
-	conns map[*serverConn]struct{}
-
-	accepted, refused, timeouts, errors, maxBuffered atomic.Int64
-}
-
-func (e *serverEvents) OnBoot(eng gnet.Engine) gnet.Action {
-	e.eng = eng
-	e.listenFD, e.addr, e.bootErr = listenAddr(eng)
-	if e.bootErr != nil {
-		return gnet.Shutdown
-	}
-	return gnet.None
-}
-
-func (e *serverEvents) snapshot() []*serverConn {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	cs := make([]*serverConn, 0, len(e.conns))
-	for c := range e.conns {
-		cs = append(cs, c)
-	}
-	return cs
-}
-
-func (e *serverEvents) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
-	e.mu.Lock()
-	if len(e.conns) >= e.s.cfg.maxConns {
-		e.mu.Unlock()
-		e.refused.Add(1)
-		return errorFrame(wire.CodeProtocol, ErrTooManyConns), gnet.Close
-	}
-	c := &serverConn{gc: gc}
-	c.session = e.s.broker.NewSession(c)
-	c.lastSeen.Store(time.Now().UnixNano())
-	e.conns[c] = struct{}{}
-	e.mu.Unlock()
-	e.accepted.Add(1)
-	gc.SetContext(c)
-	return nil, gnet.None
-}
-
-func (e *serverEvents) OnTraffic(gc gnet.Conn) gnet.Action {
-	c, ok := gc.Context().(*serverConn)
-	if !ok {
-		return gnet.Close
-	}
-	now := time.Now().UnixNano()
-	c.lastSeen.Store(now)
-	left, err := readFrames(gc, e.s.broker.MaxFrameSize(), c.session.Handle)
-	if err != nil {
-		e.errors.Add(1)
-		if !isSessionError(err) {
-			// A bad length prefix: the session never saw the frame.
-			_, _ = gc.Write(errorFrame(wire.CodeOf(err), err))
-		}
-		return gnet.Close
-	}
-	switch {
-	case left == 0:
-		c.partial.Store(0)
-	case c.partial.Load() == 0:
-		c.partial.Store(now)
-	}
-	for {
-		m := e.maxBuffered.Load()
-		if int64(left) <= m || e.maxBuffered.CompareAndSwap(m, int64(left)) {
-			break
-		}
-	}
-	return gnet.None
-}
-
-// isSessionError reports whether err came from broker.Session.Handle, which
-// has already answered with an ERROR frame when one was due.
-func isSessionError(err error) bool {
-	return errors.Is(err, broker.ErrProtocol) || errors.Is(err, broker.ErrStore) ||
-		errors.Is(err, broker.ErrReplaced) || errors.Is(err, broker.ErrSessionClosed)
-}
-
-func (e *serverEvents) OnClose(gc gnet.Conn, _ error) gnet.Action {
-	c, ok := gc.Context().(*serverConn)
-	if !ok {
-		return gnet.None
-	}
-	e.mu.Lock()
-	delete(e.conns, c)
-	e.mu.Unlock()
-	c.session.Close()
-	return gnet.None
-}
-
-// OnTick closes connections that trickle a frame or went silent. It runs on
-// gnet's ticker goroutine: AsyncWrite and Close are safe there, and the
-// write is queued before the close.
-func (e *serverEvents) OnTick() (time.Duration, gnet.Action) {
-	e.tickOnce.Do(func() { close(e.started) })
-	cfg := e.s.cfg
-	now := time.Now().UnixNano()
-	for _, c := range e.snapshot() {
-		var why error
-		if p := c.partial.Load(); p != 0 && now-p > int64(cfg.readTimeout) {
-			why = ErrReadTimeout
-		} else if now-c.lastSeen.Load() > int64(cfg.idleTimeout) {
-			why = ErrIdle
-		}
-		if why != nil {
-			e.timeouts.Add(1)
-			c.partial.Store(0)
-			c.lastSeen.Store(now) // do not count it twice while it closes
-			_ = c.gc.AsyncWrite(errorFrame(wire.CodeProtocol, why), nil)
-			_ = c.gc.Close()
-		}
-	}
-	return min(cfg.readTimeout, cfg.idleTimeout) / 4, gnet.None
-}
 
 func errorFrame(code wire.ErrorCode, err error) []byte {
 	return wire.AppendError(nil, wire.Error{Code: code, Text: err.Error()})

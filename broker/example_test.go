@@ -1,0 +1,62 @@
+package broker_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"sync"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/transport/mem"
+)
+
+// printStore is a Store that prints what it stores. A real one writes
+// somewhere durable before Append returns: the broker acknowledges records
+// only then, and it deduplicates resends with LastSeq.
+type printStore struct {
+	mu   sync.Mutex
+	last map[[2]string]uint64 // by topic and producer
+}
+
+func (s *printStore) LastSeq(topic, producer string) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last[[2]string{topic, producer}], nil
+}
+
+func (s *printStore) Append(topic, producer string, recs []broker.Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range recs { // r's slices are valid only during the call
+		fmt.Printf("%s/%s #%d key=%s: %s\n", topic, producer, r.Seq, r.Key, r.Payload)
+	}
+	s.last[[2]string{topic, producer}] = recs[len(recs)-1].Seq
+	return nil
+}
+
+// A broker over a Store of your own.
+func Example_customStore() {
+	ctx := context.Background()
+	b, err := broker.New(&printStore{last: map[[2]string]uint64{}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	d := mem.NewDialer(b)
+	defer d.Close()
+	p, err := core.New(d, core.Name("till-1"), core.Topic("orders"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer p.Close(ctx)
+
+	for _, order := range []string{"espresso", "croissant"} {
+		msg := &core.Message{Payload: []byte(order), Key: []byte("table-7")}
+		if _, err := p.Send(ctx, msg); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Output:
+	// orders/till-1 #1 key=table-7: espresso
+	// orders/till-1 #2 key=table-7: croissant
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/inflightmq/inflight/broker"
+	inflightprom "github.com/inflightmq/inflight/metrics/prometheus"
+	"github.com/inflightmq/inflight/transport/tcp"
+)
+
+// healthStore is the broker's Store with a memory of its failures: the
+// broker turns a store error into an ERROR frame for one producer and
+// carries on, so serve learns of it here. Reads and writes are tracked
+// apart (a store may still answer LastSeq while Append fails): each is
+// unhealthy from a failed call until a call of the same kind succeeds. A
+// FileStore whose write or fsync failed refuses every later call, so it
+// stays unhealthy until restarted. Safe for concurrent use.
+type healthStore struct {
+	broker.Store
+	appendErr  atomic.Pointer[error]
+	lastSeqErr atomic.Pointer[error]
+}
+
+// record keeps err (nil: healthy) in p, with only a load on the healthy path.
+func record(p *atomic.Pointer[error], err error) {
+	if err != nil {
+		p.Store(&err)
+	} else if p.Load() != nil {
+		p.Store(nil)
+	}
+}
+
+func (h *healthStore) LastSeq(topic, producer string) (uint64, error) {
+	seq, err := h.Store.LastSeq(topic, producer)
+	record(&h.lastSeqErr, err)
+	return seq, err
+}
+
+func (h *healthStore) Append(topic, producer string, recs []broker.Record) error {
+	err := h.Store.Append(topic, producer, recs)
+	record(&h.appendErr, err)
+	return err
+}
+
+// health returns nil, or why the store is failing.
+func (h *healthStore) health() error {
+	for _, p := range []*atomic.Pointer[error]{&h.appendErr, &h.lastSeqErr} {
+		if err := p.Load(); err != nil {
+			return *err
+		}
+	}
+	return nil
+}
+
+// metricsServer serves /metrics (Prometheus text format) and /healthz (200
+// "ok", or 503 and the store's error) for `serve -metrics`.
+type metricsServer struct {
+	http *http.Server
+	addr net.Addr
+	done chan struct{}
+}
+
+// metricsHandler routes /metrics and /healthz.
+func metricsHandler(b *broker.Broker, srv *tcp.Server, health func() error) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		inflightprom.NewBrokerCollector(b),
+		inflightprom.NewServerCollector(srv),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := health(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "unhealthy: store: %v\n", err)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return mux
+}
+
+// startMetrics listens on addr and serves h until close.
+func startMetrics(addr string, h http.Handler) (*metricsServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	m := &metricsServer{
+		http: &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second},
+		addr: ln.Addr(),
+		done: make(chan struct{}),
+	}
+	go func() {
+		defer close(m.done)
+		_ = m.http.Serve(ln) // returns ErrServerClosed after close
+	}()
+	return m, nil
+}
+
+// close stops the server: Shutdown until ctx ends, then Close.
+func (m *metricsServer) close(ctx context.Context) error {
+	err := m.http.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		err = m.http.Close()
+	}
+	<-m.done
+	return err
+}

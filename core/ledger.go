@@ -1,0 +1,656 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/inflightmq/inflight/ringbuf"
+	"github.com/inflightmq/inflight/wire"
+)
+
+// ledger is the producer's book of every message it holds, from SendAsync
+// until its callback ran: the ring with the cursors and queues beside it.
+// It is the only place in core that moves a slot's state or a cursor; the
+// pump, sweeper, dispatcher and session drive it.
+//
+// # Cursors
+//
+// Positions grow forever; a message's sequence ID is seqBase + pos + 1.
+//
+//	        released         live: at most MaxPending positions
+//	|---------------------|------------------------------------------|
+//	0                    head                                       tail
+//	|-------- resolved --------|              (acked: anywhere <= maxWritten)
+//	0                        acked
+//	|------------ written at least once -----------|
+//	0                                          maxWritten
+//
+// Invariants, and who moves what:
+//   - head <= tail, tail-head <= MaxPending. tail: senders (claim); head:
+//     the dispatcher (release), only past positions whose outcome it
+//     delivered.
+//   - acked <= maxWritten <= tail. Every position below acked is resolved
+//     or released. acked may lag head (failures release positions without
+//     acknowledging them) or lead it (acknowledged positions whose
+//     callbacks have not run). acked: receipt resolvers (a transport
+//     goroutine; forward only, by CAS) and the handshake (the pump).
+//   - Every position below maxWritten was handed to a connection once, or
+//     resolved before it could be. maxWritten: the pump.
+//   - seqBase is fixed by the first HELLO_OK, before anything is written
+//     or reported, and never changes (the pump).
+//   - A position resolves exactly once (a CAS on its state); the goroutine
+//     that resolved it settles it exactly once: a Send is notified, a
+//     failure is queued for the dispatcher or the in-order walk is woken.
+//   - unacked is the number of positions written and not yet resolved:
+//     the pump adds what it writes for the first time, resolvers take off
+//     what they resolve from Written.
+//   - waits[pos] holds the waiter of a Send at a live pos until pos is
+//     settled; the dispatcher does not release a Send's position before.
+//
+// Slot states and their transitions are drawn in ringbuf.State.
+type ledger struct {
+	ring         *ringbuf.Ring[entry]
+	timeout      int64 // SendTimeout, ns
+	coarseStamps bool  // deadlines are stamped from the coarse clock (see due)
+
+	seqBase atomic.Uint64
+	baseSet bool // pump only
+
+	acked      atomic.Uint64
+	maxWritten atomic.Uint64
+	unacked    atomic.Int64
+
+	waits    []atomic.Pointer[waiter]
+	waitMask uint64
+
+	failMu sync.Mutex
+	fails  []uint64 // failed positions for the dispatcher, out of order
+
+	late         lateQueue     // positions that entered out of deadline order
+	dispatchWake chan struct{} // capacity 1: something is ready to deliver
+	sweepWake    chan struct{} // capacity 1: the late queue has an earlier deadline
+}
+
+// entry is what the ring holds for one message.
+type entry struct {
+	msg        *Message
+	payload    []byte
+	cb         Callback        // nil for a Send: its waiter is in ledger.waits
+	ctx        context.Context // nil when the context can never be done
+	stopCancel func() bool     // stops ctx's AfterFunc; nil without one
+}
+
+func newLedger(maxPending int, maxBytes int64, timeout time.Duration, coarseStamps bool) (*ledger, error) {
+	ring, err := ringbuf.New[entry](maxPending, maxBytes)
+	if err != nil {
+		return nil, err
+	}
+	return &ledger{
+		ring:         ring,
+		timeout:      int64(timeout),
+		coarseStamps: coarseStamps,
+		waits:        make([]atomic.Pointer[waiter], ring.Cap()),
+		waitMask:     uint64(ring.Cap() - 1),
+		dispatchWake: make(chan struct{}, 1),
+		sweepWake:    make(chan struct{}, 1),
+	}, nil
+}
+
+// seq returns the sequence ID of pos.
+func (l *ledger) seq(pos uint64) uint64 { return l.seqBase.Load() + pos + 1 }
+
+// pending returns the live positions and their bytes.
+func (l *ledger) pending() (int, int64) { return l.ring.Len(), l.ring.Bytes() }
+
+// unackedNow returns the positions written and not yet resolved.
+func (l *ledger) unackedNow() int { return int(max(l.unacked.Load(), 0)) }
+
+// bounds returns head and tail.
+func (l *ledger) bounds() (uint64, uint64) { return l.ring.Head(), l.ring.Tail() }
+
+// ---- senders ----
+
+// enqueue claims a position for size bytes, waiting for room when block is
+// set, until the message's deadline (slot deadline d), ctx's end or close.
+// It returns ErrQueueFull, ErrClosed, ErrTimeout or ctx's error when it
+// claimed nothing. newTimer is the producer's clock; now its precise time.
+func (l *ledger) enqueue(ctx context.Context, size, d int64, block bool, now func() int64, newTimer func(time.Duration) (<-chan time.Time, func() bool)) (pos uint64, waited bool, err error) {
+	pos, err = l.ring.TryClaim(size)
+	if err == ringbuf.ErrFull && block {
+		waited = true
+		pos, err = l.claimWait(ctx, size, d, now, newTimer)
+	}
+	switch err {
+	case nil:
+		return pos, waited, nil
+	case ringbuf.ErrFull:
+		return 0, false, ErrQueueFull
+	case ringbuf.ErrClosed:
+		return 0, false, ErrClosed
+	}
+	return 0, false, err
+}
+
+func (l *ledger) claimWait(ctx context.Context, size, d int64, now func() int64, newTimer func(time.Duration) (<-chan time.Time, func() bool)) (uint64, error) {
+	for range 4 { // the dispatcher is often about to release: yield first
+		runtime.Gosched()
+		if pos, err := l.ring.TryClaim(size); err != ringbuf.ErrFull {
+			return pos, err
+		}
+	}
+	t := now()
+	wait := time.Duration(l.expiry(d, t) - t)
+	if wait <= 0 {
+		return 0, ErrTimeout
+	}
+	expired, stop := newTimer(wait)
+	defer stop()
+	for {
+		room := l.ring.ArmRoom()
+		pos, err := l.ring.TryClaim(size)
+		if err != ringbuf.ErrFull {
+			l.ring.DisarmRoom()
+			return pos, err
+		}
+		select {
+		case <-room:
+			l.ring.DisarmRoom()
+		case <-ctx.Done():
+			l.ring.DisarmRoom()
+			return 0, ctx.Err()
+		case <-expired:
+			l.ring.DisarmRoom()
+			return 0, ErrTimeout
+		}
+	}
+}
+
+// publish fills the claimed pos and makes it visible to the pump. A
+// context that can end resolves the message as Canceled when it does.
+func (l *ledger) publish(pos uint64, e entry, d int64, w *waiter) {
+	if w != nil {
+		w.pos.Store(pos)
+		l.waits[pos&l.waitMask].Store(w)
+	}
+	s := l.ring.Slot(pos)
+	s.Value = e
+	s.SetDeadline(d)
+	if e.ctx != nil {
+		// Registered before Publish, so it may fire first: Resolve waits
+		// for the publish.
+		s.Value.stopCancel = context.AfterFunc(e.ctx, func() { l.fail(pos, ringbuf.Canceled) })
+	}
+	l.ring.Publish(pos)
+}
+
+// lateSlack is how much earlier than a fresh message's deadline a message
+// may enter the ring before the sweeper must be told: the sweeper scans the
+// ring in order and stops at the first deadline in the future, which is
+// right only while deadlines grow with position. Messages that waited for
+// room break that; they go into the late queue instead.
+const lateSlack = 5 * time.Millisecond
+
+// enteredLate handles a message that waited for room: its deadline may be
+// earlier than those of messages ahead of it.
+func (l *ledger) enteredLate(pos uint64, d, now int64) {
+	expired, _ := l.due(d, now)
+	switch {
+	case expired:
+		l.fail(pos, ringbuf.Expired)
+	case d < now+l.timeout-int64(lateSlack):
+		l.late.push(pos, d)
+		select {
+		case l.sweepWake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// close stops new claims; waiting claimers return ErrClosed.
+func (l *ledger) close() { l.ring.Close() }
+
+// ---- the pump ----
+
+// resendFrom returns the position a new connection starts writing at: the
+// oldest that may be unresolved.
+func (l *ledger) resendFrom() uint64 { return max(l.acked.Load(), l.ring.Head()) }
+
+// handshake takes the broker's last stored seq for this name from a
+// HELLO_OK. The first one fixes seqBase (nothing was written yet, so what
+// the broker stored came before us); later ones acknowledge what the broker
+// stored while the connection was down. A seq beyond anything written is
+// ErrSequenceConflict.
+func (l *ledger) handshake(lastSeq uint64) error {
+	if !l.baseSet {
+		l.seqBase.Store(lastSeq)
+		l.baseSet = true
+		return nil
+	}
+	base := l.seqBase.Load()
+	if lastSeq <= base {
+		return nil
+	}
+	if lastSeq-base > l.maxWritten.Load() {
+		return fmt.Errorf("%w: broker's last seq %d, ours at most %d", ErrSequenceConflict, lastSeq, base+l.maxWritten.Load())
+	}
+	l.ackThrough(lastSeq)
+	return nil
+}
+
+// waitResult says how waitPublished ended.
+type waitResult uint8
+
+const (
+	published   waitResult = iota // pos is published
+	waitEnded                     // dead closed first
+	ledgerDone                    // the ledger is closed and pos was never claimed
+	waitTimeout                   // until delivered first
+)
+
+// waitPublished waits until pos is published, dead closes, the ledger is
+// closed with pos never claimed, or until (if not nil) delivers. It belongs
+// to the pump (the ring's reader role).
+func (l *ledger) waitPublished(pos uint64, dead <-chan struct{}, until <-chan time.Time) waitResult {
+	if l.ring.Published(pos) {
+		return published
+	}
+	switch l.ring.WaitPublishedUntil(pos, dead, until) {
+	case nil:
+		return published
+	case ringbuf.ErrCanceled:
+		return waitEnded
+	case ringbuf.ErrClosed:
+		return ledgerDone
+	}
+	return waitTimeout
+}
+
+// batchLimits are a connection's limits for nextBatch.
+type batchLimits struct {
+	messages int // records per batch
+	bytes    int // raw bytes per batch
+	frame    int // the connection's frame limit
+}
+
+// nextBatch builds one BATCH frame in bb (in its own buffer) from consecutive
+// positions from pos on, and returns the next position to look at and the
+// number of records. It stops at the limits, at the first unpublished
+// position, and at a gap: a position that is resolved, or that it resolves
+// itself because its deadline passed or its context ended (such a message
+// is never written) or because it is too large for the connection
+// (Rejected, reported in order). Sequence IDs in one frame are consecutive.
+func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, now int64) (uint64, int) {
+	limit := min(lim.bytes, lim.frame)
+	maxRecord := lim.frame - wire.BatchHeaderSize - wire.RecordOverhead(lim.frame)
+	bb.Reset(bb.Bytes(), l.seq(pos))
+	n := 0
+	fresh := int64(0) // written for the first time
+	for n < lim.messages {
+		st := l.ring.State(pos)
+		if st == ringbuf.Unpublished {
+			break
+		}
+		if st.Final() {
+			if n > 0 {
+				break
+			}
+			pos++
+			bb.Reset(bb.Bytes(), l.seq(pos))
+			continue
+		}
+		slot := l.ring.Slot(pos)
+		size := int(slot.Size())
+		if n > 0 && bb.Size()+wire.RecordOverhead(size)+size > limit {
+			break
+		}
+		if !l.ring.Transition(pos, st, ringbuf.Writing) {
+			continue // resolved meanwhile: look again
+		}
+		// Writing: this goroutine alone may resolve pos now.
+		e := &slot.Value
+		fail := ringbuf.Unpublished
+		switch {
+		case l.expired(slot.Deadline(), now):
+			fail = ringbuf.Expired
+		case e.ctx != nil && e.ctx.Err() != nil:
+			fail = ringbuf.Canceled
+		case size > maxRecord:
+			fail = ringbuf.Rejected
+		}
+		if fail != ringbuf.Unpublished {
+			l.ring.Transition(pos, ringbuf.Writing, fail)
+			l.settle(pos, st, fail)
+			pos++
+			if n > 0 {
+				break
+			}
+			bb.Reset(bb.Bytes(), l.seq(pos))
+			continue
+		}
+		bb.AddRecord(e.payload, e.msg.Key, e.msg.Headers, e.msg.EventTime)
+		l.ring.Transition(pos, ringbuf.Writing, ringbuf.Written)
+		if st == ringbuf.Pending {
+			fresh++
+		}
+		n++
+		pos++
+	}
+	l.unacked.Add(fresh)
+	if pos > l.maxWritten.Load() {
+		l.maxWritten.Store(pos)
+	}
+	return pos, n
+}
+
+// ---- resolution ----
+
+// ackThrough marks every written position whose sequence ID is <= seq as
+// acknowledged (the broker's receipts are cumulative) and wakes the
+// dispatcher. It runs on a transport goroutine and never blocks.
+//
+// Positions never handed to a connection are not acknowledged, whatever the
+// broker says. Two calls may overlap (an old connection's last receipt and
+// a new one's): each position changes state once (CAS), and acked only
+// moves forward after the caller itself made sure every position below its
+// target is resolved.
+func (l *ledger) ackThrough(seq uint64) {
+	base := l.seqBase.Load()
+	if seq <= base {
+		return
+	}
+	upto := min(seq-base, l.maxWritten.Load())
+	from := l.resendFrom()
+	if upto <= from {
+		return
+	}
+	acked := int64(0)
+	for pos := from; pos < upto; pos++ {
+		if l.ack(pos) {
+			acked++
+		}
+	}
+	l.unacked.Add(-acked)
+	for {
+		cur := l.acked.Load()
+		if cur >= upto || l.acked.CompareAndSwap(cur, upto) {
+			break
+		}
+	}
+	l.wakeDispatcher()
+}
+
+// ack moves pos from Written to Acked and reports whether it did. A
+// position below maxWritten is Written, Writing (being resent: wait for it)
+// or already resolved.
+func (l *ledger) ack(pos uint64) bool {
+	for {
+		switch l.ring.State(pos) {
+		case ringbuf.Written:
+			if l.ring.Transition(pos, ringbuf.Written, ringbuf.Acked) {
+				l.notify(pos, ringbuf.Acked)
+				return true
+			}
+		case ringbuf.Writing:
+			runtime.Gosched()
+		default:
+			return false
+		}
+	}
+}
+
+// fail resolves pos as the failure st unless it is resolved already.
+func (l *ledger) fail(pos uint64, st ringbuf.State) {
+	if prev, ok := l.ring.Resolve(pos, st); ok {
+		l.settle(pos, prev, st)
+	}
+}
+
+// settle is called once by the goroutine that resolved pos as the failure
+// st, from state prev. Rejected is reported in order, like a success;
+// other failures are queued for the dispatcher, which reports them at once
+// (the documented exception to ordering).
+func (l *ledger) settle(pos uint64, prev, st ringbuf.State) {
+	if prev == ringbuf.Written {
+		l.unacked.Add(-1)
+	}
+	l.notify(pos, st)
+	if st != ringbuf.Rejected {
+		l.failMu.Lock()
+		l.fails = append(l.fails, pos)
+		l.failMu.Unlock()
+	}
+	l.wakeDispatcher()
+}
+
+// failAll fails every position still pending below tail with Closed.
+func (l *ledger) failAll(tail uint64) {
+	for pos := l.ring.Head(); pos < tail; pos++ {
+		l.fail(pos, ringbuf.Closed)
+	}
+}
+
+// resolvedBelow reports whether every live position below tail is resolved.
+func (l *ledger) resolvedBelow(tail uint64) bool {
+	for pos := l.ring.Head(); pos < tail; pos++ {
+		if !l.ring.State(pos).Final() {
+			return false
+		}
+	}
+	return true
+}
+
+// releasedBelow waits until every position below tail is released, or
+// done closes (false).
+func (l *ledger) releasedBelow(tail uint64, done <-chan struct{}) bool {
+	return l.ring.WaitHead(tail, done) == nil
+}
+
+func (l *ledger) wakeDispatcher() {
+	select {
+	case l.dispatchWake <- struct{}{}:
+	default:
+	}
+}
+
+// ---- deadlines (the sweeper) ----
+
+// due reports whether the message whose slot deadline is d has expired at
+// the precise time now, never early; if not, next is when to look again.
+// On the system clock d was stamped from the coarse clock, which may have
+// been stale; coarse.Upper bounds when the message was really sent.
+func (l *ledger) due(d, now int64) (expired bool, next int64) {
+	if d > now {
+		return false, d // the true expiry is never before d
+	}
+	if !l.coarseStamps {
+		return true, 0
+	}
+	sent, ok := coarse.Upper(d - l.timeout)
+	switch {
+	case !ok:
+		return false, now + int64(coarseTick)
+	case sent+l.timeout <= now:
+		return true, 0
+	}
+	return false, sent + l.timeout
+}
+
+func (l *ledger) expired(d, now int64) bool {
+	e, _ := l.due(d, now)
+	return e
+}
+
+// expiry returns the precise time by which the message with slot deadline
+// d expires, counted from now when the coarse clock cannot tell yet.
+func (l *ledger) expiry(d, now int64) int64 {
+	if !l.coarseStamps {
+		return d
+	}
+	if sent, ok := coarse.Upper(d - l.timeout); ok {
+		return sent + l.timeout
+	}
+	return now + l.timeout // the message was sent before now
+}
+
+// expireDue resolves as Expired every pending position, in order from
+// from, whose deadline passed by now, and stops at the first deadline
+// still ahead; then the late queue. It returns the new scan start (every
+// position below is resolved) and when to look again (0: nothing pending).
+func (l *ledger) expireDue(from uint64, now int64, due []lateEntry) (uint64, int64, []lateEntry) {
+	from, next := l.expireInOrder(from, now)
+	due, lateNext := l.late.due(now, due[:0])
+	for _, e := range due {
+		// Its true expiry may still be ahead (see due): then later.
+		if expired, at := l.due(e.deadline, now); !expired {
+			if !l.ring.State(e.pos).Final() {
+				l.late.pushAt(e.pos, e.deadline, at)
+				lateNext = minDeadline(lateNext, at)
+			}
+			continue
+		}
+		l.fail(e.pos, ringbuf.Expired)
+	}
+	if lateNext != 0 {
+		next = minDeadline(next, lateNext)
+	}
+	return from, next, due
+}
+
+func (l *ledger) expireInOrder(from uint64, now int64) (uint64, int64) {
+	from = max(from, l.ring.Head())
+	tail := l.ring.Tail()
+	resolvedPrefix := true
+	for pos := from; pos < tail; pos++ {
+		st := l.ring.State(pos)
+		if st.Final() {
+			if resolvedPrefix {
+				from = pos + 1
+			}
+			continue
+		}
+		resolvedPrefix = false
+		if st == ringbuf.Unpublished {
+			// Claimed, about to be published; look again soon.
+			return from, now + int64(minSweep)
+		}
+		if expired, at := l.due(l.ring.Slot(pos).Deadline(), now); !expired {
+			return from, at
+		}
+		l.fail(pos, ringbuf.Expired)
+	}
+	return from, 0
+}
+
+func minDeadline(cur, d int64) int64 {
+	if cur == 0 || d < cur {
+		return d
+	}
+	return cur
+}
+
+// ---- Send ----
+
+// waiter receives one Send's resolved state. It is handed over through
+// ledger.waits (see notify), so it can be pooled: nobody holds it once its
+// state was sent.
+type waiter struct {
+	ch  chan ringbuf.State // capacity 1
+	pos atomic.Uint64      // the position it waits for
+}
+
+var waiters = sync.Pool{New: func() any { return &waiter{ch: make(chan ringbuf.State, 1)} }}
+
+// notify hands the resolved state st of pos to its Send, if pos is a Send's.
+// Only the goroutine that resolved pos calls it, and the dispatcher does not
+// release a Send's position before it ran (see waitNotified), so waits[pos]
+// cannot have been reused for a later position of a Send meanwhile; a later
+// SendAsync position never sets it.
+func (l *ledger) notify(pos uint64, st ringbuf.State) {
+	ref := &l.waits[pos&l.waitMask]
+	w := ref.Load()
+	if w == nil || w.pos.Load() != pos {
+		return
+	}
+	ref.Store(nil)
+	w.ch <- st
+}
+
+// waitNotified waits until the Send of pos, resolved, has been notified:
+// the goroutine that resolved it calls notify right after.
+func (l *ledger) waitNotified(pos uint64) {
+	ref := &l.waits[pos&l.waitMask]
+	for {
+		w := ref.Load()
+		if w == nil || w.pos.Load() != pos {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// ---- the dispatcher ----
+
+// takeFails swaps the queue of failed positions for spare (emptied) and
+// returns it.
+func (l *ledger) takeFails(spare []uint64) []uint64 {
+	l.failMu.Lock()
+	defer l.failMu.Unlock()
+	fails := l.fails
+	l.fails = spare[:0]
+	return fails
+}
+
+// deliverFails delivers, out of order, the failed positions in *fails that
+// the in-order walk has not passed (below next), marking each Done first.
+// It shortens *fails before each call: deliver may end the goroutine.
+func (l *ledger) deliverFails(fails *[]uint64, next uint64, deliver func(uint64, ringbuf.State)) {
+	head := l.ring.Head()
+	for len(*fails) > 0 {
+		pos := (*fails)[0]
+		*fails = (*fails)[1:]
+		// Below next, the walk delivered it already (a position can be
+		// failed, then walked, then queued).
+		if st := l.ring.State(pos); pos >= head && pos >= next && st.Failed() {
+			l.ring.Transition(pos, st, ringbuf.Done)
+			deliver(pos, st)
+		}
+	}
+}
+
+// releaseEvery bounds how many positions the walk passes before it
+// releases them, so blocked senders get room while a long run of callbacks
+// is still going.
+const releaseEvery = 1024
+
+// walk delivers, in order from *next, every resolved position that is not
+// Done, stops at the first unresolved one, and releases what it passed. It
+// advances *next before each call: deliver may end the goroutine, and the
+// next walk then resumes after it.
+func (l *ledger) walk(next *uint64, deliver func(uint64, ringbuf.State)) {
+	head := l.ring.Head()
+	*next = max(*next, head)
+	for {
+		pos := *next
+		st := l.ring.State(pos)
+		if !st.Final() {
+			break
+		}
+		*next = pos + 1
+		if st != ringbuf.Done {
+			deliver(pos, st)
+		}
+		if *next-head >= releaseEvery {
+			l.ring.Release(*next)
+			head = *next
+		}
+	}
+	l.ring.Release(*next)
+}
+
+// entryAt returns the entry of a resolved, unreleased position (the
+// dispatcher's, while it delivers it).
+func (l *ledger) entryAt(pos uint64) *entry { return &l.ring.Slot(pos).Value }

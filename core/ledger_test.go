@@ -1,0 +1,400 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inflightmq/inflight/ringbuf"
+	"github.com/inflightmq/inflight/wire"
+)
+
+// The ledger alone: no transport, no goroutines but the test's, time as a
+// number the test moves (the ledger's deadlines are exact off the system
+// clock).
+
+const ledgerTimeout = 100
+
+// ledgerRig drives one ledger and records what the dispatcher would have
+// reported.
+type ledgerRig struct {
+	t         *testing.T
+	l         *ledger
+	bb        wire.BatchBuilder
+	next      uint64 // the dispatcher's walk cursor
+	fails     []uint64
+	delivered map[uint64]ringbuf.State
+	order     []uint64 // positions delivered by the in-order walk, in order
+}
+
+func newLedgerRig(t *testing.T, maxPending int) *ledgerRig {
+	l, err := newLedger(maxPending, 1<<20, ledgerTimeout, false)
+	require.NoError(t, err)
+	require.NoError(t, l.handshake(0)) // fixes seqBase
+	return &ledgerRig{t: t, l: l, delivered: map[uint64]ringbuf.State{}}
+}
+
+// send enqueues one message of size bytes at time now without waiting.
+func (r *ledgerRig) send(ctx context.Context, size int, now int64, w *waiter) (uint64, error) {
+	pos, _, err := r.l.enqueue(ctx, int64(size), now+ledgerTimeout, false, nil, nil)
+	if err != nil {
+		return 0, err
+	}
+	msg := &Message{Payload: make([]byte, size)}
+	e := entry{msg: msg, payload: msg.Payload, cb: func(MessageID, *Message, error) {}}
+	if w != nil {
+		e.cb = nil
+	}
+	if ctx.Done() != nil {
+		e.ctx = ctx
+	}
+	r.l.publish(pos, e, now+ledgerTimeout, w)
+	return pos, nil
+}
+
+func (r *ledgerRig) write(from uint64, frame int, now int64) (uint64, int) {
+	return r.l.nextBatch(&r.bb, from, batchLimits{messages: 1000, bytes: 1 << 20, frame: frame}, now)
+}
+
+func (r *ledgerRig) deliver(pos uint64, st ringbuf.State) {
+	if prev, ok := r.delivered[pos]; ok {
+		r.t.Fatalf("position %d delivered twice (%v, then %v)", pos, prev, st)
+	}
+	r.delivered[pos] = st
+}
+
+func (r *ledgerRig) dispatch() {
+	r.fails = r.l.takeFails(nil)
+	r.l.deliverFails(&r.fails, r.next, r.deliver)
+	r.l.walk(&r.next, func(pos uint64, st ringbuf.State) {
+		r.order = append(r.order, pos)
+		r.deliver(pos, st)
+	})
+}
+
+func (r *ledgerRig) state(pos uint64) ringbuf.State { return r.l.ring.State(pos) }
+
+// waitSettled waits until the context.AfterFunc of pos (its own goroutine)
+// has queued it as a failure.
+func (r *ledgerRig) waitSettled(pos uint64) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r.l.failMu.Lock()
+		queued := slices.Contains(r.l.fails, pos)
+		r.l.failMu.Unlock()
+		if queued {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("position %d: cancel not settled", pos)
+		}
+		runtime.Gosched()
+	}
+}
+
+func TestLedgerTransitions(t *testing.T) {
+	t.Run("WriteAckDeliver", func(t *testing.T) {
+		r := newLedgerRig(t, 8)
+		for range 3 {
+			_, err := r.send(context.Background(), 10, 0, nil)
+			require.NoError(t, err)
+		}
+		assert.Equal(t, uint64(1), r.l.seq(0))
+		next, n := r.write(0, wire.DefaultMaxFrameSize, 0)
+		assert.Equal(t, uint64(3), next)
+		assert.Equal(t, 3, n)
+		assert.Equal(t, 3, r.l.unackedNow())
+		assert.Equal(t, uint64(1), r.bb.FirstSeq())
+		for pos := range uint64(3) {
+			assert.Equal(t, ringbuf.Written, r.state(pos))
+		}
+
+		r.l.ackThrough(2) // seqs 1 and 2: positions 0 and 1
+		assert.Equal(t, ringbuf.Acked, r.state(1))
+		assert.Equal(t, ringbuf.Written, r.state(2))
+		assert.Equal(t, 1, r.l.unackedNow())
+		assert.Equal(t, uint64(2), r.l.acked.Load())
+		select {
+		case <-r.l.dispatchWake:
+		default:
+			t.Fatal("an ack wakes the dispatcher")
+		}
+		r.dispatch()
+		assert.Equal(t, []uint64{0, 1}, r.order)
+		head, tail := r.l.bounds()
+		assert.Equal(t, uint64(2), head, "delivered positions are released")
+		assert.Equal(t, uint64(3), tail)
+
+		r.l.ackThrough(99) // beyond what was written: only what was written
+		assert.Equal(t, uint64(3), r.l.acked.Load())
+		assert.Zero(t, r.l.unackedNow())
+	})
+
+	t.Run("ExpireOutOfOrder", func(t *testing.T) {
+		r := newLedgerRig(t, 8)
+		_, _ = r.send(context.Background(), 1, 0, nil)  // written, never acked
+		_, _ = r.send(context.Background(), 1, 50, nil) // later deadline
+		r.write(0, wire.DefaultMaxFrameSize, 0)
+
+		from, next, _ := r.l.expireDue(0, ledgerTimeout-1, nil)
+		assert.Equal(t, int64(ledgerTimeout), next, "next look at the first deadline")
+		assert.Equal(t, uint64(0), from)
+		assert.Equal(t, ringbuf.Written, r.state(0), "never early")
+
+		from, next, _ = r.l.expireDue(from, ledgerTimeout, nil)
+		assert.Equal(t, ringbuf.Expired, r.state(0))
+		assert.Equal(t, ringbuf.Written, r.state(1))
+		assert.LessOrEqual(t, from, uint64(1), "every position below from is resolved")
+		assert.Equal(t, int64(50+ledgerTimeout), next)
+		assert.Equal(t, 1, r.l.unackedNow(), "an expired written message is no longer unacked")
+
+		r.dispatch()
+		assert.Equal(t, ringbuf.Expired, r.delivered[0])
+		assert.Empty(t, r.order, "delivered from the failure queue, marked Done, walked silently")
+		head, _ := r.l.bounds()
+		assert.Equal(t, uint64(1), head)
+	})
+
+	t.Run("NotWrittenOnceExpiredOrCanceled", func(t *testing.T) {
+		r := newLedgerRig(t, 8)
+		ctx, cancel := context.WithCancel(context.Background())
+		_, _ = r.send(context.Background(), 1, 0, nil)
+		_, _ = r.send(ctx, 1, 1000, nil)
+		cancel()
+		// The AfterFunc may not have run yet: the writer checks ctx itself.
+		next, n := r.write(0, wire.DefaultMaxFrameSize, ledgerTimeout)
+		assert.Zero(t, n, "neither is written")
+		assert.Equal(t, uint64(2), next)
+		assert.Equal(t, ringbuf.Expired, r.state(0))
+		assert.Equal(t, ringbuf.Canceled, r.state(1))
+		assert.Zero(t, r.l.unackedNow())
+		r.dispatch()
+		assert.Len(t, r.delivered, 2)
+	})
+
+	t.Run("RejectedInOrder", func(t *testing.T) {
+		r := newLedgerRig(t, 8)
+		_, _ = r.send(context.Background(), 10, 0, nil)
+		_, _ = r.send(context.Background(), 5000, 0, nil) // over a 4 KiB frame
+		_, _ = r.send(context.Background(), 10, 0, nil)
+		next, n := r.write(0, 4096, 0)
+		assert.Equal(t, 1, n, "a batch stops at a gap")
+		assert.Equal(t, uint64(1), next)
+		next, n = r.write(next, 4096, 0)
+		assert.Equal(t, 1, n, "the rejected one is skipped, the next written")
+		assert.Equal(t, uint64(3), next)
+		assert.Equal(t, ringbuf.Rejected, r.state(1))
+		assert.Empty(t, r.l.takeFails(nil), "Rejected is not an out-of-order failure")
+		r.dispatch()
+		assert.Empty(t, r.order, "nothing before the rejected message is resolved yet")
+		r.l.ackThrough(r.l.seq(2))
+		r.dispatch()
+		assert.Equal(t, []uint64{0, 1, 2}, r.order)
+		assert.Equal(t, ringbuf.Rejected, r.delivered[1])
+	})
+
+	t.Run("ResendAndHandshake", func(t *testing.T) {
+		r := newLedgerRig(t, 8)
+		for range 4 {
+			_, _ = r.send(context.Background(), 1, 0, nil)
+		}
+		r.write(0, wire.DefaultMaxFrameSize, 0)
+		r.l.ackThrough(1)
+		assert.Equal(t, uint64(1), r.l.resendFrom())
+		// The connection died; the broker stored up to seq 3 meanwhile.
+		require.NoError(t, r.l.handshake(3))
+		assert.Equal(t, uint64(3), r.l.resendFrom())
+		assert.Equal(t, ringbuf.Acked, r.state(2))
+		next, n := r.write(r.l.resendFrom(), wire.DefaultMaxFrameSize, 0)
+		assert.Equal(t, 1, n, "only the unacknowledged one is resent")
+		assert.Equal(t, uint64(4), next)
+		assert.Equal(t, 1, r.l.unackedNow(), "a resend is not counted twice")
+		err := r.l.handshake(99)
+		assert.ErrorIs(t, err, ErrSequenceConflict)
+	})
+
+	t.Run("SendNotifiedAtResolution", func(t *testing.T) {
+		r := newLedgerRig(t, 8)
+		w := &waiter{ch: make(chan ringbuf.State, 1)}
+		pos, err := r.send(context.Background(), 1, 0, w)
+		require.NoError(t, err)
+		r.write(0, wire.DefaultMaxFrameSize, 0)
+		r.l.ackThrough(r.l.seq(pos))
+		select {
+		case st := <-w.ch:
+			assert.Equal(t, ringbuf.Acked, st)
+		default:
+			t.Fatal("Send not notified when its message resolved")
+		}
+		r.dispatch() // no callback; released
+		head, _ := r.l.bounds()
+		assert.Equal(t, uint64(1), head)
+	})
+
+	t.Run("CloseFailsTheRest", func(t *testing.T) {
+		r := newLedgerRig(t, 4)
+		for range 4 {
+			_, _ = r.send(context.Background(), 1, 0, nil)
+		}
+		_, err := r.send(context.Background(), 1, 0, nil)
+		assert.ErrorIs(t, err, ErrQueueFull)
+		r.l.close()
+		_, err = r.send(context.Background(), 1, 0, nil)
+		assert.ErrorIs(t, err, ErrClosed)
+		_, tail := r.l.bounds()
+		assert.False(t, r.l.resolvedBelow(tail))
+		r.l.failAll(tail)
+		assert.True(t, r.l.resolvedBelow(tail))
+		r.dispatch()
+		for pos := range uint64(4) {
+			assert.Equal(t, ringbuf.Closed, r.delivered[pos])
+		}
+		head, _ := r.l.bounds()
+		assert.Equal(t, tail, head)
+	})
+}
+
+// TestLedgerRandomOperations applies random operations (enqueue, write,
+// receipts, expiry, cancel, reconnect, dispatch, close) and checks the
+// ledger's invariants against a simple model after each one.
+func TestLedgerRandomOperations(t *testing.T) {
+	for seed := range uint64(300) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { ledgerProperty(t, seed) })
+	}
+}
+
+func ledgerProperty(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 42))
+	r := newLedgerRig(t, 1<<rng.IntN(5)+1)
+	var now int64
+	var writer uint64 // the pump's position on the current connection
+	cancels := map[uint64]context.CancelFunc{}
+	written := map[uint64]bool{} // handed to a connection at least once
+	brokerLast := uint64(0)      // highest seq the broker stored
+	closed := false
+
+	check := func(op string) {
+		t.Helper()
+		l := r.l
+		head, tail := l.bounds()
+		acked, maxW := l.acked.Load(), l.maxWritten.Load()
+		require.LessOrEqual(t, head, tail, op)
+		require.LessOrEqual(t, acked, maxW, "%s: acked <= maxWritten", op)
+		require.LessOrEqual(t, maxW, tail, "%s: maxWritten <= tail", op)
+		unacked := 0
+		for pos := head; pos < tail; pos++ {
+			st := l.ring.State(pos)
+			if pos < acked {
+				require.True(t, st.Final(), "%s: position %d below acked is %v", op, pos, st)
+			}
+			if st == ringbuf.Written {
+				unacked++
+			}
+			if st == ringbuf.Acked {
+				require.True(t, written[pos], "%s: position %d acked but never written", op, pos)
+			}
+		}
+		require.Equal(t, unacked, l.unackedNow(), "%s: unacked counts Written positions", op)
+		// Successes and rejections come in position order.
+		for i := 1; i < len(r.order); i++ {
+			require.Less(t, r.order[i-1], r.order[i], "%s: in-order deliveries", op)
+		}
+	}
+
+	for step := range 400 {
+		switch op := rng.IntN(9); op {
+		case 0, 1: // enqueue
+			if closed {
+				continue
+			}
+			ctx := context.Background()
+			var cancel context.CancelFunc
+			if rng.IntN(4) == 0 {
+				ctx, cancel = context.WithCancel(ctx)
+			}
+			size := rng.IntN(100)
+			if rng.IntN(30) == 0 {
+				size = 5000 // rejected by a 4 KiB connection
+			}
+			pos, err := r.send(ctx, size, now, nil)
+			if err != nil {
+				require.ErrorIs(t, err, ErrQueueFull)
+				if cancel != nil {
+					cancel()
+				}
+				continue
+			}
+			if cancel != nil {
+				cancels[pos] = cancel
+			}
+			check("enqueue")
+		case 2: // the pump writes a batch
+			from := max(writer, r.l.resendFrom())
+			next, n := r.l.nextBatch(&r.bb, from, batchLimits{messages: 1 + rng.IntN(8), bytes: 1 << 20, frame: 4096}, now)
+			for pos := next - uint64(n); pos < next; pos++ {
+				written[pos] = true
+			}
+			writer = next
+			check("write")
+		case 3: // the broker stores some of what was written and answers
+			if maxW := r.l.maxWritten.Load(); maxW > 0 {
+				upto := r.l.seq(uint64(rng.Uint64N(maxW)))
+				// The broker stores written, unresolved-or-acked records in
+				// order; a receipt covers only what it stored.
+				brokerLast = max(brokerLast, upto)
+				r.l.ackThrough(upto)
+			}
+			check("receipt")
+		case 4: // time passes; the sweeper runs
+			now += int64(rng.IntN(ledgerTimeout))
+			r.l.expireDue(0, now, nil)
+			check("sweep")
+			head, tail := r.l.bounds()
+			for pos := head; pos < tail; pos++ {
+				if st := r.l.ring.State(pos); !st.Final() && r.l.ring.Slot(pos).Deadline() <= now {
+					t.Fatalf("position %d with a passed deadline is %v after a sweep", pos, st)
+				}
+			}
+		case 5: // a context ends
+			for pos, cancel := range cancels {
+				st := r.state(pos) // Unpublished: released and recycled
+				pending := st != ringbuf.Unpublished && !st.Final()
+				cancel()
+				delete(cancels, pos)
+				if pending {
+					r.waitSettled(pos)
+				}
+				break
+			}
+			check("cancel")
+		case 6: // reconnect: the broker says what it stored
+			writer = 0
+			require.NoError(t, r.l.handshake(min(brokerLast, r.l.seq(r.l.maxWritten.Load())-1)))
+			check("reconnect")
+		case 7, 8:
+			r.dispatch()
+			check("dispatch")
+		}
+		if step == 350 && !closed {
+			closed = true
+			r.l.close()
+		}
+	}
+	for _, cancel := range cancels {
+		cancel()
+	}
+	_, tail := r.l.bounds()
+	r.l.failAll(tail)
+	r.dispatch()
+	check("close")
+	head, _ := r.l.bounds()
+	require.Equal(t, tail, head, "everything released at the end")
+	require.Len(t, r.delivered, int(tail), "every position delivered exactly once")
+}

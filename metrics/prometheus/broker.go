@@ -1,0 +1,52 @@
+package inflightprom
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/transport/tcp"
+)
+
+// BrokerSource is what NewBrokerCollector reads; *broker.Broker is one.
+type BrokerSource interface{ Stats() broker.Stats }
+
+// NewBrokerCollector returns a collector of b's Stats. Safe for concurrent
+// scrapes.
+func NewBrokerCollector(b BrokerSource) prometheus.Collector {
+	t := table[broker.Stats]{prefix: "inflight_broker_"}
+	t.gauge("sessions", "Live producer sessions.",
+		func(s broker.Stats) float64 { return float64(s.Sessions) })
+	t.counter("batches_total", "BATCH frames accepted.",
+		func(s broker.Stats) float64 { return float64(s.Batches) })
+	t.counter("stored_records_total", "Records appended to the store.",
+		func(s broker.Stats) float64 { return float64(s.Stored) })
+	t.counter("duplicate_records_total", "Records skipped because they were already stored.",
+		func(s broker.Stats) float64 { return float64(s.Duplicates) })
+	t.counter("session_errors_total", "Sessions failed for a protocol violation or a store error.",
+		func(s broker.Stats) float64 { return float64(s.ProtocolErrors) })
+	t.counter("takeovers_total", "Sessions closed because a newer one took their producer name.",
+		func(s broker.Stats) float64 { return float64(s.Takeovers) })
+	return &statsCollector[broker.Stats]{stats: b.Stats, metrics: t.out}
+}
+
+// ServerSource is what NewServerCollector reads; *tcp.Server is one.
+type ServerSource interface{ Stats() tcp.ServerStats }
+
+// NewServerCollector returns a collector of a TCP server's Stats. Safe for
+// concurrent scrapes.
+func NewServerCollector(srv ServerSource) prometheus.Collector {
+	t := table[tcp.ServerStats]{prefix: "inflight_server_"}
+	t.gauge("connections", "Open connections.",
+		func(s tcp.ServerStats) float64 { return float64(s.Conns) })
+	t.counter("connections_accepted_total", "Connections accepted.",
+		func(s tcp.ServerStats) float64 { return float64(s.Accepted) })
+	t.counter("connections_refused_total", "Connections refused by MaxConns.",
+		func(s tcp.ServerStats) float64 { return float64(s.Refused) })
+	t.counter("connection_timeouts_total", "Connections closed by ReadTimeout or IdleTimeout.",
+		func(s tcp.ServerStats) float64 { return float64(s.Timeouts) })
+	t.counter("connection_errors_total", "Connections closed for a protocol or store error.",
+		func(s tcp.ServerStats) float64 { return float64(s.Errors) })
+	t.gauge("max_buffered_bytes", "Most bytes one connection left buffered (an incomplete frame).",
+		func(s tcp.ServerStats) float64 { return float64(s.MaxBuffered) })
+	return &statsCollector[tcp.ServerStats]{stats: srv.Stats, metrics: t.out}
+}

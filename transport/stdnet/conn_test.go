@@ -1,0 +1,129 @@
+package stdnet_test
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inflightmq/inflight/transport"
+	"github.com/inflightmq/inflight/transport/stdnet"
+)
+
+// closeRecorder is a transport.Handler that records its close.
+type closeRecorder struct {
+	mu     sync.Mutex
+	closes int
+	err    error
+	closed chan struct{}
+}
+
+func newCloseRecorder() *closeRecorder { return &closeRecorder{closed: make(chan struct{})} }
+
+func (h *closeRecorder) OnFrame([]byte) {}
+
+func (h *closeRecorder) OnClose(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closes++
+	h.err = err
+	if h.closes == 1 {
+		close(h.closed)
+	}
+}
+
+func (h *closeRecorder) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case <-h.closed:
+	case <-time.After(waitTimeout):
+		t.Fatal("OnClose not called")
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	require.Equal(t, 1, h.closes, "OnClose once")
+	return h.err
+}
+
+// listen accepts one connection and hands it to serve; the listener and
+// the connection close at the end of the test.
+func listen(t *testing.T, serve func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		serve(c)
+	})
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	return ln.Addr().String()
+}
+
+// TestStdnetConnContract: every frame written is released once its bytes
+// are written; Close makes OnClose run once with nil; WriteFrame then
+// returns ErrClosed.
+func TestStdnetConnContract(t *testing.T) {
+	stop := make(chan struct{})
+	addr := listen(t, func(c net.Conn) {
+		go func() { <-stop; c.Close() }()
+		discard(c)
+	})
+	defer close(stop)
+	d, err := stdnet.NewDialer(addr)
+	require.NoError(t, err)
+	defer d.Close()
+	h := newCloseRecorder()
+	conn, err := d.Dial(context.Background(), h)
+	require.NoError(t, err)
+
+	const n = 100
+	owner := make(chan *transport.Buffer, n)
+	for i := range n {
+		require.NoError(t, conn.WriteFrame(&transport.Buffer{Bytes: make([]byte, 1000+i), Owner: owner}))
+	}
+	for range n {
+		select {
+		case <-owner:
+		case <-time.After(waitTimeout):
+			t.Fatal("a written frame was not released")
+		}
+	}
+	require.NoError(t, conn.Close())
+	require.NoError(t, conn.Close())
+	assert.NoError(t, h.wait(t), "a local Close")
+	assert.ErrorIs(t, conn.WriteFrame(&transport.Buffer{Bytes: []byte{1}}), transport.ErrClosed)
+}
+
+// TestStdnetWriteBacklog: a caller that hands over more frames than
+// WriteQueue while the peer reads nothing gets ErrWriteBacklog and the
+// connection closes; memory does not grow with what it offers.
+func TestStdnetWriteBacklog(t *testing.T) {
+	stop := make(chan struct{})
+	addr := listen(t, func(net.Conn) { <-stop }) // never reads
+	defer close(stop)
+	d, err := stdnet.NewDialer(addr, stdnet.WriteQueue(4))
+	require.NoError(t, err)
+	defer d.Close()
+	h := newCloseRecorder()
+	conn, err := d.Dial(context.Background(), h)
+	require.NoError(t, err)
+	frame := make([]byte, 1<<20)
+	var werr error
+	for range 1000 { // 1 GiB offered; kernel buffers hold a few MiB
+		if werr = conn.WriteFrame(&transport.Buffer{Bytes: frame}); werr != nil {
+			break
+		}
+	}
+	require.ErrorIs(t, werr, stdnet.ErrWriteBacklog)
+	require.ErrorIs(t, werr, transport.ErrClosed)
+	assert.ErrorIs(t, h.wait(t), stdnet.ErrWriteBacklog)
+}

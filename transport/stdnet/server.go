@@ -1,0 +1,265 @@
+package stdnet
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/wire"
+)
+
+// Server serves a broker.Broker over TCP, or TLS with ServerTLS: one
+// goroutine accepts, one per connection reads frames, hands them to the
+// connection's broker session and writes the replies. The Server owns every
+// goroutine it starts; Close stops them. Its methods are safe for
+// concurrent use.
+type Server struct {
+	broker *broker.Broker
+	cfg    serverConfig
+	ln     net.Listener
+	tls    *tls.Config // nil: plain TCP
+
+	cert       reloadable
+	reloadable bool // the certificate is cert's (see ReloadCertificate)
+
+	ctx    context.Context // ends at Close: stops handshakes in progress
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	conns   map[*serverConn]struct{}
+	closing bool
+	wg      sync.WaitGroup // the accept loop and every connection
+
+	refusing atomic.Int64 // TLS refusals in progress (see refuse)
+	count    counters
+
+	closeOnce sync.Once
+}
+
+// counters are the totals ServerStats reports.
+type counters struct {
+	accepted, refused, timeouts, protocolErrors, handshakes, maxBuffered atomic.Int64
+}
+
+// ServerStats is a snapshot of a Server's counters.
+type ServerStats struct {
+	Conns           int   // open connections
+	Accepted        int64 // connections accepted in total
+	Refused         int64 // connections refused by MaxConns
+	Timeouts        int64 // connections closed by ReadTimeout or IdleTimeout
+	Errors          int64 // connections closed for a protocol or store error
+	HandshakeErrors int64 // TLS handshakes that failed (bad certificate, timeout, not TLS)
+	MaxBuffered     int64 // most bytes one connection held for reading frames
+}
+
+// NewServer listens on addr (host:port; port 0 picks one, see Addr) and
+// serves b until Close. It returns once the listener is bound.
+func NewServer(addr string, b *broker.Broker, opts ...ServerOption) (*Server, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: nil broker", ErrInvalidOption)
+	}
+	cfg := defaultServerConfig()
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil ServerOption", ErrInvalidOption)
+		}
+		if err := o.applyServer(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.clientCAs != nil && cfg.tls == nil {
+		return nil, fmt.Errorf("%w: RequireClientCert without ServerTLS", ErrInvalidOption)
+	}
+	s := &Server{broker: b, cfg: cfg, tls: cfg.tls, conns: make(map[*serverConn]struct{})}
+	if s.tls != nil {
+		if cfg.clientCAs != nil {
+			s.tls.ClientAuth = tls.RequireAndVerifyClientCert
+			s.tls.ClientCAs = cfg.clientCAs
+		}
+		s.reloadable = s.cert.takeOver(s.tls)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("inflight/stdnet: listen %s: %w", addr, err)
+	}
+	s.ln = ln
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.wg.Go(s.accept)
+	return s, nil
+}
+
+// Addr returns the address the server listens on.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Stats returns the server's counters.
+func (s *Server) Stats() ServerStats {
+	s.mu.Lock()
+	n := len(s.conns)
+	s.mu.Unlock()
+	return ServerStats{
+		Conns:           n,
+		Accepted:        s.count.accepted.Load(),
+		Refused:         s.count.refused.Load(),
+		Timeouts:        s.count.timeouts.Load(),
+		Errors:          s.count.protocolErrors.Load(),
+		HandshakeErrors: s.count.handshakes.Load(),
+		MaxBuffered:     s.count.maxBuffered.Load(),
+	}
+}
+
+// accept is the accept loop; it ends when Close closes the listener.
+func (s *Server) accept() {
+	backoff := time.Duration(0)
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of descriptors or similar: wait a little, as
+			// net/http does, rather than spin or give up.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			select {
+			case <-time.After(backoff):
+			case <-s.ctx.Done():
+				return
+			}
+			continue
+		}
+		backoff = 0
+		if tc, ok := nc.(*net.TCPConn); ok {
+			_ = tc.SetNoDelay(true)
+		}
+		c := newServerConn(s, nc)
+		switch s.register(c) {
+		case registered:
+			s.count.accepted.Add(1)
+			s.wg.Go(c.serve)
+		case full:
+			s.count.refused.Add(1)
+			s.refuse(nc)
+		default: // closing
+			_ = nc.Close()
+		}
+	}
+}
+
+type registration int
+
+const (
+	registered registration = iota
+	full
+	closing
+)
+
+func (s *Server) register(c *serverConn) registration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closing:
+		return closing
+	case len(s.conns) >= s.cfg.maxConns:
+		return full
+	}
+	s.conns[c] = struct{}{}
+	return registered
+}
+
+func (s *Server) unregister(c *serverConn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+func (s *Server) snapshot() []*serverConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cs := make([]*serverConn, 0, len(s.conns))
+	for c := range s.conns {
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+// maxRefusing bounds the TLS refusals in progress: each needs a handshake
+// to carry its ERROR frame, and a flood of connections must not become a
+// flood of goroutines. Beyond it a connection is closed without a word.
+const maxRefusing = 16
+
+// refuse answers a connection beyond MaxConns with an ERROR frame and
+// closes it. Over plain TCP the frame fits the empty socket buffer and is
+// written at once; over TLS it needs a handshake, done on a goroutine of
+// its own, bounded by HandshakeTimeout and maxRefusing.
+func (s *Server) refuse(nc net.Conn) {
+	frame := errorFrame(wire.CodeProtocol, ErrTooManyConns)
+	if s.tls == nil {
+		_ = nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		_, _ = nc.Write(frame)
+		_ = nc.Close()
+		return
+	}
+	if s.refusing.Add(1) > maxRefusing {
+		s.refusing.Add(-1)
+		_ = nc.Close()
+		return
+	}
+	s.wg.Go(func() {
+		defer s.refusing.Add(-1)
+		defer nc.Close()
+		_ = nc.SetDeadline(time.Now().Add(s.cfg.handshake))
+		tc := tls.Server(nc, s.tls)
+		if err := tc.HandshakeContext(s.ctx); err != nil {
+			return
+		}
+		_, _ = tc.Write(frame)
+	})
+}
+
+// CloseConns closes every open connection (the producers reconnect) and
+// keeps serving.
+func (s *Server) CloseConns() {
+	for _, c := range s.snapshot() {
+		_ = c.Close()
+	}
+}
+
+// Close shuts the server down in this order: it stops accepting; it stops
+// every connection from reading further frames, lets each finish the frame
+// in hand and write the replies it owes (receipts for what was stored),
+// then closes it; and it waits for all of it, or for ctx to end. If ctx
+// ends first it closes the remaining connections at once and returns
+// ctx's error without waiting further (their goroutines end as soon as the
+// store returns). Sessions end; producers resend to whoever serves next.
+// Only the first call does this; later calls return nil at once.
+func (s *Server) Close(ctx context.Context) error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		s.mu.Unlock()
+		_ = s.ln.Close()
+		s.cancel()
+		for _, c := range s.snapshot() {
+			c.stop()
+		}
+		done := make(chan struct{})
+		go func() { s.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			err = ctx.Err()
+			s.CloseConns()
+		}
+	})
+	return err
+}
+
+func errorFrame(code wire.ErrorCode, err error) []byte {
+	return wire.AppendError(nil, wire.Error{Code: code, Text: err.Error()})
+}
