@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/store/natsjs"
+	"github.com/inflightmq/inflight/store/natsjs/natsjstest"
+	"github.com/inflightmq/inflight/transport/tcp"
+)
+
+// TestServeNATSStore: `inflight serve -store nats://...` creates the stream
+// and stores what a producer sends, once each, in the stream; a second
+// gateway on the same stream takes over the producer where the first left
+// off.
+func TestServeNATSStore(t *testing.T) {
+	c, err := natsjstest.Start(t.TempDir(), 1, natsjstest.Options{})
+	require.NoError(t, err)
+	defer c.Shutdown()
+	storeURL := "nats://" + strings.TrimPrefix(c.URLs(), "nats://") + "/INFLIGHT?replicas=1"
+
+	send := func(from, to int) {
+		ctx, cancel := context.WithCancel(context.Background())
+		out := newWatchWriter()
+		wait := runAsync(t, ctx, out, out, "serve", "-listen=127.0.0.1:0", "-store="+storeURL, "-stats-every=0")
+		addr := strings.TrimPrefix(out.wait(t, regexp.MustCompile(`listening on \S+`), 30*time.Second)[0], "listening on ")
+		d, err := tcp.NewDialer(addr)
+		require.NoError(t, err)
+		p, err := core.New(d, core.Topic("orders"), core.Name("gw-test"))
+		require.NoError(t, err)
+		for i := from; i < to; i++ {
+			_, err := p.Send(context.Background(), &core.Message{Payload: fmt.Appendf(nil, "m%d", i), Key: []byte("k")})
+			require.NoError(t, err)
+		}
+		require.NoError(t, p.Close(context.Background()))
+		require.NoError(t, d.Close())
+		cancel()
+		require.Equal(t, exitOK, wait(), out.String())
+	}
+	send(0, 50)
+	send(50, 100) // another gateway process-equivalent: learns the tail from the stream
+
+	nc, err := natsjs.Connect(c.URLs())
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	var got []string
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = natsjs.Read(ctx, js, "INFLIGHT", natsjs.Subject("inflight", "orders", "gw-test"), func(_ string, _ uint64, r broker.Record) error {
+		require.Equal(t, "k", string(r.Key))
+		got = append(got, fmt.Sprintf("%d:%s", r.Seq, r.Payload))
+		return nil
+	})
+	require.NoError(t, err)
+	require.Len(t, got, 100)
+	for i, g := range got {
+		require.Equal(t, fmt.Sprintf("%d:m%d", i+1, i), g)
+	}
+
+	code, _, errOut := runCmd(t, "serve", "-store=nats://127.0.0.1:1/S?layout=fancy")
+	require.Equal(t, exitUsage, code, errOut)
+}
