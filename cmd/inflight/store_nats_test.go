@@ -70,4 +70,23 @@ func TestServeNATSStore(t *testing.T) {
 
 	code, _, errOut := runCmd(t, "serve", "-store=nats://127.0.0.1:1/S?layout=fancy")
 	require.Equal(t, exitUsage, code, errOut)
+
+	// inflight read prints them back.
+	code, out, errOut := runCmd(t, "read", "-store="+storeURL, "-topic=orders")
+	require.Equal(t, exitOK, code, errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 100)
+	require.Equal(t, `"gw-test" 1 key="k" "m0"`, lines[0])
+	code, out, errOut = runCmd(t, "read", "-store="+storeURL, "-topic=orders", "-producer=gw-test", "-from=100", "-format=json")
+	require.Equal(t, exitOK, code, errOut)
+	require.JSONEq(t, `{"topic":"orders","producer":"gw-test","seq":100,"key":"k","payload":"m99"}`, out)
+	for _, args := range [][]string{
+		{"read", "-topic=orders"},
+		{"read", "-store=" + storeURL},
+		{"read", "-store=" + storeURL, "-topic=orders", "-from=3"},
+		{"read", "-store=" + storeURL, "-topic=orders", "-format=xml"},
+	} {
+		code, _, errOut := runCmd(t, args...)
+		require.Equal(t, exitUsage, code, "%v: %s", args, errOut)
+	}
 }

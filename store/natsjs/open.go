@@ -71,6 +71,26 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 	return s, nil
 }
 
+// Dial connects to NATS as Open does and returns the connection with the
+// store configuration the URL gives (stream, prefix, layout, ...), without
+// touching the stream: for readers of a stream that gateways write. The
+// caller closes the connection.
+func Dial(rawURL string) (*nats.Conn, Config, error) {
+	servers, cfg, _, _, nopts, err := parseURL(rawURL)
+	if err != nil {
+		return nil, Config{}, err
+	}
+	nc, err := Connect(servers, nopts...)
+	if err != nil {
+		return nil, Config{}, fmt.Errorf("inflight: natsjs: connect %s: %w", redact(servers), err)
+	}
+	if err := cfg.setDefaults(); err != nil {
+		nc.Close()
+		return nil, Config{}, err
+	}
+	return nc, cfg, nil
+}
+
 // Close closes the NATS connection if Open made it (a Store from New
 // leaves its connection to the caller). Call it after the last Append
 // returned.

@@ -51,6 +51,14 @@ func TestOpen(t *testing.T) {
 	if _, err := natsjs.Open(ctx, "nats://"+hosts+"/OPENA?replicas=3"); !errors.Is(err, natsjs.ErrStreamMismatch) {
 		t.Errorf("Open with other replicas: %v, want ErrStreamMismatch", err)
 	}
+	nc, cfg, err := natsjs.Dial("nats://" + hosts + "/OPENB?prefix=x.y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	if cfg.Stream != "OPENB" || cfg.Prefix != "x.y" {
+		t.Errorf("Dial config %+v", cfg)
+	}
 	for _, u := range []string{
 		"http://h:1/S", "nats://h:1", "nats:///S", "nats://h:1/S?replicas=x", "nats://h:1/S?layout=fancy",
 		"nats://h:1/S?storage=disk", "nats://h:1/S?nope=1", "nats://h:1/S?tls_cert=a", "nats://u:secret@h:1/S?read=x",
