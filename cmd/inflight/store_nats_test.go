@@ -90,3 +90,18 @@ func TestServeNATSStore(t *testing.T) {
 		require.Equal(t, exitUsage, code, "%v: %s", args, errOut)
 	}
 }
+
+// TestDemoNATSEngine: `inflight demo -engine nats` runs briefly, with the
+// stream leader stopped and the gateway restarted, and every guarantee
+// holds, read back from the stream.
+func TestDemoNATSEngine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-server cluster")
+	}
+	code, out, errOut := runCmd(t, "demo", "-engine=nats", "-duration=3s", "-kill-every=1s", "-down-for=100ms", "-timeout=5s", "-progress=1s")
+	require.Equal(t, exitOK, code, "%s\n%s", out, errOut)
+	require.Contains(t, out, "stream leader n")
+	require.Regexp(t, `in the stream exactly once, in order\s+ok`, out)
+	require.Regexp(t, `success but missing from the stream\s+ok`, out)
+	require.Contains(t, out, "all guarantees held")
+}
