@@ -26,6 +26,7 @@ type demoConfig struct {
 	timeout    time.Duration
 	maxPending int
 	report     time.Duration
+	engine     string // mem, or nats (see natsEngine)
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -39,6 +40,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.timeout, "timeout", time.Second, "SendTimeout of every message")
 	fs.IntVar(&cfg.maxPending, "max-pending", 32768, "MaxPending of the producer")
 	fs.DurationVar(&cfg.report, "progress", time.Second/4, "progress line interval")
+	fs.StringVar(&cfg.engine, "engine", "mem", "the broker's store: mem (in memory), or nats (a 3-server NATS JetStream cluster on 127.0.0.1,\n"+
+		"an R3 stream whose leader is stopped a third into the run and restarted at two thirds)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: inflight demo [flags]
 
@@ -65,6 +68,8 @@ flags:
 		return usageError(fs, stderr, "-kill-every and -down-for must not be negative")
 	case cfg.timeout <= 0 || cfg.maxPending <= 0 || cfg.report <= 0:
 		return usageError(fs, stderr, "-timeout, -max-pending and -progress must be positive")
+	case cfg.engine != "mem" && cfg.engine != "nats":
+		return usageError(fs, stderr, "-engine must be mem or nats, not %q", cfg.engine)
 	}
 	codecOpt, err := codecOption(cfg.codec)
 	if err != nil {
@@ -102,6 +107,7 @@ type demoResult struct {
 	missing    uint64 // successes not in the store
 	reconnects uint64
 	latency    hist.Histogram // send to callback, of the successes
+	nats       *natsEngine    // -engine nats: the stored counts are the stream's
 }
 
 // tally is the demo's callback: it runs on the producer's single callback
@@ -148,7 +154,7 @@ func (t *tally) callback(slot int, id core.MessageID, msg *core.Message, err err
 // store that outlives restarts.
 type demoBroker struct {
 	mu     sync.Mutex
-	store  *checkStore
+	store  broker.Store // a checkStore, or the natsjs store
 	addr   string
 	server *tcp.Server // nil while down
 	kills  int
@@ -188,7 +194,17 @@ func (b *demoBroker) down() {
 }
 
 func demo(ctx context.Context, cfg demoConfig, codecOpt core.Option, stdout io.Writer) (*demoResult, error) {
-	b := &demoBroker{store: newCheckStore()}
+	chk := newCheckStore()
+	b := &demoBroker{store: chk}
+	var eng *natsEngine
+	if cfg.engine == "nats" {
+		var err error
+		if eng, err = startNATSEngine(ctx); err != nil {
+			return nil, err
+		}
+		defer eng.close()
+		b.store = eng.store
+	}
 	if err := b.up(); err != nil {
 		return nil, err
 	}
@@ -228,6 +244,9 @@ func demo(ctx context.Context, cfg demoConfig, codecOpt core.Option, stdout io.W
 	var wg sync.WaitGroup
 	wg.Go(func() { sendLoop(sendCtx, p, cfg, t, &sent, &refused) })
 	wg.Go(func() { killLoop(sendCtx, b, cfg) })
+	if eng != nil {
+		wg.Go(func() { eng.leaderLoop(sendCtx, cfg.duration, start) })
+	}
 	showProgress := func() {
 		st := p.Stats()
 		el := time.Since(start).Seconds()
@@ -262,7 +281,15 @@ func demo(ctx context.Context, cfg demoConfig, codecOpt core.Option, stdout io.W
 	st := p.Stats()
 	b.down()
 
-	stored, dups, disorder, badMeta := b.store.snapshot()
+	stored, dups, disorder, badMeta := chk.snapshot()
+	missing := chk.missing(t.successSeqs)
+	if eng != nil {
+		sc, err := eng.check(ctx, t.successSeqs)
+		if err != nil {
+			return nil, fmt.Errorf("reading the stream back: %w", err)
+		}
+		stored, dups, disorder, badMeta, missing = sc.records, sc.duplicates, sc.disorder, sc.badMeta, sc.missing
+	}
 	res := &demoResult{
 		elapsed:    elapsed,
 		kills:      b.kills - 1, // the final stop is not a kill
@@ -277,9 +304,10 @@ func demo(ctx context.Context, cfg demoConfig, codecOpt core.Option, stdout io.W
 		duplicates: dups,
 		disorder:   disorder,
 		badMeta:    badMeta,
-		missing:    b.store.missing(t.successSeqs),
+		missing:    missing,
 		reconnects: st.Reconnects,
 		latency:    t.latency,
+		nats:       eng,
 	}
 	accepted := res.sent - res.refused
 	if cb := t.callbacks.Load(); cb < accepted {
@@ -365,14 +393,25 @@ func (r *demoResult) print(w io.Writer, cfg demoConfig) bool {
 	fmt.Fprintf(w, "  acked %s, timed out %s, failed at close %s, refused at send %s\n",
 		count(r.acked), count(r.timedOut), count(r.failed), count(r.refused))
 	fmt.Fprintf(w, "  throughput %s acked (%.1f MB/s of payload)\n\n", rate(float64(r.acked)/secs), float64(r.acked)*float64(cfg.size)/secs/1e6)
+	if r.nats != nil {
+		r.nats.printEvents(w)
+		fmt.Fprintln(w)
+	}
 	accounted := r.acked + r.timedOut + r.failed + r.refused
 	check("sent = acked + failed", diff(r.sent, accounted), fmt.Sprintf("%s = %s", count(r.sent), count(accounted)))
 	check("every callback exactly once", r.missingCB+r.doubleCB, fmt.Sprintf("%d missing, %d twice", r.missingCB, r.doubleCB))
 	check("success order = send order", r.outOfOrder, fmt.Sprintf("%d out of order", r.outOfOrder))
-	check("broker duplicates", r.duplicates, fmt.Sprintf("%d sequence IDs stored twice", r.duplicates))
-	check("broker stored in send order", r.disorder, fmt.Sprintf("%d out of order", r.disorder))
-	check("stored topic, key and header = sent", r.badMeta, fmt.Sprintf("%d differ of %s stored", r.badMeta, count(r.stored)))
-	check("success but missing from the broker", r.missing, fmt.Sprintf("%d missing of %s stored", r.missing, count(r.stored)))
+	if r.nats != nil {
+		check("in the stream exactly once, in order", r.duplicates+r.disorder,
+			fmt.Sprintf("%d stored twice, %d out of order", r.duplicates, r.disorder))
+		check("stored topic, key and header = sent", r.badMeta, fmt.Sprintf("%d differ of %s stored", r.badMeta, count(r.stored)))
+		check("success but missing from the stream", r.missing, fmt.Sprintf("%d missing of %s stored", r.missing, count(r.stored)))
+	} else {
+		check("broker duplicates", r.duplicates, fmt.Sprintf("%d sequence IDs stored twice", r.duplicates))
+		check("broker stored in send order", r.disorder, fmt.Sprintf("%d out of order", r.disorder))
+		check("stored topic, key and header = sent", r.badMeta, fmt.Sprintf("%d differ of %s stored", r.badMeta, count(r.stored)))
+		check("success but missing from the broker", r.missing, fmt.Sprintf("%d missing of %s stored", r.missing, count(r.stored)))
+	}
 	if ok {
 		fmt.Fprintln(w, "\nall guarantees held")
 	} else {

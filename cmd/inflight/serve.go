@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,13 +10,16 @@ import (
 	"time"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/store/natsjs"
 	"github.com/inflightmq/inflight/transport/tcp"
 )
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:7070", "address to listen on (port 0: any free port)")
-	storeFlag := fs.String("store", "mem", "where records go: mem, or file:PATH (append-only, replayed on start)")
+	storeFlag := fs.String("store", "mem", "where records go: mem, file:PATH (append-only, replayed on start), or\n"+
+		"nats://HOST:PORT[,HOST:PORT...]/STREAM[?replicas=3&layout=packed|per-record&creds=FILE&tls_ca=FILE&...]\n"+
+		"(a NATS JetStream stream: this broker becomes a stateless gateway; tls:// requires TLS)")
 	fsync := fs.String("fsync", "batch", "file store durability: batch (fsync before acking), interval, none")
 	fsyncEvery := fs.Duration("fsync-every", 100*time.Millisecond, "fsync interval for -fsync interval")
 	statsEvery := fs.Duration("stats-every", 5*time.Second, "stats line interval (0: none)")
@@ -68,8 +72,18 @@ flags:
 		fmt.Fprintf(stdout, "store %s: replayed %d entries (%d records), cut %d bytes of torn tail\n",
 			*storeFlag, rec.Entries, rec.Records, rec.TruncatedBytes)
 		store, closeStore = fst, fst.Close
+	case isNATSStore(*storeFlag):
+		st, closeFn, err := openNATSStore(ctx, *storeFlag)
+		if errors.Is(err, natsjs.ErrInvalidConfig) {
+			return usageError(fs, stderr, "-store: %v", err)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "inflight serve: %v\n", err)
+			return exitFailure
+		}
+		store, closeStore = st, closeFn
 	default:
-		return usageError(fs, stderr, "-store must be mem or file:PATH, not %q", *storeFlag)
+		return usageError(fs, stderr, "-store must be mem, file:PATH or nats://HOST:PORT/STREAM, not %q", *storeFlag)
 	}
 	defer closeStore()
 

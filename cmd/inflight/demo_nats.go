@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/store/natsjs"
+	"github.com/inflightmq/inflight/store/natsjs/natsjstest"
+)
+
+// natsEngine is the demo's -engine nats: a 3-server JetStream cluster on
+// 127.0.0.1 in this process, an R3 stream, and the natsjs store the
+// gateway (the demo's broker) writes through. Its stream leader is stopped
+// mid-run and brought back.
+type natsEngine struct {
+	dir     string
+	cluster *natsjstest.Cluster
+	nc      *nats.Conn
+	store   *natsjs.Store
+
+	mu     sync.Mutex
+	events []string // what the leader loop did, for the report
+}
+
+const demoStream = "INFLIGHT_DEMO"
+
+func startNATSEngine(ctx context.Context) (*natsEngine, error) {
+	dir, err := os.MkdirTemp("", "inflight-demo-nats")
+	if err != nil {
+		return nil, err
+	}
+	e := &natsEngine{dir: dir}
+	if e.cluster, err = natsjstest.Start(dir, 3, natsjstest.Options{}); err != nil {
+		e.close()
+		return nil, err
+	}
+	if e.nc, err = natsjs.Connect(e.cluster.URLs()); err != nil {
+		e.close()
+		return nil, err
+	}
+	js, err := jetstream.New(e.nc)
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := natsjs.EnsureStream(sctx, js, natsjs.StreamConfig{Name: demoStream, Replicas: 3}); err != nil {
+		e.close()
+		return nil, err
+	}
+	// A publish timeout of a second: a write to a leader that just went
+	// away fails soon and the producer resends through a new session.
+	if e.store, err = natsjs.New(sctx, e.nc, natsjs.Config{Stream: demoStream, Timeout: time.Second}); err != nil {
+		e.close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *natsEngine) note(format string, args ...any) {
+	e.mu.Lock()
+	e.events = append(e.events, fmt.Sprintf(format, args...))
+	e.mu.Unlock()
+}
+
+// leaderLoop stops the stream leader a third into the run and restarts it
+// at two thirds.
+func (e *natsEngine) leaderLoop(ctx context.Context, d time.Duration, start time.Time) {
+	select {
+	case <-time.After(d / 3):
+	case <-ctx.Done():
+		return
+	}
+	l := e.cluster.StreamLeader(demoStream)
+	if l < 0 {
+		e.note("no stream leader to stop at %.1fs", time.Since(start).Seconds())
+		return
+	}
+	e.cluster.Stop(l)
+	e.note("stream leader n%d stopped at %.1fs", l, time.Since(start).Seconds())
+	select {
+	case <-time.After(d / 3):
+	case <-ctx.Done():
+	}
+	if err := e.cluster.Restart(l); err != nil {
+		e.note("restart of n%d failed: %v", l, err)
+		return
+	}
+	e.note("n%d restarted at %.1fs", l, time.Since(start).Seconds())
+}
+
+// streamCheck is what the stream holds for the demo's producer: records,
+// sequence IDs stored twice, records out of send order, records whose key
+// or header is not what was sent (the topic is in the subject), and
+// successes missing.
+type streamCheck struct {
+	records, duplicates, disorder, badMeta, missing uint64
+}
+
+func (e *natsEngine) check(ctx context.Context, successes bitset) (streamCheck, error) {
+	var c streamCheck
+	js, err := jetstream.New(e.nc)
+	if err != nil {
+		return c, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var stored bitset
+	var lastIdx uint64
+	err = natsjs.Read(rctx, js, demoStream, e.store.Subject(demoTopic, "demo"), func(_ string, _ uint64, r broker.Record) error {
+		c.records++
+		if stored.set(r.Seq) {
+			c.duplicates++
+		}
+		if len(r.Payload) < 8 {
+			c.badMeta++
+			return nil
+		}
+		idx := binary.BigEndian.Uint64(r.Payload)
+		if idx+1 <= lastIdx {
+			c.disorder++
+		}
+		lastIdx = idx + 1
+		if !demoMetaMatches(idx, r) {
+			c.badMeta++
+		}
+		return nil
+	})
+	successes.each(func(seq uint64) {
+		if !stored.has(seq) {
+			c.missing++
+		}
+	})
+	return c, err
+}
+
+func (e *natsEngine) printEvents(w io.Writer) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, ev := range e.events {
+		fmt.Fprintf(w, "  %s\n", ev)
+	}
+}
+
+func (e *natsEngine) close() {
+	if e.nc != nil {
+		e.nc.Close()
+	}
+	if e.cluster != nil {
+		e.cluster.Shutdown()
+	}
+	_ = os.RemoveAll(e.dir)
+}

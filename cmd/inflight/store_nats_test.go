@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/store/natsjs"
+	"github.com/inflightmq/inflight/store/natsjs/natsjstest"
+	"github.com/inflightmq/inflight/transport/tcp"
+)
+
+// TestServeNATSStore: `inflight serve -store nats://...` creates the stream
+// and stores what a producer sends, once each, in the stream; a second
+// gateway on the same stream takes over the producer where the first left
+// off.
+func TestServeNATSStore(t *testing.T) {
+	c, err := natsjstest.Start(t.TempDir(), 1, natsjstest.Options{})
+	require.NoError(t, err)
+	defer c.Shutdown()
+	storeURL := "nats://" + strings.TrimPrefix(c.URLs(), "nats://") + "/INFLIGHT?replicas=1"
+
+	send := func(from, to int) {
+		ctx, cancel := context.WithCancel(context.Background())
+		out := newWatchWriter()
+		wait := runAsync(t, ctx, out, out, "serve", "-listen=127.0.0.1:0", "-store="+storeURL, "-stats-every=0")
+		addr := strings.TrimPrefix(out.wait(t, regexp.MustCompile(`listening on \S+`), 30*time.Second)[0], "listening on ")
+		d, err := tcp.NewDialer(addr)
+		require.NoError(t, err)
+		p, err := core.New(d, core.Topic("orders"), core.Name("gw-test"))
+		require.NoError(t, err)
+		for i := from; i < to; i++ {
+			_, err := p.Send(context.Background(), &core.Message{Payload: fmt.Appendf(nil, "m%d", i), Key: []byte("k")})
+			require.NoError(t, err)
+		}
+		require.NoError(t, p.Close(context.Background()))
+		require.NoError(t, d.Close())
+		cancel()
+		require.Equal(t, exitOK, wait(), out.String())
+	}
+	send(0, 50)
+	send(50, 100) // another gateway process-equivalent: learns the tail from the stream
+
+	nc, err := natsjs.Connect(c.URLs())
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	var got []string
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = natsjs.Read(ctx, js, "INFLIGHT", natsjs.Subject("inflight", "orders", "gw-test"), func(_ string, _ uint64, r broker.Record) error {
+		require.Equal(t, "k", string(r.Key))
+		got = append(got, fmt.Sprintf("%d:%s", r.Seq, r.Payload))
+		return nil
+	})
+	require.NoError(t, err)
+	require.Len(t, got, 100)
+	for i, g := range got {
+		require.Equal(t, fmt.Sprintf("%d:m%d", i+1, i), g)
+	}
+
+	code, _, errOut := runCmd(t, "serve", "-store=nats://127.0.0.1:1/S?layout=fancy")
+	require.Equal(t, exitUsage, code, errOut)
+
+	// inflight read prints them back.
+	code, out, errOut := runCmd(t, "read", "-store="+storeURL, "-topic=orders")
+	require.Equal(t, exitOK, code, errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 100)
+	require.Equal(t, `"gw-test" 1 key="k" "m0"`, lines[0])
+	code, out, errOut = runCmd(t, "read", "-store="+storeURL, "-topic=orders", "-producer=gw-test", "-from=100", "-format=json")
+	require.Equal(t, exitOK, code, errOut)
+	require.JSONEq(t, `{"topic":"orders","producer":"gw-test","seq":100,"key":"k","payload":"m99"}`, out)
+	for _, args := range [][]string{
+		{"read", "-topic=orders"},
+		{"read", "-store=" + storeURL},
+		{"read", "-store=" + storeURL, "-topic=orders", "-from=3"},
+		{"read", "-store=" + storeURL, "-topic=orders", "-format=xml"},
+	} {
+		code, _, errOut := runCmd(t, args...)
+		require.Equal(t, exitUsage, code, "%v: %s", args, errOut)
+	}
+}
+
+// TestDemoNATSEngine: `inflight demo -engine nats` runs briefly, with the
+// stream leader stopped and the gateway restarted, and every guarantee
+// holds, read back from the stream.
+func TestDemoNATSEngine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-server cluster")
+	}
+	code, out, errOut := runCmd(t, "demo", "-engine=nats", "-duration=3s", "-kill-every=1s", "-down-for=100ms", "-timeout=5s", "-progress=1s")
+	require.Equal(t, exitOK, code, "%s\n%s", out, errOut)
+	require.Contains(t, out, "stream leader n")
+	require.Regexp(t, `in the stream exactly once, in order\s+ok`, out)
+	require.Regexp(t, `success but missing from the stream\s+ok`, out)
+	require.Contains(t, out, "all guarantees held")
+}

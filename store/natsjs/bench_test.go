@@ -1,0 +1,195 @@
+package natsjs_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/internal/hist"
+	"github.com/inflightmq/inflight/store/natsjs"
+	"github.com/inflightmq/inflight/store/natsjs/natsjstest"
+	"github.com/inflightmq/inflight/transport"
+	"github.com/inflightmq/inflight/transport/mem"
+	"github.com/inflightmq/inflight/transport/tcp"
+)
+
+// BenchmarkEmbedded: producers -> mem transport -> broker -> natsjs store ->
+// JetStream cluster, all in this process (the embedded mode; the servers
+// share the CPUs with the producers). One op is one 100-byte record; the
+// metrics are records/s and the p50/p99 time from SendAsync to its
+// callback (every 64th record timed).
+//
+//	go test -run '^$' -bench Embedded -benchtime 3000000x
+func BenchmarkEmbedded(b *testing.B) {
+	benchCases(b, false, []benchCase{
+		{"packed/R3", natsjs.LayoutPacked, 3},
+		{"packed/R1", natsjs.LayoutPacked, 1},
+		{"per-record/R3", natsjs.LayoutPerRecord, 3},
+	})
+}
+
+// BenchmarkGateway: as BenchmarkEmbedded, but the producers write over TCP
+// (127.0.0.1) to a gateway: a broker on the store behind the TCP server,
+// still in this process.
+//
+//	go test -run '^$' -bench Gateway -benchtime 3000000x
+func BenchmarkGateway(b *testing.B) {
+	benchCases(b, true, []benchCase{
+		{"packed/R3", natsjs.LayoutPacked, 3},
+		{"packed/R1", natsjs.LayoutPacked, 1},
+	})
+}
+
+type benchCase struct {
+	name     string
+	layout   natsjs.Layout
+	replicas int
+}
+
+func benchCases(b *testing.B, viaTCP bool, cases []benchCase) {
+	for _, tc := range cases {
+		for _, producers := range []int{1, 4} {
+			// A fresh cluster for each case (kept across the function's
+			// calls with growing b.N), so no case pays for the last one's
+			// flushing and compaction.
+			var c *natsjstest.Cluster
+			dir, err := os.MkdirTemp("", "natsjs-bench")
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Run(fmt.Sprintf("%s/producers=%d", tc.name, producers), func(b *testing.B) {
+				if c == nil {
+					var err error
+					if c, err = natsjstest.Start(dir, tc.replicas, natsjstest.Options{}); err != nil {
+						b.Fatal(err)
+					}
+					ensureStream(b, c, natsjs.StreamConfig{Replicas: tc.replicas, AtomicPublish: true})
+				}
+				benchLoadRun(b, c, tc.layout, producers, viaTCP)
+			})
+			if c != nil {
+				c.Shutdown()
+			}
+			os.RemoveAll(dir)
+		}
+	}
+}
+
+// benchRun numbers the producer names so that no run resumes another's.
+var benchRun atomic.Int64
+
+func benchLoadRun(b *testing.B, c *natsjstest.Cluster, l natsjs.Layout, producers int, viaTCP bool) {
+	br, _ := gateway(b, c, natsjs.Config{Layout: l}, nil)
+	var d transport.Dialer
+	if viaTCP {
+		srv, err := tcp.NewServer("127.0.0.1:0", br)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer srv.Close(context.Background())
+		td, err := tcp.NewDialer(srv.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer td.Close()
+		d = td
+	} else {
+		md := mem.NewDialer(br)
+		defer md.Close()
+		d = md
+	}
+	loads := make([]*benchLoad, producers)
+	for i := range loads {
+		p := newProducer(b, d, fmt.Sprintf("bench-%d-%d", benchRun.Add(1), i), core.SendTimeout(time.Minute))
+		loads[i] = newBenchLoad(p)
+	}
+	per := b.N / producers
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, ld := range loads {
+		ld.start = start
+		wg.Go(func() { ld.send(b, per) })
+	}
+	wg.Wait()
+	for _, ld := range loads {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		if err := ld.p.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+		cancel()
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	var lat hist.Histogram
+	for _, ld := range loads {
+		closeProducer(b, ld.p)
+		if f := ld.failed.Load(); f > 0 {
+			b.Fatalf("%d records failed", f)
+		}
+		lat.Merge(&ld.lat)
+	}
+	b.ReportMetric(float64(per*producers)/elapsed.Seconds(), "records/s")
+	b.ReportMetric(float64(lat.Quantile(0.50).Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat.Quantile(0.99).Microseconds())/1000, "p99-ms")
+}
+
+// benchLoad drives one producer from one goroutine. Its payloads come from
+// a pool larger than the producer's window, so none is reused while
+// pending; a payload starts with its pool index, which the callback uses to
+// find a timed record's send time.
+type benchLoad struct {
+	p      *core.Producer
+	cb     core.Callback
+	msgs   []core.Message
+	sentAt []atomic.Int64 // per pool index: ns since start (timed records only)
+	start  time.Time
+	lat    hist.Histogram // callbacks run on the producer's one dispatcher
+	failed atomic.Int64
+}
+
+const (
+	benchPool  = 2 * core.DefaultMaxPending
+	timedEvery = 64
+)
+
+func newBenchLoad(p *core.Producer) *benchLoad {
+	l := &benchLoad{p: p, msgs: make([]core.Message, benchPool), sentAt: make([]atomic.Int64, benchPool)}
+	for i := range l.msgs {
+		l.msgs[i].Payload = make([]byte, 100)
+		binary.BigEndian.PutUint32(l.msgs[i].Payload, uint32(i))
+	}
+	l.cb = l.callback
+	return l
+}
+
+func (l *benchLoad) callback(_ core.MessageID, m *core.Message, err error) {
+	if err != nil {
+		l.failed.Add(1)
+		return
+	}
+	if i := binary.BigEndian.Uint32(m.Payload); i%timedEvery == 0 {
+		l.lat.Record(time.Since(l.start) - time.Duration(l.sentAt[i].Load()))
+	}
+}
+
+func (l *benchLoad) send(b *testing.B, n int) {
+	ctx := context.Background()
+	for k := range n {
+		i := k % benchPool
+		if i%timedEvery == 0 {
+			l.sentAt[i].Store(int64(time.Since(l.start)))
+		}
+		if err := l.p.SendAsync(ctx, &l.msgs[i], l.cb); err != nil {
+			b.Error(err)
+			return
+		}
+	}
+}

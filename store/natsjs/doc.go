@@ -1,0 +1,47 @@
+// Package natsjs is a broker.Store on NATS JetStream: an inflight broker
+// whose records live in a replicated stream. Any number of brokers may
+// serve the same producers (stateless gateways, `inflight serve` on
+// NATS), or a producer embeds one in its own process with no gateway hop:
+//
+//	nc, _ := natsjs.Connect("nats://a:4222,nats://b:4222,nats://c:4222")
+//	store, _ := natsjs.New(ctx, nc, natsjs.Config{Stream: "INFLIGHT"})
+//	b, _ := broker.New(store)
+//	p, _ := core.New(mem.NewDialer(b), core.Name("orders-1"))
+//
+// # What stays exact
+//
+// Each (topic, producer) has its own subject, prefix.Token(topic).
+// Token(producer) (Token makes any name one subject token). Every message
+// carries the header Inflight-Last-Seq, the highest inflight sequence ID it
+// holds; LastSeq reads it from the subject's last message. Every write is a
+// compare-and-set on the subject's tail (Nats-Expected-Last-Subject-Sequence
+// = the stream sequence of the last message as the store knows it). When it
+// fails, someone else wrote: another gateway still finishing a write for a
+// producer that has moved on, or this store's own write whose
+// acknowledgement was lost. The store then re-reads the tail from the
+// stream leader, drops the records it holds and writes the rest. So each
+// record is stored once and in sequence order, however many writers race,
+// with no time window (unlike Nats-Msg-Id deduplication).
+//
+// The nats.Conn must not buffer publishes while reconnecting (Connect sets
+// it up; New refuses one that would): the inflight ring is the only window
+// of records not yet acknowledged, and every write is a synchronous
+// request bounded by Config.Timeout.
+//
+// # Layouts
+//
+// LayoutPacked (the default) writes the records of one Append in one
+// message, split into compare-and-set-chained messages over the server's
+// max_payload; a replicated stream takes one compare-and-set per subject at
+// a time, so this is what makes it fast. LayoutPerRecord writes one plain
+// message per record in atomic batches. Package layout decodes both, with
+// every record's key, headers and event time.
+//
+// # Retention
+//
+// The stream must keep a subject's last message for as long as its
+// producer may come back with messages pending: once it ages out, LastSeq
+// falls back to 0 and resent records are stored again. EnsureStream
+// creates a stream with limits retention and the replicas, storage, age and
+// size asked for, or checks an existing one.
+package natsjs

@@ -1,0 +1,377 @@
+package natsjs_test
+
+import (
+	"context"
+	"encoding/binary"
+	"flag"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/store/natsjs"
+	"github.com/inflightmq/inflight/store/natsjs/natsjstest"
+	"github.com/inflightmq/inflight/transport"
+	"github.com/inflightmq/inflight/transport/mem"
+)
+
+var (
+	leaderLossRecords = flag.Int("leaderloss.records", 200_000, "records sent in TestJetStreamExactlyOnceAcrossLeaderLoss (the issue's figure is 1000000)")
+	storeTimeout      = flag.Duration("store.timeout", 2*time.Second, "the store's publish timeout in the end-to-end tests")
+)
+
+const testTopic = "orders"
+
+// outcome records what a producer reported: every callback, per payload
+// index (a payload starts with its index, big-endian).
+type outcome struct {
+	mu        sync.Mutex
+	state     []uint8 // per index: 0 none, 1 success, 2 failure
+	calls     atomic.Int64
+	twice     int
+	disorder  int // successes with an ID not above the previous success's
+	lastID    core.MessageID
+	successes atomic.Int64
+	lastOK    time.Time
+	maxPause  time.Duration // longest time between two successes
+}
+
+func newOutcome(n int) *outcome { return &outcome{state: make([]uint8, n)} }
+
+func (o *outcome) callback(idx int) core.Callback {
+	return func(id core.MessageID, _ *core.Message, err error) {
+		o.calls.Add(1)
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if o.state[idx] != 0 {
+			o.twice++
+		}
+		if err != nil {
+			o.state[idx] = 2
+			return
+		}
+		o.state[idx] = 1
+		o.successes.Add(1)
+		if id <= o.lastID {
+			o.disorder++
+		}
+		o.lastID = id
+		now := time.Now()
+		if !o.lastOK.IsZero() {
+			o.maxPause = max(o.maxPause, now.Sub(o.lastOK))
+		}
+		o.lastOK = now
+	}
+}
+
+func payload(idx, size int) []byte {
+	b := make([]byte, max(size, 8))
+	binary.BigEndian.PutUint64(b, uint64(idx))
+	return b
+}
+
+// send sends payloads from..to-1; it reports a refused send with t.Errorf
+// (it may run on a goroutine of its own) and stops there.
+func (o *outcome) send(t testing.TB, p *core.Producer, from, to, size int) {
+	for i := from; i < to; i++ {
+		if err := p.SendAsync(context.Background(), &core.Message{Payload: payload(i, size)}, o.callback(i)); err != nil {
+			t.Errorf("SendAsync %d: %v", i, err)
+			return
+		}
+	}
+}
+
+// check reads the subject and proves the guarantees: every callback once,
+// successes in order, every success stored once, stored in send order,
+// nothing stored that was not sent.
+func (o *outcome) check(t testing.TB, c servers, subject string) {
+	t.Helper()
+	stored := make([]uint8, len(o.state))
+	var prevIdx, prevSeq uint64
+	var n, dups, disorder, foreign int
+	eachRecord(t, c, subject, func(_ uint64, r broker.Record) {
+		idx := binary.BigEndian.Uint64(r.Payload)
+		switch {
+		case idx >= uint64(len(stored)):
+			foreign++
+			return
+		case stored[idx] != 0:
+			dups++
+		}
+		if n > 0 && (idx <= prevIdx || r.Seq <= prevSeq) {
+			disorder++
+		}
+		stored[idx]++
+		prevIdx, prevSeq = idx, r.Seq
+		n++
+	})
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	missing, failed := 0, 0
+	for i, s := range o.state {
+		if s == 1 && stored[i] == 0 {
+			missing++
+		}
+		if s == 2 {
+			failed++
+		}
+	}
+	t.Logf("sent %d, succeeded %d, failed %d, stored %d; longest pause between successes %v",
+		len(o.state), o.successes.Load(), failed, n, o.maxPause.Round(time.Millisecond))
+	if calls := o.calls.Load(); calls != int64(len(o.state)) {
+		t.Errorf("%d callbacks for %d sends", calls, len(o.state))
+	}
+	if o.twice > 0 {
+		t.Errorf("%d callbacks ran twice", o.twice)
+	}
+	if o.disorder > 0 {
+		t.Errorf("%d successes out of order", o.disorder)
+	}
+	if dups > 0 || disorder > 0 || foreign > 0 {
+		t.Errorf("stream: %d records stored twice, %d out of order, %d never sent", dups, disorder, foreign)
+	}
+	if missing > 0 {
+		t.Errorf("%d successes missing from the stream", missing)
+	}
+}
+
+// gateway is a broker on a natsjs store: one stateless gateway, in process.
+// after, if not nil, runs after every Append of the store.
+func gateway(t testing.TB, c servers, cfg natsjs.Config, after func()) (*broker.Broker, *natsjs.Store) {
+	t.Helper()
+	s := newStore(t, c, cfg)
+	var store broker.Store = s
+	if after != nil {
+		store = hooked{s, after}
+	}
+	b, err := broker.New(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, s
+}
+
+// hooked runs after when each Append of the Store returned.
+type hooked struct {
+	*natsjs.Store
+	after func()
+}
+
+func (h hooked) Append(topic, producer string, recs []broker.Record) error {
+	defer h.after()
+	return h.Store.Append(topic, producer, recs)
+}
+
+func newProducer(t testing.TB, d transport.Dialer, name string, opts ...core.Option) *core.Producer {
+	t.Helper()
+	opts = append([]core.Option{core.Name(name), core.SendTimeout(120 * time.Second),
+		core.ReconnectBackoff(10*time.Millisecond, 200*time.Millisecond), core.ErrorHandler(func(error) {})}, opts...)
+	p, err := core.New(d, append(opts, core.Topic(testTopic))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func closeProducer(t testing.TB, p *core.Producer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
+
+// TestJetStreamExactlyOnceAcrossLeaderLoss: a producer sends through a
+// broker on an R3 stream (the embedded mode: mem transport, broker in
+// process) while the stream's leader is stopped, brought back, and the new
+// leader stopped in turn. Every callback runs once, successes come in
+// order, and the stream holds each success once, in order.
+//
+// The per-record layout (atomic batches, about a tenth of packed's speed)
+// runs with a tenth of the records.
+func TestJetStreamExactlyOnceAcrossLeaderLoss(t *testing.T) {
+	for _, tc := range []struct {
+		layout natsjs.Layout
+		n      int
+	}{
+		{natsjs.LayoutPacked, *leaderLossRecords},
+		{natsjs.LayoutPerRecord, *leaderLossRecords / 10},
+	} {
+		t.Run(tc.layout.String(), func(t *testing.T) { leaderLoss(t, tc.layout, tc.n) })
+	}
+}
+
+func leaderLoss(t *testing.T, l natsjs.Layout, n int) {
+	c := startCluster(t, 3, natsjstest.Options{})
+	ensureStream(t, c, natsjs.StreamConfig{Replicas: 3, AtomicPublish: true})
+	b, s := gateway(t, c, natsjs.Config{Layout: l, Timeout: *storeTimeout}, nil)
+	d := mem.NewDialer(b)
+	defer d.Close()
+	p := newProducer(t, d, "leader-loss")
+	o := newOutcome(n)
+	t0 := time.Now()
+	sent := make(chan struct{})
+	go func() { defer close(sent); o.send(t, p, 0, n, 100) }()
+
+	waitFor(t, 60*time.Second, "a tenth stored", func() bool { return o.successes.Load() >= int64(n/10) })
+	first := c.StreamLeader(streamName)
+	c.Stop(first)
+	t.Logf("stopped stream leader n%d after %v, %d succeeded", first, time.Since(t0).Round(time.Millisecond), o.successes.Load())
+	waitFor(t, 60*time.Second, "a new stream leader", func() bool { l := c.StreamLeader(streamName); return l >= 0 && l != first })
+	if err := c.Restart(first); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the restarted server to catch up", func() bool { return c.StreamCurrent(first, streamName) })
+	at := o.successes.Load()
+	waitFor(t, 60*time.Second, "successes under the new leader", func() bool { return o.successes.Load() > at })
+	if o.successes.Load() >= int64(n) {
+		t.Fatalf("all %d records stored before the second stop: raise -leaderloss.records", n)
+	}
+	second := c.StreamLeader(streamName)
+	c.Stop(second)
+	t.Logf("stopped stream leader n%d after %v, %d succeeded", second, time.Since(t0).Round(time.Millisecond), o.successes.Load())
+	<-sent
+	closeProducer(t, p)
+	el := time.Since(t0)
+	bs, ss := b.Stats(), s.Stats()
+	t.Logf("%d records in %v (%.0f/s) with two leader losses; broker: %d batches, %d stored, %d duplicates, %d store errors; store %+v",
+		n, el.Round(time.Millisecond), float64(n)/el.Seconds(), bs.Batches, bs.Stored, bs.Duplicates, bs.ProtocolErrors, ss)
+	o.check(t, c, s.Subject(testTopic, "leader-loss"))
+}
+
+// TestTwoGatewaysRace: gateway A holds a write in flight while its producer
+// moves to gateway B, which learns the tail from the stream and stores the
+// resent records. A's write is then let go before B writes, while B writes,
+// or after B wrote everything: its compare-and-set fails where B got there
+// first, A drops what B stored, and every record is stored once, in order.
+func TestTwoGatewaysRace(t *testing.T) {
+	c := startCluster(t, 3, natsjstest.Options{})
+	ensureStream(t, c, natsjs.StreamConfig{Replicas: 3, AtomicPublish: true})
+	for _, l := range []natsjs.Layout{natsjs.LayoutPacked, natsjs.LayoutPerRecord} {
+		for _, when := range []string{"before", "during", "after"} {
+			t.Run(l.String()+"/"+when, func(t *testing.T) { twoGateways(t, c, l, when) })
+		}
+	}
+}
+
+func twoGateways(t *testing.T, c *natsjstest.Cluster, l natsjs.Layout, when string) {
+	const (
+		warm  = 1000  // records through A before its write is held
+		held  = 500   // records in A's held write (the producer's batch)
+		total = 12000 // records in all
+	)
+	producer := "race-" + l.String() + "-" + when
+	// A's first write after the warm-up is held until release; resolved
+	// closes when that Append has returned.
+	var armed, holding atomic.Bool
+	inFlight, release, resolved := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	bA, sA := gateway(t, c, natsjs.Config{Layout: l}, func() {
+		if holding.CompareAndSwap(true, false) {
+			close(resolved)
+		}
+	})
+	natsjs.SetBeforeWrite(sA, func(string, uint64, uint64) {
+		if armed.CompareAndSwap(true, false) {
+			holding.Store(true)
+			close(inFlight)
+			<-release
+		}
+	})
+	var once sync.Once
+	letGo := func() {
+		once.Do(func() {
+			close(release)
+			select {
+			case <-resolved:
+			case <-time.After(30 * time.Second):
+				t.Error("A's held write did not resolve in 30s")
+			}
+		})
+	}
+	// B writes smaller messages than A's held one, so that A's stale write
+	// overlaps B's partly. "before": A goes on when B is about to write
+	// for the first time (B read the tail before A's write landed);
+	// "during": when B has written part of what A holds.
+	bB, sB := gateway(t, c, natsjs.Config{Layout: l, MaxRecords: 100, MaxBatch: 100}, nil)
+	natsjs.SetBeforeWrite(sB, func(_ string, first, _ uint64) {
+		if when == "before" || when == "during" && first > warm+held/2 {
+			letGo()
+		}
+	})
+	d := mem.NewDialer(bA)
+	defer d.Close()
+	// Linger lets the held batch fill up to its size.
+	p := newProducer(t, d, producer, core.MaxBatchMessages(held), core.Linger(20*time.Millisecond))
+	o := newOutcome(total)
+	o.send(t, p, 0, warm, 100)
+	if err := p.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	o.send(t, p, warm, warm+held, 100)
+	select {
+	case <-inFlight:
+	case <-time.After(30 * time.Second):
+		t.Fatal("A's write never started")
+	}
+	d.SetBroker(bB) // the producer moves to B; A's write is still in flight
+	d.DropConnections()
+	o.send(t, p, warm+held, total, 100)
+	if when == "after" {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := p.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		letGo()
+	}
+	closeProducer(t, p)
+	letGo() // in case B never wrote past the mark (the test has failed then)
+	a, b := sA.Stats(), sB.Stats()
+	t.Logf("A: %+v; B: %+v", a, b)
+	if a.Conflicts+b.Conflicts == 0 {
+		t.Errorf("no compare-and-set failed: the race did not happen")
+	}
+	o.check(t, c, sA.Subject(testTopic, producer))
+}
+
+// TestMetadataThroughBroker: a record's topic, key, headers and event time
+// go from core.Message through the broker into the stream, in both layouts.
+func TestMetadataThroughBroker(t *testing.T) {
+	c := startCluster(t, 1, natsjstest.Options{})
+	ensureStream(t, c, natsjs.StreamConfig{AtomicPublish: true})
+	at := time.Date(2026, 12, 3, 10, 0, 0, 42, time.UTC)
+	msgs := []core.Message{
+		{Payload: []byte("plain")},
+		{Payload: []byte("keyed"), Key: []byte("order-42")},
+		{Payload: []byte("all"), Key: []byte("k"), EventTime: at,
+			Headers: []core.Header{{Key: "trace", Value: []byte("abc")}, {Key: "trace", Value: []byte("def")}}},
+	}
+	for _, l := range []natsjs.Layout{natsjs.LayoutPacked, natsjs.LayoutPerRecord} {
+		t.Run(l.String(), func(t *testing.T) {
+			b, s := gateway(t, c, natsjs.Config{Layout: l}, nil)
+			d := mem.NewDialer(b)
+			defer d.Close()
+			p := newProducer(t, d, "meta-"+l.String())
+			for i := range msgs {
+				if _, err := p.Send(context.Background(), &msgs[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			closeProducer(t, p)
+			got := records(readSubject(t, c, s.Subject(testTopic, "meta-"+l.String())))
+			if len(got) != len(msgs) {
+				t.Fatalf("%d records stored, want %d", len(got), len(msgs))
+			}
+			for i, m := range msgs {
+				want := broker.Record{Seq: uint64(i + 1), Payload: m.Payload, Key: m.Key, Headers: m.Headers, EventTime: m.EventTime}
+				if err := sameRecord(got[i], want); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,15 @@
+package natsjs
+
+// SetBeforeWrite makes f run before every write of s (a message or an
+// atomic batch), with the records' sequence ID range. Set it before use.
+func SetBeforeWrite(s *Store, f func(subject string, first, last uint64)) { s.beforeWrite = f }
+
+// SetDirectHook makes f rewrite what a direct read of s returned (stream
+// sequence and Inflight-Last-Seq of the subject's last message): a test
+// plays a lagging replica with it. Set it before use.
+func SetDirectHook(s *Store, f func(subject string, streamSeq, last uint64) (uint64, uint64)) {
+	s.directHook = func(subject string, t tail) tail {
+		t.streamSeq, t.last = f(subject, t.streamSeq, t.last)
+		return t
+	}
+}

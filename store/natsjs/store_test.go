@@ -1,0 +1,343 @@
+package natsjs_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/store/natsjs"
+	"github.com/inflightmq/inflight/store/natsjs/natsjstest"
+	"github.com/inflightmq/inflight/wire"
+)
+
+var _ broker.Store = (*natsjs.Store)(nil)
+
+// metaRecords are records with every kind of metadata, gaps between
+// sequence IDs included.
+func metaRecords() []broker.Record {
+	t0 := time.Date(2026, 12, 3, 9, 30, 0, 123456789, time.UTC)
+	return []broker.Record{
+		{Seq: 1, Payload: []byte("plain")},
+		{Seq: 2, Payload: []byte("keyed"), Key: []byte("k\x00\xff.*>")},
+		{Seq: 3, Payload: nil, Key: []byte{}},
+		{Seq: 7, Payload: []byte("timed"), EventTime: t0},
+		{Seq: 8, Payload: []byte("headers"), Headers: []wire.Header{{Key: "a", Value: []byte("1")}, {Key: "a", Value: []byte("2")}, {Key: "b\r\n:", Value: []byte("\r\nvalue")}}},
+		{Seq: 9, Payload: bytes.Repeat([]byte{0xfe}, 3000), Key: []byte("all"), EventTime: time.Unix(-5, 1), Headers: []wire.Header{{Key: "", Value: nil}}},
+		{Seq: 1 << 40, Payload: []byte("far")},
+	}
+}
+
+// TestRoundTrip: records written in both layouts come back with every
+// field, in order, and LastSeq follows the writes.
+func TestRoundTrip(t *testing.T) {
+	c := startCluster(t, 1, natsjstest.Options{})
+	ensureStream(t, c, natsjs.StreamConfig{AtomicPublish: true})
+	for _, l := range []natsjs.Layout{natsjs.LayoutPacked, natsjs.LayoutPerRecord} {
+		t.Run(l.String(), func(t *testing.T) {
+			s := newStore(t, c, natsjs.Config{Layout: l})
+			topic, producer := "rt-"+l.String(), "p"
+			if last, err := s.LastSeq(topic, producer); err != nil || last != 0 {
+				t.Fatalf("LastSeq of a new subject = %d, %v; want 0, nil", last, err)
+			}
+			want := metaRecords()
+			if err := s.Append(topic, producer, want[:3]); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Append(topic, producer, want[3:]); err != nil {
+				t.Fatal(err)
+			}
+			if last, err := s.LastSeq(topic, producer); err != nil || last != 1<<40 {
+				t.Fatalf("LastSeq = %d, %v; want %d", last, err, uint64(1<<40))
+			}
+			got := records(readSubject(t, c, s.Subject(topic, producer)))
+			if len(got) != len(want) {
+				t.Fatalf("%d records, want %d", len(got), len(want))
+			}
+			for i := range want {
+				if err := sameRecord(got[i], want[i]); err != nil {
+					t.Error(err)
+				}
+			}
+			// A fresh store (another gateway) learns the tail from the stream.
+			if last, err := newStore(t, c, natsjs.Config{Layout: l}).LastSeq(topic, producer); err != nil || last != 1<<40 {
+				t.Fatalf("LastSeq from a fresh store = %d, %v", last, err)
+			}
+		})
+	}
+}
+
+// TestChunkingOverMaxPayload: a packed Append larger than max_payload is
+// split into messages chained by compare-and-set, each within the limit; a
+// record that fits in no message is refused with ErrRecordTooLarge.
+func TestChunkingOverMaxPayload(t *testing.T) {
+	const maxPayload = 64 << 10
+	c := startCluster(t, 1, natsjstest.Options{MaxPayload: maxPayload})
+	ensureStream(t, c, natsjs.StreamConfig{AtomicPublish: true})
+	s := newStore(t, c, natsjs.Config{})
+	recs := make([]broker.Record, 200)
+	for i := range recs {
+		recs[i] = broker.Record{Seq: uint64(i + 1), Payload: bytes.Repeat([]byte{byte(i)}, 1500), Key: []byte("k")}
+	}
+	if err := s.Append("chunks", "p", recs); err != nil {
+		t.Fatal(err)
+	}
+	msgs := readSubject(t, c, s.Subject("chunks", "p"))
+	if len(msgs) < 5 {
+		t.Errorf("%d messages for 300 KB of records under a 64 KiB max_payload", len(msgs))
+	}
+	for _, m := range msgs {
+		size := 0
+		for _, r := range m.recs {
+			size += len(r.Payload)
+		}
+		if size > maxPayload {
+			t.Errorf("message %d holds %d payload bytes", m.seq, size)
+		}
+	}
+	got := records(msgs)
+	checkSeqs(t, got, seqs(1, 200))
+	for i := range got {
+		if err := sameRecord(got[i], recs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.Stats(); st.Messages != uint64(len(msgs)) || st.Conflicts != 0 {
+		t.Errorf("stats %+v, want %d messages and no conflict", st, len(msgs))
+	}
+
+	big := []broker.Record{{Seq: 201, Payload: make([]byte, maxPayload)}}
+	for _, l := range []natsjs.Layout{natsjs.LayoutPacked, natsjs.LayoutPerRecord} {
+		err := newStore(t, c, natsjs.Config{Layout: l}).Append("chunks", "p", big)
+		if !errors.Is(err, natsjs.ErrRecordTooLarge) {
+			t.Errorf("%v: Append of a record over max_payload: %v, want ErrRecordTooLarge", l, err)
+		}
+	}
+	if last, _ := s.LastSeq("chunks", "p"); last != 200 {
+		t.Errorf("LastSeq %d after the refused record, want 200", last)
+	}
+}
+
+// TestNamesNotSubjectTokens: topics and producer names with dots, spaces,
+// wildcards, '=' and non-ASCII each get their own subject; an empty topic
+// is refused.
+func TestNamesNotSubjectTokens(t *testing.T) {
+	c := startCluster(t, 1, natsjstest.Options{})
+	ensureStream(t, c, natsjs.StreamConfig{})
+	s := newStore(t, c, natsjs.Config{Prefix: "inflight"})
+	names := []string{"plain", "a.b", "a b", "*", ">", "a.>", "=x", "=", "Ünïcødé ✓", "-_", "\x00\r\n", ""}
+	subjects := map[string]string{}
+	for i, topic := range names[:len(names)-1] { // an empty topic is refused below
+		for j, producer := range names {
+			seq := uint64(i*len(names) + j + 1)
+			if err := s.Append(topic, producer, plainRecords(seq)); err != nil {
+				t.Fatalf("Append(%q, %q): %v", topic, producer, err)
+			}
+			subj := s.Subject(topic, producer)
+			if prev, dup := subjects[subj]; dup {
+				t.Fatalf("(%q, %q) and %s share subject %q", topic, producer, prev, subj)
+			}
+			subjects[subj] = fmt.Sprintf("(%q, %q)", topic, producer)
+		}
+	}
+	for i, topic := range names[:len(names)-1] {
+		for j, producer := range names {
+			want := uint64(i*len(names) + j + 1)
+			if last, err := s.LastSeq(topic, producer); err != nil || last != want {
+				t.Errorf("LastSeq(%q, %q) = %d, %v; want %d", topic, producer, last, err, want)
+			}
+		}
+	}
+	// A whole topic reads back with every producer's name.
+	js, err := jetstream.New(connect(t, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i, topic := range names[:len(names)-1] {
+		got := map[string]uint64{}
+		err := natsjs.Read(ctx, js, streamName, natsjs.TopicSubjects("inflight", topic), func(subject string, _ uint64, r broker.Record) error {
+			tp, producer, ok := natsjs.ParseSubject("inflight", subject)
+			if !ok || tp != topic {
+				t.Errorf("ParseSubject(%q) = %q, %q, %v", subject, tp, producer, ok)
+			}
+			got[producer] = r.Seq
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, producer := range names {
+			if want := uint64(i*len(names) + j + 1); got[producer] != want {
+				t.Errorf("topic %q producer %q: read seq %d, want %d", topic, producer, got[producer], want)
+			}
+		}
+	}
+	for _, name := range names {
+		if got, ok := natsjs.Name(natsjs.Token(name)); !ok || got != name {
+			t.Errorf("Name(Token(%q)) = %q, %v", name, got, ok)
+		}
+	}
+	if err := s.Append("", "p", plainRecords(1)); !errors.Is(err, natsjs.ErrEmptyTopic) {
+		t.Errorf("Append with an empty topic: %v, want ErrEmptyTopic", err)
+	}
+	if _, err := s.LastSeq("", "p"); !errors.Is(err, natsjs.ErrEmptyTopic) {
+		t.Errorf("LastSeq with an empty topic: %v, want ErrEmptyTopic", err)
+	}
+}
+
+// TestStaleDirectRead: with ReadDirect a lagging replica may answer with an
+// older tail. The store believes it, so its LastSeq is low and its first
+// write carries a stale compare-and-set; that write fails, the store
+// re-reads from the leader, drops what is stored and writes the rest once.
+func TestStaleDirectRead(t *testing.T) {
+	c := startCluster(t, 1, natsjstest.Options{})
+	ensureStream(t, c, natsjs.StreamConfig{AllowDirect: true})
+	a := newStore(t, c, natsjs.Config{})
+	for _, first := range []uint64{1, 11, 21} {
+		if err := a.Append("t", "p", plainRecords(seqs(first, 10)...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := newStore(t, c, natsjs.Config{Read: natsjs.ReadDirect})
+	var staleReads int
+	natsjs.SetDirectHook(b, func(_ string, streamSeq, last uint64) (uint64, uint64) {
+		if streamSeq == 3 && last == 30 {
+			staleReads++
+			return 2, 20 // the tail as a replica one message behind sees it
+		}
+		return streamSeq, last
+	})
+	last, err := b.LastSeq("t", "p")
+	if err != nil || last != 20 {
+		t.Fatalf("stale LastSeq = %d, %v; want the stale 20", last, err)
+	}
+	// What a broker does with that answer: the producer resends 21...
+	if err := b.Append("t", "p", plainRecords(seqs(21, 20)...)); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.Stats(); st.Conflicts != 1 || st.Trimmed != 10 || st.Records != 10 {
+		t.Errorf("stats %+v, want 1 conflict, 10 trimmed, 10 written", st)
+	}
+	if staleReads != 1 {
+		t.Errorf("%d stale reads, want 1: the re-read after the conflict must go to the leader", staleReads)
+	}
+	checkSeqs(t, records(readSubject(t, c, a.Subject("t", "p"))), seqs(1, 40))
+}
+
+// TestCASConflict: a store whose idea of the tail is stale (another store
+// wrote since) loses its compare-and-set, re-reads, and writes only what is
+// missing; two stores racing to write the same records, cut differently,
+// store each record once, in order, in both layouts.
+func TestCASConflict(t *testing.T) {
+	c := startCluster(t, 3, natsjstest.Options{})
+	ensureStream(t, c, natsjs.StreamConfig{Replicas: 3, AtomicPublish: true})
+	t.Run("stale-tail", func(t *testing.T) {
+		a, b := newStore(t, c, natsjs.Config{}), newStore(t, c, natsjs.Config{})
+		if last, err := b.LastSeq("t", "stale"); err != nil || last != 0 {
+			t.Fatal(last, err)
+		}
+		if err := a.Append("t", "stale", plainRecords(seqs(1, 10)...)); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Append("t", "stale", plainRecords(seqs(5, 10)...)); err != nil {
+			t.Fatal(err)
+		}
+		if st := b.Stats(); st.Conflicts != 1 || st.Trimmed != 6 || st.Records != 4 {
+			t.Errorf("stats %+v, want 1 conflict, 6 trimmed, 4 written", st)
+		}
+		checkSeqs(t, records(readSubject(t, c, a.Subject("t", "stale"))), seqs(1, 14))
+	})
+	for _, l := range []natsjs.Layout{natsjs.LayoutPacked, natsjs.LayoutPerRecord} {
+		t.Run("race-"+l.String(), func(t *testing.T) {
+			const n = 3000
+			all := plainRecords(seqs(1, n)...)
+			var wg sync.WaitGroup
+			stores := make([]*natsjs.Store, 2)
+			for w := range stores {
+				stores[w] = newStore(t, c, natsjs.Config{Layout: l, MaxConflicts: 1000})
+				wg.Go(func() {
+					// Writer w cuts the records in batches of 37 or 53.
+					for pos, size := 0, 37+16*w; pos < n; pos += size {
+						if err := stores[w].Append("t", "race-"+l.String(), all[pos:min(pos+size, n)]); err != nil {
+							t.Errorf("writer %d: %v", w, err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			a, b := stores[0].Stats(), stores[1].Stats()
+			t.Logf("A %+v, B %+v", a, b)
+			if a.Records+b.Records != n || a.Records+a.Trimmed != n || b.Records+b.Trimmed != n {
+				t.Errorf("records written %d + %d, trimmed %d + %d, want %d in all", a.Records, b.Records, a.Trimmed, b.Trimmed, n)
+			}
+			checkSeqs(t, records(readSubject(t, c, stores[0].Subject("t", "race-"+l.String()))), seqs(1, n))
+		})
+	}
+}
+
+// TestNewRefuses: configurations and streams the store cannot use are
+// refused with a clear error.
+func TestNewRefuses(t *testing.T) {
+	c := startCluster(t, 1, natsjstest.Options{})
+	ensureStream(t, c, natsjs.StreamConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nc := connect(t, c)
+	for _, tc := range []struct {
+		cfg  natsjs.Config
+		want error
+	}{
+		{natsjs.Config{}, natsjs.ErrInvalidConfig},
+		{natsjs.Config{Stream: "a.b"}, natsjs.ErrInvalidConfig},
+		{natsjs.Config{Stream: streamName, Prefix: "a..b"}, natsjs.ErrInvalidConfig},
+		{natsjs.Config{Stream: streamName, Prefix: "a.*"}, natsjs.ErrInvalidConfig},
+		{natsjs.Config{Stream: streamName, Timeout: -1}, natsjs.ErrInvalidConfig},
+		{natsjs.Config{Stream: streamName, Layout: 7}, natsjs.ErrInvalidConfig},
+		{natsjs.Config{Stream: streamName, Prefix: "other"}, natsjs.ErrStreamMismatch},
+		{natsjs.Config{Stream: streamName, Layout: natsjs.LayoutPerRecord}, natsjs.ErrStreamMismatch},
+		{natsjs.Config{Stream: streamName, Read: natsjs.ReadDirect}, natsjs.ErrStreamMismatch},
+	} {
+		if _, err := natsjs.New(ctx, nc, tc.cfg); !errors.Is(err, tc.want) {
+			t.Errorf("New(%+v): %v, want %v", tc.cfg, err, tc.want)
+		}
+	}
+	buffering, err := nats.Connect(c.URLs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buffering.Close()
+	if _, err := natsjs.New(ctx, buffering, natsjs.Config{Stream: streamName}); !errors.Is(err, natsjs.ErrBufferingConn) {
+		t.Errorf("New with a buffering connection: %v, want ErrBufferingConn", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range []natsjs.StreamConfig{
+		{Name: streamName, Replicas: 3},
+		{Name: streamName, Storage: jetstream.MemoryStorage},
+		{Name: streamName, AtomicPublish: true},
+		{Name: streamName, Prefix: "elsewhere"},
+	} {
+		if _, err := natsjs.EnsureStream(ctx, js, sc); !errors.Is(err, natsjs.ErrStreamMismatch) {
+			t.Errorf("EnsureStream(%+v) on the existing stream: %v, want ErrStreamMismatch", sc, err)
+		}
+	}
+	if _, err := natsjs.EnsureStream(ctx, js, natsjs.StreamConfig{Name: streamName}); err != nil {
+		t.Errorf("EnsureStream on a fitting stream: %v", err)
+	}
+	s := newStore(t, c, natsjs.Config{})
+	if err := s.Append("t", "p", plainRecords(2, 1)); !errors.Is(err, natsjs.ErrBadRecords) {
+		t.Errorf("Append out of order: %v, want ErrBadRecords", err)
+	}
+}
