@@ -7,9 +7,10 @@ all: test
 
 # Every module in the repository, each with its own go.mod: the library; the
 # command (golang.org/x/term, the Prometheus client); the Prometheus exporter;
+# the NATS JetStream store (nats.go, nats-server run in process by its tests);
 # the peer benchmarks (NATS, franz-go, gonum/plot). `go test ./...` stops at a
 # nested go.mod, so test and vet visit each one.
-MODULES = . cmd/inflight metrics/prometheus bench/peers
+MODULES = . cmd/inflight metrics/prometheus store/natsjs bench/peers
 
 ## test: vet and gofmt, then every test of every module with the race detector
 test: vet
