@@ -303,7 +303,8 @@ func TestRejectedMessageOrder(t *testing.T) {
 // TestStatsUnackedExcludesResolved: messages that failed (their receipts
 // were dropped until they timed out) are not counted as unacknowledged.
 func TestStatsUnackedExcludesResolved(t *testing.T) {
-	e := newEnv(t, core.SendTimeout(200*time.Millisecond))
+	// Long enough for the first connection on a loaded machine.
+	e := newEnv(t, core.SendTimeout(time.Second))
 	_, err := e.p.Send(context.Background(), &core.Message{Payload: []byte("connect")})
 	require.NoError(t, err)
 	e.dialer.DropReceipts(true)
@@ -314,6 +315,7 @@ func TestStatsUnackedExcludesResolved(t *testing.T) {
 	}
 	waitUntil(t, "the messages to be written", func() bool { return e.p.Stats().Unacked == n })
 	rec.wait(t)
+	require.NoError(t, e.p.Flush(context.Background()))
 	st := e.p.Stats()
 	assert.Equal(t, 0, st.Pending)
 	assert.Equal(t, 0, st.Unacked, "resolved messages are not unacknowledged")
