@@ -4,6 +4,7 @@
 //	                   and restarted while messages flow; proves the guarantees
 //	inflight serve     a standalone broker over TCP
 //	inflight produce   a load generator against any broker
+//	inflight read      the records of a file store, one line each
 //	inflight version   the version of this build
 //
 // Exit status: 0 success, 1 failure (for demo: a guarantee did not hold), 2
@@ -46,6 +47,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runServe(ctx, args[1:], stdout, stderr)
 	case "produce":
 		return runProduce(ctx, args[1:], stdout, stderr)
+	case "read":
+		return runRead(ctx, args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		return runVersion(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
@@ -65,6 +68,7 @@ commands:
             restarted every few seconds, then prove the guarantees held
   serve     run a standalone broker over TCP
   produce   send messages to a broker and report throughput and latency
+  read      print the records of a file store, one line each
   version   print the version of this build
 
 Run 'inflight <command> -h' for the flags of a command.

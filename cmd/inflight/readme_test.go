@@ -21,7 +21,7 @@ func TestREADMEListsEveryFlag(t *testing.T) {
 		section = section[:end]
 	}
 	flagLine := regexp.MustCompile(`(?m)^  -(\S+)`)
-	for _, cmd := range []string{"serve", "produce", "demo"} {
+	for _, cmd := range []string{"serve", "produce", "demo", "read"} {
 		assert.Contains(t, section, "- `"+cmd+"`", "the README describes %s", cmd)
 		_, _, help := runCmd(t, cmd, "-h")
 		flags := flagLine.FindAllStringSubmatch(help, -1)
