@@ -460,8 +460,10 @@ func (f *FileStore) Close() error {
 			<-f.done
 		}
 		// Nothing else writes the file now.
-		if err := f.file.Sync(); err != nil && !f.readOnly {
-			f.closeErr = fmt.Errorf("inflight/broker: store close: %w", err)
+		if !f.readOnly {
+			if err := f.file.Sync(); err != nil {
+				f.closeErr = fmt.Errorf("inflight/broker: store close: %w", err)
+			}
 		}
 		if err := f.file.Close(); err != nil && f.closeErr == nil {
 			f.closeErr = fmt.Errorf("inflight/broker: store close: %w", err)

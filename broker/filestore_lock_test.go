@@ -1,6 +1,8 @@
 package broker_test
 
 import (
+	"bytes"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -41,4 +43,30 @@ func TestFileStoreLocked(t *testing.T) {
 
 	_, err = broker.OpenFileStore(filepath.Join(t.TempDir(), "missing"), broker.ReadOnly())
 	require.Error(t, err, "a reader does not create the file")
+}
+
+// TestFileStoreReadOnlyLeavesTheTail: a reader neither cuts a torn tail (it
+// may be an Append in progress) nor repairs; it reads what is complete.
+func TestFileStoreReadOnlyLeavesTheTail(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store")
+	calls := []fileCall{{"p", 1, []string{"one"}}, {"p", 2, []string{"two"}}}
+	writeFileStore(t, path, calls)
+	full, err := os.ReadFile(path)
+	require.NoError(t, err)
+	torn := append(bytes.Clone(full), full[8:20]...) // the start of an entry
+	require.NoError(t, os.WriteFile(path, torn, 0o600))
+
+	r := openFileStore(t, path, broker.ReadOnly(), broker.Repair())
+	assert.Equal(t, fileRecovery(calls, 0), r.Recovery())
+	checkFileStore(t, r, calls)
+	require.NoError(t, r.Close())
+	now, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, torn, now, "untouched")
+
+	corrupt := bytes.Clone(full)
+	corrupt[10] ^= 1
+	require.NoError(t, os.WriteFile(path, corrupt, 0o600))
+	_, err = broker.OpenFileStore(path, broker.ReadOnly(), broker.Repair())
+	require.ErrorIs(t, err, broker.ErrCorrupt, "a reader does not repair")
 }

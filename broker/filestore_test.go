@@ -787,13 +787,15 @@ func TestFileStoreOptions(t *testing.T) {
 	}
 }
 
+// BenchmarkFileStoreAppend: one Append of 100 records of 100 bytes (one
+// batch) under each fsync policy; compare the policies within one run.
 func BenchmarkFileStoreAppend(b *testing.B) {
 	const n, size = 100, 100
 	records := make([][]byte, n)
 	for i := range records {
 		records[i] = bytes.Repeat([]byte{byte('a' + i%26)}, size)
 	}
-	for _, p := range []broker.FsyncPolicy{broker.FsyncNone, broker.FsyncInterval} {
+	for _, p := range []broker.FsyncPolicy{broker.FsyncNone, broker.FsyncInterval, broker.FsyncBatch} {
 		b.Run(p.String(), func(b *testing.B) {
 			s := openFileStore(b, filepath.Join(b.TempDir(), "store"), broker.Fsync(p))
 			defer s.Close()
