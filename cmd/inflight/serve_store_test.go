@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sync/atomic"
@@ -36,6 +37,18 @@ func TestServeStoreLocked(t *testing.T) {
 	assert.Equal(t, exitFailure, code)
 	assert.Contains(t, second, "level=ERROR")
 	assert.Contains(t, second, "locked by another process")
+
+	if !testing.Short() { // and from another process
+		watchdog, cancel := context.WithTimeout(ctx, 30*time.Second) // killed if it serves
+		defer cancel()
+		cmd := exec.CommandContext(watchdog, os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), serveEnv+"=-listen=127.0.0.1:0 -store=file:"+path+" -stats-every=0")
+		out, err := cmd.Output()
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit)
+		assert.Equal(t, exitFailure, exit.ExitCode())
+		assert.Contains(t, string(out), "locked by another process")
+	}
 	stop()
 	assert.Equal(t, exitOK, wait())
 }
