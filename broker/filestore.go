@@ -176,7 +176,7 @@ func (f *FileStore) load(created, repair bool) error {
 			return fmt.Errorf("%w: %s: %d bytes, not a store file", ErrCorrupt, f.path, size)
 		}
 		if f.readOnly {
-			f.end = size
+			f.end = fileHeaderSize // nothing to read yet
 			return nil
 		}
 		if _, err := f.file.WriteAt(header[:], 0); err != nil {

@@ -70,3 +70,18 @@ func TestFileStoreReadOnlyLeavesTheTail(t *testing.T) {
 	_, err = broker.OpenFileStore(path, broker.ReadOnly(), broker.Repair())
 	require.ErrorIs(t, err, broker.ErrCorrupt, "a reader does not repair")
 }
+
+// TestFileStoreReadOnlyNewFile: a reader of a file whose creation is still
+// under way (no complete header yet) sees an empty store.
+func TestFileStoreReadOnlyNewFile(t *testing.T) {
+	for _, content := range []string{"", "IFL"} {
+		path := filepath.Join(t.TempDir(), "store")
+		require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+		r := openFileStore(t, path, broker.ReadOnly())
+		assert.Empty(t, fileScanAll(t, r))
+		require.NoError(t, r.Close())
+		now, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.Equal(t, content, string(now), "untouched")
+	}
+}
