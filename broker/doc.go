@@ -18,6 +18,9 @@
 // broke. One (topic, producer name) is served by one session at a time: a
 // HELLO for a pair that another session holds takes it over and closes the
 // older session. A HELLO of another protocol version gets an ERROR frame of
-// code wire.CodeVersion. Records reach the Store with their metadata (key,
+// code wire.CodeVersion. A store error fails the session with an ERROR
+// frame that gives the cause: code wire.CodeStoreUnavailable when the store
+// failed for good or is closed (ErrStoreFailed, ErrStoreClosed), else
+// wire.CodeStore; nothing of the batch is acknowledged. Records reach the Store with their metadata (key,
 // headers, event time) as views into the frame, read without allocating.
 package broker

@@ -26,9 +26,21 @@ var (
 	ErrStoreClosed = errors.New("inflight/broker: store closed")
 	// ErrCorrupt is returned, wrapped with detail, by OpenFileStore for a file
 	// that is not a FileStore file (wrong magic or version; it is left
-	// untouched) or whose torn tail cannot be cut off, and by Scan when an
-	// entry that was good at Open no longer is. A torn or corrupt tail found
-	// by OpenFileStore is not an error: it is truncated and reported in
-	// Recovery.
+	// untouched) or that is damaged anywhere but in an incomplete final
+	// entry (a *CorruptError says where; the file is left untouched unless
+	// the Repair option is given), and by Scan when an entry that was good at
+	// Open no longer is. An incomplete final entry (a torn write) is not an
+	// error: it is cut and reported in Recovery.TruncatedBytes.
 	ErrCorrupt = errors.New("inflight/broker: store file corrupt")
+	// ErrLocked is returned by OpenFileStore when another FileStore, in this
+	// process or another, has the file open for writing.
+	ErrLocked = errors.New("inflight/broker: store file locked by another process (is another broker running on it?)")
+	// ErrStoreFailed is wrapped by FileStore's errors after a write or fsync
+	// failed (a full disk, an I/O error): the state of the file is unknown,
+	// and the store refuses every later Append and LastSeq until it is
+	// reopened. The broker reports it to producers with the ERROR code
+	// wire.CodeStoreUnavailable.
+	ErrStoreFailed = errors.New("inflight/broker: store failed for good (reopen it)")
+	// ErrReadOnly is returned by Append on a FileStore opened with ReadOnly.
+	ErrReadOnly = errors.New("inflight/broker: store opened read-only")
 )

@@ -18,7 +18,9 @@ import (
 
 // FileStore is a durable Store: one append-only file, one entry per Append
 // call. It is safe for concurrent use. Only one FileStore may have a given
-// file open at a time (nothing locks the file against another process). A
+// file open for writing at a time: OpenFileStore takes an exclusive lock
+// (flock) on it and fails with ErrLocked if another process, or another
+// FileStore of this one, holds it; readers open it with ReadOnly. A
 // FileStore must not be copied.
 //
 // The file, all integers big-endian:
@@ -41,10 +43,16 @@ import (
 //
 // An entry holds one Append: one (topic, producer), increasing sequence IDs.
 // OpenFileStore replays the file to rebuild each (topic, producer)'s last
-// sequence ID, and cuts off the tail from the first entry that is incomplete
-// (a torn write), has an implausible bodyLen, fails its CRC or is malformed:
-// an entry is acknowledged only after it was written whole, so nothing
-// acknowledged lies beyond that point unless the disk itself corrupted it.
+// sequence ID. An entry is acknowledged only after it was written whole, so
+// the only damage a crash leaves is an incomplete final entry (its length
+// runs past the end of the file, no valid entry follows it, and its CRC does
+// not check out over the bytes that are there), or zeros from the damage to
+// the end: that torn tail is cut (Recovery.TruncatedBytes). Any other damage
+// (a CRC mismatch, an implausible length or a malformed body, with or
+// without entries after it) may hide acknowledged records: OpenFileStore
+// refuses the file with a *CorruptError and leaves it untouched, or with
+// Repair moves the damaged remainder to a side file. Nothing ever deletes
+// bytes that could hold acknowledged records.
 //
 // Format versions: a file of version 1 (before topics and metadata) opens;
 // its records read as topic wire.DefaultTopic without metadata, and
@@ -54,11 +62,13 @@ import (
 //
 // Durability follows the FsyncPolicy. After a failed write or fsync the
 // state of the file is unknown: the store refuses every later Append and
-// LastSeq with that first error; reopening it recovers.
+// LastSeq with that first error, which wraps ErrStoreFailed; reopening it
+// recovers.
 type FileStore struct {
 	path     string
-	file     *os.File // set by OpenFileStore, closed by Close, never replaced
+	file     storeFile // set by OpenFileStore, closed by Close, never replaced
 	policy   FsyncPolicy
+	readOnly bool
 	recovery Recovery // set by OpenFileStore, read-only afterwards
 
 	mu      sync.Mutex
@@ -80,13 +90,15 @@ type FileStore struct {
 }
 
 // OpenFileStore opens the store file at path, creating it (mode 0600, and
-// fsyncing its directory) if it does not exist, and replays it. A torn or
-// corrupt tail is truncated (see Recovery). A file that does not start with
-// the FileStore header is refused with an error wrapping ErrCorrupt and left
-// untouched; an empty file, or one holding only the beginning of the header
-// (a creation cut short by a crash), is taken as new. Options are validated
-// before the file is touched. Everything replayed is fsynced before
-// OpenFileStore returns, whatever the policy.
+// fsyncing its directory) if it does not exist, locks it (ErrLocked if
+// another FileStore holds it) and replays it. A torn tail is cut; a corrupt
+// file is refused with a *CorruptError unless Repair is given (see
+// FileStore and Recovery). A file that does not start with the FileStore
+// header is refused with an error wrapping ErrCorrupt and left untouched; an
+// empty file, or one holding only the beginning of the header (a creation
+// cut short by a crash), is taken as new. Options are validated before the
+// file is touched. Everything replayed is fsynced before OpenFileStore
+// returns, whatever the policy. With ReadOnly, see that option.
 func OpenFileStore(path string, opts ...FileStoreOption) (*FileStore, error) {
 	cfg := fileConfig{policy: FsyncBatch, every: 100 * time.Millisecond}
 	for _, o := range opts {
@@ -97,20 +109,41 @@ func OpenFileStore(path string, opts ...FileStoreOption) (*FileStore, error) {
 			return nil, err
 		}
 	}
-	created := true
-	file, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		created = false
-		file, err = os.OpenFile(path, os.O_RDWR, 0)
+	created := false
+	var file *os.File
+	var err error
+	if cfg.readOnly {
+		file, err = os.Open(path)
+	} else {
+		created = true
+		file, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			created = false
+			file, err = os.OpenFile(path, os.O_RDWR, 0)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("inflight/broker: open store: %w", err)
 	}
-	f := &FileStore{path: path, file: file, policy: cfg.policy, last: make(map[stream]uint64)}
+	if !cfg.readOnly {
+		// Before anything is read: a second broker must not even cut a torn
+		// tail that the first one is still writing.
+		if err := lockFile(file); err != nil {
+			_ = file.Close()
+			return nil, fmt.Errorf("inflight/broker: open store %s: %w", path, err)
+		}
+	}
+	f := &FileStore{path: path, file: file, policy: cfg.policy, readOnly: cfg.readOnly, last: make(map[stream]uint64)}
+	if cfg.wrap != nil {
+		f.file = cfg.wrap(file)
+	}
 	f.cond.L = &f.mu
-	if err := f.load(created); err != nil {
+	if err := f.load(created, cfg.repair); err != nil {
 		_ = file.Close()
 		return nil, err
+	}
+	if f.readOnly {
+		return f, nil
 	}
 	if f.policy == FsyncInterval {
 		f.stop, f.done = make(chan struct{}), make(chan struct{})
@@ -120,8 +153,8 @@ func OpenFileStore(path string, opts ...FileStoreOption) (*FileStore, error) {
 }
 
 // load checks or writes the file header, replays the entries, cuts off a
-// bad tail and fsyncs.
-func (f *FileStore) load(created bool) error {
+// torn tail (or repairs corruption) and fsyncs.
+func (f *FileStore) load(created, repair bool) error {
 	st, err := f.file.Stat()
 	if err != nil {
 		return fmt.Errorf("inflight/broker: open store: %w", err)
@@ -141,6 +174,10 @@ func (f *FileStore) load(created bool) error {
 		}
 		if !bytes.HasPrefix(header[:], have) {
 			return fmt.Errorf("%w: %s: %d bytes, not a store file", ErrCorrupt, f.path, size)
+		}
+		if f.readOnly {
+			f.end = fileHeaderSize // nothing to read yet
+			return nil
 		}
 		if _, err := f.file.WriteAt(header[:], 0); err != nil {
 			return fmt.Errorf("inflight/broker: open store: write header: %w", err)
@@ -168,9 +205,24 @@ func (f *FileStore) load(created bool) error {
 	if v != fileVersion && v != 1 {
 		return fmt.Errorf("%w: %s: format version %d, this inflight reads 1 and %d (written by a newer inflight?)", ErrCorrupt, f.path, v, fileVersion)
 	}
-	good, err := f.replay(size)
+	good, bad, err := f.replay(size)
 	if err != nil {
 		return err
+	}
+	torn := false
+	if bad != nil {
+		var why string
+		torn, why, err = tornTail(f.file, good, size, bad.kind, bad.why)
+		if err != nil {
+			return fmt.Errorf("inflight/broker: open store: %w", err)
+		}
+		if !torn && (!repair || f.readOnly) {
+			return &CorruptError{Path: f.path, Offset: good, Bytes: size - good, Why: why}
+		}
+	}
+	if f.readOnly {
+		f.end = good // a torn tail may be an Append in progress: not ours to cut
+		return nil
 	}
 	if v == 1 {
 		// Its entries stay as they are (version 1 bodies are told apart by
@@ -183,17 +235,22 @@ func (f *FileStore) load(created bool) error {
 		f.recovery.UpgradedFrom = 1
 	}
 	if good < size {
-		if err := f.file.Truncate(good); err != nil {
-			return fmt.Errorf("%w: %s: cannot cut the bad tail at %d: %w", ErrCorrupt, f.path, good, err)
+		if torn {
+			if err := f.file.Truncate(good); err != nil {
+				return fmt.Errorf("inflight/broker: open store: %s: cannot cut the torn tail at %d: %w", f.path, good, err)
+			}
+			f.recovery.TruncatedBytes = size - good
+		} else {
+			side, err := f.repairTail(good, size)
+			if err != nil {
+				return err
+			}
+			f.recovery.RepairedBytes, f.recovery.SideFile = size-good, side
 		}
-		f.recovery.TruncatedBytes = size - good
 	}
 	// Make the replayed entries durable: a previous run under FsyncNone may
 	// have left them in the page cache only, and LastSeq now vouches for them.
 	if err := f.file.Sync(); err != nil {
-		if good < size {
-			return fmt.Errorf("%w: %s: cannot fsync the truncation: %w", ErrCorrupt, f.path, err)
-		}
 		return fmt.Errorf("inflight/broker: open store: %w", err)
 	}
 	f.end, f.synced = good, good
@@ -201,25 +258,25 @@ func (f *FileStore) load(created bool) error {
 }
 
 // replay reads the entries of a file of size bytes and returns the offset
-// after the last good one. Only a read error is an error: a bad entry ends
-// the replay.
-func (f *FileStore) replay(size int64) (int64, error) {
+// after the last good one, and the bad entry there if the file does not end
+// cleanly. Only a read error is an error.
+func (f *FileStore) replay(size int64) (int64, *badEntryError, error) {
 	r := newEntryReader(f.file, size)
 	for {
 		start := r.off
 		body, err := r.next()
 		if err == io.EOF {
-			return start, nil
+			return start, nil, nil
 		}
-		if _, bad := err.(*badEntryError); bad {
-			return start, nil
+		if bad, ok := err.(*badEntryError); ok {
+			return start, bad, nil
 		}
 		if err != nil {
-			return 0, fmt.Errorf("inflight/broker: open store: replay at %d: %w", start, err)
+			return 0, nil, fmt.Errorf("inflight/broker: open store: replay at %d: %w", start, err)
 		}
 		e, err := parseEntry(body, &f.rr)
 		if err != nil {
-			return start, nil
+			return start, &badEntryError{start, "malformed: " + err.Error(), tailOther}, nil
 		}
 		k := stream{string(e.topic), string(e.name)}
 		if e.last > f.last[k] {
@@ -251,7 +308,7 @@ func (f *FileStore) usableLocked() error {
 		return ErrStoreClosed
 	}
 	if f.failed != nil {
-		return fmt.Errorf("inflight/broker: store failed earlier: %w", f.failed)
+		return f.failed
 	}
 	return nil
 }
@@ -272,6 +329,9 @@ func (f *FileStore) Append(topic, producer string, recs []Record) error {
 	defer f.mu.Unlock()
 	if err := f.usableLocked(); err != nil {
 		return err
+	}
+	if f.readOnly {
+		return ErrReadOnly
 	}
 	if len(recs) == 0 {
 		return nil
@@ -295,7 +355,7 @@ func (f *FileStore) Append(topic, producer string, recs []Record) error {
 	if _, err := f.file.WriteAt(buf, f.end); err != nil {
 		// A part of the entry may be in the file: later entries would follow
 		// garbage. Stop here; reopening cuts the torn entry off.
-		f.failed = fmt.Errorf("inflight/broker: store append at offset %d: %w", f.end, err)
+		f.failed = fmt.Errorf("%w: append at offset %d: %w", ErrStoreFailed, f.end, err)
 		return f.failed
 	}
 	f.end += int64(len(buf))
@@ -400,8 +460,10 @@ func (f *FileStore) Close() error {
 			<-f.done
 		}
 		// Nothing else writes the file now.
-		if err := f.file.Sync(); err != nil {
-			f.closeErr = fmt.Errorf("inflight/broker: store close: %w", err)
+		if !f.readOnly {
+			if err := f.file.Sync(); err != nil {
+				f.closeErr = fmt.Errorf("inflight/broker: store close: %w", err)
+			}
 		}
 		if err := f.file.Close(); err != nil && f.closeErr == nil {
 			f.closeErr = fmt.Errorf("inflight/broker: store close: %w", err)

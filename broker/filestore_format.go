@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"math/bits"
-	"os"
 	"slices"
 	"strconv"
 
@@ -54,15 +53,16 @@ type entryReader struct {
 
 // badEntryError is an entry that is torn, implausible or fails its CRC.
 type badEntryError struct {
-	off int64
-	why string
+	off  int64
+	why  string
+	kind tailKind
 }
 
 func (e *badEntryError) Error() string {
 	return "bad entry at offset " + strconv.FormatInt(e.off, 10) + ": " + e.why
 }
 
-func newEntryReader(file *os.File, end int64) *entryReader {
+func newEntryReader(file io.ReaderAt, end int64) *entryReader {
 	sr := io.NewSectionReader(file, fileHeaderSize, end-fileHeaderSize)
 	return &entryReader{r: bufio.NewReaderSize(sr, 64<<10), off: fileHeaderSize, end: end}
 }
@@ -77,28 +77,28 @@ func (er *entryReader) next() ([]byte, error) {
 	case io.EOF:
 		return nil, io.EOF
 	case io.ErrUnexpectedEOF:
-		return nil, &badEntryError{er.off, "torn header"}
+		return nil, &badEntryError{er.off, "torn header", tailTornHeader}
 	default:
 		return nil, err
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
 	switch {
 	case n < minEntryBody || n > maxEntryBody:
-		return nil, &badEntryError{er.off, "implausible length " + strconv.FormatUint(uint64(n), 10)}
+		return nil, &badEntryError{er.off, "implausible length " + strconv.FormatUint(uint64(n), 10), tailOther}
 	case int64(n) > er.end-er.off-entryHeaderSize:
 		// Checked before allocating: a corrupt length cannot cost memory
 		// beyond the file's size.
-		return nil, &badEntryError{er.off, "torn body"}
+		return nil, &badEntryError{er.off, "length runs past the end of the file", tailPastEnd}
 	}
 	er.body = slices.Grow(er.body[:0], int(n))[:n]
 	if _, err := io.ReadFull(er.r, er.body); err != nil {
 		if err == io.ErrUnexpectedEOF || err == io.EOF {
-			return nil, &badEntryError{er.off, "torn body"}
+			return nil, &badEntryError{er.off, "torn body", tailPastEnd}
 		}
 		return nil, err
 	}
 	if crc32.Checksum(er.body, castagnoli) != binary.BigEndian.Uint32(hdr[4:]) {
-		return nil, &badEntryError{er.off, "checksum mismatch"}
+		return nil, &badEntryError{er.off, "checksum mismatch", tailOther}
 	}
 	er.off += entryHeaderSize + int64(n)
 	return er.body, nil

@@ -1,7 +1,9 @@
 package broker_test
 
 import (
+	"bytes"
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
 	"os"
 	"path/filepath"
@@ -14,9 +16,11 @@ import (
 
 // FuzzFileStoreReplay feeds arbitrary bytes after a valid file header
 // (version 2, or version 1 when v1 is set, which Open upgrades) to
-// OpenFileStore's replay: it must not panic, must cut whatever does not
-// check out, must read back only records whose metadata is within the
-// limits, and must leave a file that appends and reopens cleanly.
+// OpenFileStore's replay: it must not panic; it either opens, cutting at
+// most a torn tail, or refuses the file as corrupt and leaves it untouched,
+// and then opens with Repair, the side file holding every byte it took off;
+// it must read back only records whose metadata is within the limits, and
+// leave a file that appends and reopens cleanly.
 func FuzzFileStoreReplay(f *testing.F) {
 	// A real file's bytes as the main seed.
 	dir := f.TempDir()
@@ -53,9 +57,27 @@ func FuzzFileStoreReplay(f *testing.F) {
 		if err := os.WriteFile(path, append(header, data...), 0o600); err != nil {
 			t.Fatal(err)
 		}
+		original := append(header, data...)
 		st, err := broker.OpenFileStore(path, broker.Fsync(broker.FsyncNone))
-		if err != nil {
-			t.Fatalf("a file with a valid header must open (cutting its tail): %v", err)
+		var ce *broker.CorruptError
+		if errors.As(err, &ce) {
+			if now, _ := os.ReadFile(path); !bytes.Equal(now, original) {
+				t.Fatalf("a refused file was changed")
+			}
+			if ce.Offset < 8 || ce.Offset+ce.Bytes != int64(len(original)) {
+				t.Fatalf("corrupt at %d, %d bytes follow, in a file of %d", ce.Offset, ce.Bytes, len(original))
+			}
+			st, err = broker.OpenFileStore(path, broker.Fsync(broker.FsyncNone), broker.Repair())
+			if err != nil {
+				t.Fatalf("repair: %v", err)
+			}
+			rec := st.Recovery()
+			side, _ := os.ReadFile(rec.SideFile)
+			if rec.RepairedBytes != ce.Bytes || !bytes.Equal(side, original[ce.Offset:]) {
+				t.Fatalf("repair moved %d bytes to %q (%d there), want the %d from %d", rec.RepairedBytes, rec.SideFile, len(side), ce.Bytes, ce.Offset)
+			}
+		} else if err != nil {
+			t.Fatalf("a file with a valid header must open or be corrupt: %v", err)
 		}
 		rec := st.Recovery()
 		if rec.TruncatedBytes < 0 || rec.TruncatedBytes > int64(len(data)) {

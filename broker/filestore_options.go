@@ -49,8 +49,11 @@ func ParseFsyncPolicy(s string) (FsyncPolicy, error) {
 type FileStoreOption interface{ applyFile(*fileConfig) error }
 
 type fileConfig struct {
-	policy FsyncPolicy
-	every  time.Duration
+	policy   FsyncPolicy
+	every    time.Duration
+	repair   bool
+	readOnly bool
+	wrap     func(storeFile) storeFile // tests: fault injection
 }
 
 type fileOptionFunc func(*fileConfig) error
@@ -80,10 +83,32 @@ func FsyncEvery(d time.Duration) FileStoreOption {
 	})
 }
 
+// Repair lets OpenFileStore open a corrupt file (see CorruptError): it
+// moves everything from the first damaged entry to the end into a side
+// file next to the store (PATH.corrupt-OFFSET), fsyncs that, and only then
+// cuts the store file there. The records in the side file are no longer in
+// the store: a producer whose acknowledged records were among them learns a
+// lower last sequence ID at its next HELLO. Default off: a corrupt file is
+// refused with a *CorruptError and left untouched. Ignored with ReadOnly.
+func Repair() FileStoreOption {
+	return fileOptionFunc(func(c *fileConfig) error { c.repair = true; return nil })
+}
+
+// ReadOnly opens the store for reading while a broker may be writing it:
+// no lock, nothing written (a torn tail is left as it is and not read, a
+// version 1 file is not upgraded), Append returns ErrReadOnly. Scan sees
+// the entries that were complete when the store was opened. The file must
+// exist.
+func ReadOnly() FileStoreOption {
+	return fileOptionFunc(func(c *fileConfig) error { c.readOnly = true; return nil })
+}
+
 // Recovery says what OpenFileStore found in an existing file.
 type Recovery struct {
-	Entries        int   // complete entries replayed
-	Records        int   // records in them
-	TruncatedBytes int64 // bytes cut from the end: a torn or corrupt tail (0 for a clean file)
-	UpgradedFrom   int   // the file's format version if Open upgraded it (1), else 0
+	Entries        int    // complete entries replayed
+	Records        int    // records in them
+	TruncatedBytes int64  // bytes cut from the end: an incomplete final entry left by a crash (0 for a clean file)
+	UpgradedFrom   int    // the file's format version if Open upgraded it (1), else 0
+	RepairedBytes  int64  // with Repair: bytes moved from a corrupt file to SideFile
+	SideFile       string // with Repair: where they are ("" if the file was not corrupt)
 }

@@ -43,7 +43,7 @@ func (f *FileStore) syncLocked(target int64) error {
 	}()
 	for f.synced < target {
 		if f.failed != nil {
-			return fmt.Errorf("inflight/broker: store failed earlier: %w", f.failed)
+			return f.failed
 		}
 		if f.syncing {
 			f.cond.Wait()
@@ -58,7 +58,7 @@ func (f *FileStore) syncLocked(target int64) error {
 		if err != nil && f.failed == nil {
 			// After a failed fsync the kernel may have dropped the dirty
 			// pages: what the file holds is unknown.
-			f.failed = fmt.Errorf("inflight/broker: store fsync: %w", err)
+			f.failed = fmt.Errorf("%w: fsync: %w", ErrStoreFailed, err)
 		}
 		if err == nil {
 			f.synced = max(f.synced, upTo)

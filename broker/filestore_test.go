@@ -232,6 +232,39 @@ func checkFileRecovered(t *testing.T, path string, survivors []fileCall, truncat
 	}
 }
 
+// checkFileRepaired opens the corrupt store at path, damaged from offset
+// off: without Repair it is refused with a CorruptError that says where, and
+// left untouched; with Repair the bytes from off are in the side file and
+// the store holds exactly survivors. Then as checkFileRecovered.
+func checkFileRepaired(t *testing.T, path string, off int64, survivors []fileCall, next fileCall, wantFile []byte) {
+	t.Helper()
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+	s, err := broker.OpenFileStore(path)
+	require.ErrorIs(t, err, broker.ErrCorrupt)
+	require.Nil(t, s)
+	var ce *broker.CorruptError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, off, ce.Offset)
+	assert.Equal(t, int64(len(before))-off, ce.Bytes)
+	assert.Contains(t, err.Error(), "corrupt")
+	assert.Contains(t, err.Error(), fmt.Sprintf("offset %d", off))
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, before, after, "a refused file is left untouched")
+
+	s = openFileStore(t, path, broker.Fsync(broker.FsyncNone), broker.Repair())
+	rec := s.Recovery()
+	want := fileRecovery(survivors, 0)
+	want.RepairedBytes, want.SideFile = int64(len(before))-off, path+fmt.Sprintf(".corrupt-%d", off)
+	assert.Equal(t, want, rec)
+	side, err := os.ReadFile(rec.SideFile)
+	require.NoError(t, err)
+	assert.Equal(t, before[off:], side, "the damaged remainder, byte for byte")
+	require.NoError(t, s.Close())
+	checkFileRecovered(t, path, survivors, 0, next, wantFile)
+}
+
 func TestFileStoreTornTail(t *testing.T) {
 	calls := []fileCall{
 		{"a", 1, []string{"a1", "a2"}},
@@ -250,7 +283,6 @@ func TestFileStoreTornTail(t *testing.T) {
 	full, err := os.ReadFile(ref)
 	require.NoError(t, err)
 	require.Greater(t, len(full), lastStart+8)
-	lastLen := int64(len(full) - lastStart)
 
 	t.Run("cut", func(t *testing.T) {
 		for cut := lastStart; cut < len(full); cut++ {
@@ -263,13 +295,15 @@ func TestFileStoreTornTail(t *testing.T) {
 		}
 	})
 	t.Run("flip", func(t *testing.T) {
+		// A complete last entry that does not check out is corruption, not a
+		// torn write: refused, or repaired to a side file.
 		for i := lastStart; i < len(full); i++ {
 			t.Run(fmt.Sprint(i-lastStart), func(t *testing.T) {
 				path := filepath.Join(t.TempDir(), "store")
 				damaged := bytes.Clone(full)
 				damaged[i] ^= 0xff
 				require.NoError(t, os.WriteFile(path, damaged, 0o600))
-				checkFileRecovered(t, path, survivors, lastLen, last, full)
+				checkFileRepaired(t, path, int64(lastStart), survivors, last, full)
 			})
 		}
 	})
@@ -281,23 +315,29 @@ func TestFileStoreTornTail(t *testing.T) {
 	badCRC := bytes.Clone(lastEntry)
 	badCRC[5] ^= 1
 	garbage := []struct {
-		name  string
-		bytes []byte
+		name    string
+		bytes   []byte
+		corrupt bool // not what a crash leaves: refused, or repaired
 	}{
-		{"one byte", []byte{0}},
-		{"seven zeros", make([]byte, 7)},
-		{"zero header", make([]byte, 8)},
-		{"zero page", make([]byte, 4096)},
-		{"huge length", append(hdr(math.MaxUint32, 0), "body"...)},
-		{"length over the limit", append(hdr(1<<30+1, 0), make([]byte, 64)...)},
-		{"length past the end", append(hdr(1000, 0), make([]byte, 100)...)},
-		{"entry with a bad crc", badCRC},
-		{"entry then a torn one", append(bytes.Clone(lastEntry), lastEntry[:len(lastEntry)-1]...)},
+		{"one byte", []byte{0}, false},
+		{"seven zeros", make([]byte, 7), false},
+		{"zero header", make([]byte, 8), false},
+		{"zero page", make([]byte, 4096), false},
+		{"huge length", append(hdr(math.MaxUint32, 0), "body"...), true},
+		{"length over the limit", append(hdr(1<<30+1, 0), make([]byte, 64)...), true},
+		{"length past the end", append(hdr(1000, 0), make([]byte, 100)...), false},
+		{"entry with a bad crc", badCRC, true},
+		{"entry then a torn one", append(bytes.Clone(lastEntry), lastEntry[:len(lastEntry)-1]...), false},
+		{"torn entry then a valid one", append(bytes.Clone(lastEntry[:len(lastEntry)-1]), lastEntry...), true},
 	}
 	for _, g := range garbage {
 		t.Run("garbage/"+g.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "store")
 			require.NoError(t, os.WriteFile(path, append(bytes.Clone(full), g.bytes...), 0o600))
+			if g.corrupt {
+				checkFileRepaired(t, path, int64(len(full)), calls, fileCall{"b", 2, []string{"after"}}, nil)
+				return
+			}
 			survivors := calls
 			truncated := int64(len(g.bytes))
 			if g.name == "entry then a torn one" {
@@ -327,8 +367,8 @@ func fileBody(name string, first uint64, count uint32, rest ...byte) []byte {
 }
 
 func TestFileStoreMalformedTail(t *testing.T) {
-	// Entries whose CRC is right but whose body is not: recovery cuts them
-	// off like a torn write.
+	// Entries whose CRC is right but whose body is not: not what a crash
+	// leaves, so corruption.
 	good := fileBody("b", 2, 2, 1, 'x', 0)
 	require.Len(t, good, 17)
 	tests := []struct {
@@ -361,7 +401,9 @@ func TestFileStoreMalformedTail(t *testing.T) {
 				checkFileRecovered(t, path, survivors, 0, fileCall{"b", 4, []string{"after"}}, nil)
 				return
 			}
-			checkFileRecovered(t, path, calls, int64(8+len(tt.body)), fileCall{"b", 2, []string{"after"}}, nil)
+			st, err := os.Stat(path)
+			require.NoError(t, err)
+			checkFileRepaired(t, path, st.Size()-int64(8+len(tt.body)), calls, fileCall{"b", 2, []string{"after"}}, nil)
 		})
 	}
 }
@@ -495,12 +537,13 @@ func TestFileStoreAsBrokerStore(t *testing.T) {
 	}
 	assert.Equal(t, wantRecs, fileScanAll(t, fs), "every record once, first write wins")
 
-	// A closed store fails the session with ErrStore.
+	// A closed store fails the session with ErrStore; the producer learns
+	// that the store is unavailable.
 	require.NoError(t, fs.Close())
 	reply, err := c.handle(t, batchFrame(1, 11, 1))
 	require.ErrorIs(t, err, broker.ErrStore)
 	require.ErrorIs(t, err, broker.ErrStoreClosed)
-	assert.Equal(t, wire.CodeStore, errorFrame(t, reply).Code)
+	assert.Equal(t, wire.CodeStoreUnavailable, errorFrame(t, reply).Code)
 }
 
 func TestFileStorePolicies(t *testing.T) {
@@ -744,13 +787,15 @@ func TestFileStoreOptions(t *testing.T) {
 	}
 }
 
+// BenchmarkFileStoreAppend: one Append of 100 records of 100 bytes (one
+// batch) under each fsync policy; compare the policies within one run.
 func BenchmarkFileStoreAppend(b *testing.B) {
 	const n, size = 100, 100
 	records := make([][]byte, n)
 	for i := range records {
 		records[i] = bytes.Repeat([]byte{byte('a' + i%26)}, size)
 	}
-	for _, p := range []broker.FsyncPolicy{broker.FsyncNone, broker.FsyncInterval} {
+	for _, p := range []broker.FsyncPolicy{broker.FsyncNone, broker.FsyncInterval, broker.FsyncBatch} {
 		b.Run(p.String(), func(b *testing.B) {
 			s := openFileStore(b, filepath.Join(b.TempDir(), "store"), broker.Fsync(p))
 			defer s.Close()

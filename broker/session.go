@@ -233,6 +233,8 @@ var errHelloRequired = errors.New("HELLO required")
 
 func codeOf(err error) wire.ErrorCode {
 	switch {
+	case errors.Is(err, ErrStoreFailed), errors.Is(err, ErrStoreClosed):
+		return wire.CodeStoreUnavailable
 	case errors.Is(err, ErrStore):
 		return wire.CodeStore
 	case errors.Is(err, errHelloRequired):

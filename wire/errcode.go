@@ -20,6 +20,10 @@ const (
 	CodeStore            ErrorCode = 7 // the broker's store failed
 	CodeVersion          ErrorCode = 8 // the HELLO version is not supported
 	CodeInternal         ErrorCode = 9 // any other broker failure
+	// CodeStoreUnavailable: the broker's store failed for good (a full disk,
+	// an I/O error) or is closed; nothing is stored until the broker is
+	// restarted. The text says why.
+	CodeStoreUnavailable ErrorCode = 10
 )
 
 var codeNames = [...]string{
@@ -32,6 +36,7 @@ var codeNames = [...]string{
 	CodeStore:            "store",
 	CodeVersion:          "version",
 	CodeInternal:         "internal",
+	CodeStoreUnavailable: "store unavailable",
 }
 
 // String returns a short lower-case name, or "ErrorCode(n)" for unknown codes.

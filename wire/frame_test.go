@@ -33,6 +33,7 @@ func TestStrings(t *testing.T) {
 		{wire.CodeProtocol.String(), "protocol"},
 		{wire.CodeReplaced.String(), "replaced"},
 		{wire.CodeInternal.String(), "internal"},
+		{wire.CodeStoreUnavailable.String(), "store unavailable"},
 		{wire.ErrorCode(0).String(), "ErrorCode(0)"},
 		{wire.ErrorCode(77).String(), "ErrorCode(77)"},
 	} {

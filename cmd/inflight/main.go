@@ -4,7 +4,7 @@
 //	                   and restarted while messages flow; proves the guarantees
 //	inflight serve     a standalone broker over TCP
 //	inflight produce   a load generator against any broker
-//	inflight read      the records a broker stored in a NATS JetStream stream
+//	inflight read      the records a store holds (file or NATS JetStream), one line each
 //	inflight version   the version of this build
 //
 // Exit status: 0 success, 1 failure (for demo: a guarantee did not hold), 2
@@ -68,7 +68,7 @@ commands:
             restarted every few seconds, then prove the guarantees held
   serve     run a standalone broker over TCP
   produce   send messages to a broker and report throughput and latency
-  read      print the records stored in a NATS JetStream stream
+  read      print the records a store holds (file or NATS JetStream), one line each
   version   print the version of this build
 
 Run 'inflight <command> -h' for the flags of a command.

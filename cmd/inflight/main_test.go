@@ -55,6 +55,18 @@ func TestBadUsage(t *testing.T) {
 		{"serve", "-store=tape"},
 		{"serve", "-store=file:x", "-fsync=sometimes"},
 		{"serve", "-stats-every=-1s"},
+		{"serve", "-fsync=none"},                      // does not apply to -store mem
+		{"serve", "-repair"},                          // neither
+		{"serve", "-store=file:x", "-fsync-every=1s"}, // applies to -fsync interval only
+		{"serve", "-log-format=xml"},
+		{"serve", "-max-conns=0"},
+		{"serve", "-max-frame=10"},
+		{"serve", "-idle-timeout=0s"},
+		{"serve", "-shutdown-timeout=-1s"},
+		{"read"},
+		{"read", "-store=mem"},
+		{"read", "-store=file:x", "-format=xml"},
+		{"read", "-store=file:x", "-n=-1"},
 		{"produce", "-n=0"},
 		{"produce", "-size=8"},
 		{"produce", "-rate=-1"},
@@ -72,7 +84,7 @@ func TestBadUsage(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{"help"}, {"demo", "-h"}, {"serve", "-h"}, {"produce", "-h"}} {
+	for _, args := range [][]string{{"help"}, {"demo", "-h"}, {"serve", "-h"}, {"produce", "-h"}, {"read", "-h"}} {
 		code, out, errOut := runCmd(t, args...)
 		assert.Equal(t, exitOK, code, "%v", args)
 		assert.Contains(t, out+errOut, "usage: inflight")

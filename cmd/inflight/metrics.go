@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,31 +25,40 @@ import (
 // apart (a store may still answer LastSeq while Append fails): each is
 // unhealthy from a failed call until a call of the same kind succeeds. A
 // FileStore whose write or fsync failed refuses every later call, so it
-// stays unhealthy until restarted. Safe for concurrent use.
+// stays unhealthy until restarted; its error wraps broker.ErrStoreFailed,
+// and the first such error is also sent on failed (buffered, one value), for
+// serve to stop on. Safe for concurrent use.
 type healthStore struct {
 	broker.Store
 	appendErr  atomic.Pointer[error]
 	lastSeqErr atomic.Pointer[error]
+	failed     chan error // nil: nobody listens
+	failOnce   sync.Once
 }
 
 // record keeps err (nil: healthy) in p, with only a load on the healthy path.
-func record(p *atomic.Pointer[error], err error) {
-	if err != nil {
-		p.Store(&err)
-	} else if p.Load() != nil {
-		p.Store(nil)
+func (h *healthStore) record(p *atomic.Pointer[error], err error) {
+	if err == nil {
+		if p.Load() != nil {
+			p.Store(nil)
+		}
+		return
+	}
+	p.Store(&err)
+	if h.failed != nil && errors.Is(err, broker.ErrStoreFailed) {
+		h.failOnce.Do(func() { h.failed <- err })
 	}
 }
 
 func (h *healthStore) LastSeq(topic, producer string) (uint64, error) {
 	seq, err := h.Store.LastSeq(topic, producer)
-	record(&h.lastSeqErr, err)
+	h.record(&h.lastSeqErr, err)
 	return seq, err
 }
 
 func (h *healthStore) Append(topic, producer string, recs []broker.Record) error {
 	err := h.Store.Append(topic, producer, recs)
-	record(&h.appendErr, err)
+	h.record(&h.appendErr, err)
 	return err
 }
 

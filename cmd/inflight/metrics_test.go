@@ -30,8 +30,8 @@ func TestServeMetricsEndpoint(t *testing.T) {
 	defer stop()
 	out := newWatchWriter()
 	wait := runAsync(t, ctx, out, io.Discard, "serve", "-listen=127.0.0.1:0", "-metrics=127.0.0.1:0", "-stats-every=0")
-	addr := out.wait(t, regexp.MustCompile(`listening on (\S+)\n`), 10*time.Second)[1]
-	metricsAddr := out.wait(t, regexp.MustCompile(`metrics on http://(\S+)/metrics`), 10*time.Second)[1]
+	addr := out.wait(t, regexp.MustCompile(`msg=listening addr=(\S+)\n`), 10*time.Second)[1]
+	metricsAddr := out.wait(t, regexp.MustCompile(`metrics=http://(\S+)/metrics`), 10*time.Second)[1]
 
 	d, err := tcp.NewDialer(addr)
 	require.NoError(t, err)

@@ -8,28 +8,34 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/store/natsjs"
 )
 
+// errEnough stops a scan once -n records were printed.
+var errEnough = errors.New("enough")
+
 func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("read", flag.ContinueOnError)
-	storeFlag := fs.String("store", "", "nats://HOST:PORT[,HOST:PORT...]/STREAM[?prefix=P&creds=FILE&tls_ca=FILE&...] (required)")
-	topic := fs.String("topic", "", "the topic to read (required)")
-	producer := fs.String("producer", "", "only this producer's records (default: every producer of the topic)")
-	from := fs.Uint64("from", 0, "only records with a sequence ID at least this (with -producer)")
-	format := fs.String("format", "text", "text (one line per record) or json (JSON lines)")
+	storeFlag := fs.String("store", "", "the store to read (required): file:PATH (opened read-only, also while serve runs on it), or\n"+
+		"nats://HOST:PORT[,HOST:PORT...]/STREAM[?prefix=P&creds=FILE&tls_ca=FILE&...] (a JetStream stream; needs -topic)")
+	topic := fs.String("topic", "", "only this topic (empty: all; required with a nats:// store)")
+	producer := fs.String("producer", "", "only this producer name (empty: all)")
+	from := fs.Uint64("from", 0, "only sequence IDs from this one on")
+	n := fs.Int("n", 0, "at most this many records (0: all)")
+	format := fs.String("format", "text", "one line per record: text (key=value) or json")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `usage: inflight read -store nats://HOST:PORT/STREAM -topic T [flags]
+		fmt.Fprint(fs.Output(), `usage: inflight read -store file:PATH|nats://HOST:PORT/STREAM [flags]
 
-Prints the records stored in a NATS JetStream stream by inflight serve
--store nats://... (or an embedded broker on the natsjs store), in stream
-order, up to the last one present when it starts.
+Prints the records of a store, one line each, in the order they were stored.
+A file store is read without a lock and without writing: what was complete
+when it started, beside a running serve. A NATS JetStream stream (written by
+serve -store nats://...) is read in stream order up to the last message
+present when it started.
 
 flags:
 `)
@@ -38,93 +44,126 @@ flags:
 	if code := parseFlags(fs, args, stderr); code >= 0 {
 		return code
 	}
+	path, isFile := strings.CutPrefix(*storeFlag, "file:")
 	switch {
-	case !isNATSStore(*storeFlag):
-		return usageError(fs, stderr, "-store must be nats://HOST:PORT/STREAM, not %q", *storeFlag)
-	case *topic == "":
-		return usageError(fs, stderr, "-topic is required")
-	case *from > 0 && *producer == "":
-		return usageError(fs, stderr, "-from needs -producer (sequence IDs are per producer)")
+	case (!isFile || path == "") && !isNATSStore(*storeFlag):
+		return usageError(fs, stderr, "-store must be file:PATH or nats://HOST:PORT/STREAM, not %q", *storeFlag)
+	case isNATSStore(*storeFlag) && *topic == "":
+		return usageError(fs, stderr, "-topic is required with a nats:// store")
+	case *n < 0:
+		return usageError(fs, stderr, "-n must not be negative")
 	case *format != "text" && *format != "json":
 		return usageError(fs, stderr, "-format must be text or json, not %q", *format)
 	}
-	nc, cfg, err := natsjs.Dial(*storeFlag)
+	scan := func(fn func(topic, producer string, r broker.Record) error) error {
+		st, err := broker.OpenFileStore(path, broker.ReadOnly())
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		return st.Scan(fn)
+	}
+	if isNATSStore(*storeFlag) {
+		scan = func(fn func(topic, producer string, r broker.Record) error) error {
+			return scanNATS(ctx, *storeFlag, *topic, *producer, fn)
+		}
+	}
+	line := textRecord
+	if *format == "json" {
+		line = jsonRecord
+	}
+	var buf []byte
+	printed := 0
+	err := scan(func(t, p string, r broker.Record) error {
+		if (*topic != "" && t != *topic) || (*producer != "" && p != *producer) || r.Seq < *from {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		buf = line(buf[:0], t, p, r)
+		if _, err := stdout.Write(buf); err != nil {
+			return err
+		}
+		if printed++; printed == *n {
+			return errEnough
+		}
+		return nil
+	})
 	if errors.Is(err, natsjs.ErrInvalidConfig) {
 		return usageError(fs, stderr, "-store: %v", err)
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "inflight read: %v\n", err)
-		return exitFailure
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		fmt.Fprintf(stderr, "inflight read: %v\n", err)
-		return exitFailure
-	}
-	filter := natsjs.TopicSubjects(cfg.Prefix, *topic)
-	if *producer != "" {
-		filter = natsjs.Subject(cfg.Prefix, *topic, *producer)
-	}
-	enc := json.NewEncoder(stdout)
-	err = natsjs.Read(ctx, js, cfg.Stream, filter, func(subject string, _ uint64, r broker.Record) error {
-		if r.Seq < *from {
-			return nil
-		}
-		_, prod, _ := natsjs.ParseSubject(cfg.Prefix, subject)
-		if *format == "json" {
-			return enc.Encode(jsonRecord(*topic, prod, r))
-		}
-		_, err := fmt.Fprintln(stdout, textRecord(prod, r))
-		return err
-	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errEnough) {
 		fmt.Fprintf(stderr, "inflight read: %v\n", err)
 		return exitFailure
 	}
 	return exitOK
 }
 
-// textRecord is one line: producer, sequence ID, the metadata present, and
-// the payload, each quoted when it is not plain text.
-func textRecord(producer string, r broker.Record) string {
-	line := fmt.Sprintf("%s %d", strconv.Quote(producer), r.Seq)
+// textRecord appends one record as a line of key=value pairs; strings are
+// quoted as Go quotes them, so any byte reads back unambiguously:
+//
+//	topic=orders producer=till-1 seq=3 key="k" time=2026-12-03T09:00:00Z header.src="cli" payload="hello"
+func textRecord(b []byte, topic, producer string, r broker.Record) []byte {
+	b = append(b, "topic="...)
+	b = append(b, topic...)
+	b = append(b, " producer="...)
+	b = append(b, producer...)
+	b = append(b, " seq="...)
+	b = strconv.AppendUint(b, r.Seq, 10)
 	if r.Key != nil {
-		line += " key=" + strconv.Quote(string(r.Key))
+		b = append(b, " key="...)
+		b = strconv.AppendQuote(b, string(r.Key))
 	}
 	if !r.EventTime.IsZero() {
-		line += " time=" + r.EventTime.UTC().Format(time.RFC3339Nano)
+		b = append(b, " time="...)
+		b = r.EventTime.UTC().AppendFormat(b, time.RFC3339Nano)
 	}
 	for _, h := range r.Headers {
-		line += " " + strconv.Quote(h.Key) + "=" + strconv.Quote(string(h.Value))
+		b = append(b, " header."...)
+		b = append(b, h.Key...)
+		b = append(b, '=')
+		b = strconv.AppendQuote(b, string(h.Value))
 	}
-	return line + " " + strconv.Quote(string(r.Payload))
+	b = append(b, " payload="...)
+	b = strconv.AppendQuote(b, string(r.Payload))
+	return append(b, '\n')
 }
 
-// jsonLine is one record as a JSON line. Bytes that are valid UTF-8 are
-// strings; others are base64 in the _b64 field instead.
-type jsonLine struct {
-	Topic      string       `json:"topic"`
-	Producer   string       `json:"producer"`
-	Seq        uint64       `json:"seq"`
-	Key        *string      `json:"key,omitempty"`
-	KeyB64     []byte       `json:"key_b64,omitempty"`
-	EventTime  *time.Time   `json:"event_time,omitempty"`
-	Headers    []jsonHeader `json:"headers,omitempty"`
-	Payload    *string      `json:"payload,omitempty"`
-	PayloadB64 []byte       `json:"payload_b64,omitempty"`
-}
-
+// jsonHeader and jsonLine are a record as JSON. Bytes that are valid UTF-8
+// are strings; others go in the _base64 field instead.
 type jsonHeader struct {
-	Key      string  `json:"key"`
-	Value    *string `json:"value,omitempty"`
-	ValueB64 []byte  `json:"value_b64,omitempty"`
+	Key         string `json:"key"`
+	Value       string `json:"value,omitempty"`
+	ValueBase64 []byte `json:"value_base64,omitempty"`
 }
 
-func jsonRecord(topic, producer string, r broker.Record) jsonLine {
+type jsonLine struct {
+	Topic         string       `json:"topic"`
+	Producer      string       `json:"producer"`
+	Seq           uint64       `json:"seq"`
+	Key           *string      `json:"key,omitempty"`
+	KeyBase64     []byte       `json:"key_base64,omitempty"`
+	EventTime     *time.Time   `json:"event_time,omitempty"`
+	Headers       []jsonHeader `json:"headers,omitempty"`
+	Payload       *string      `json:"payload,omitempty"`
+	PayloadBase64 []byte       `json:"payload_base64,omitempty"`
+}
+
+// jsonBytes sets one of a string and a base64 field from p.
+func jsonBytes(p []byte, s **string, b64 *[]byte) {
+	if utf8.Valid(p) {
+		v := string(p)
+		*s = &v
+	} else {
+		*b64 = p
+	}
+}
+
+func jsonRecord(b []byte, topic, producer string, r broker.Record) []byte {
 	l := jsonLine{Topic: topic, Producer: producer, Seq: r.Seq}
 	if r.Key != nil {
-		l.Key, l.KeyB64 = textOrBytes(r.Key)
+		jsonBytes(r.Key, &l.Key, &l.KeyBase64)
 	}
 	if !r.EventTime.IsZero() {
 		t := r.EventTime.UTC()
@@ -132,17 +171,15 @@ func jsonRecord(topic, producer string, r broker.Record) jsonLine {
 	}
 	for _, h := range r.Headers {
 		jh := jsonHeader{Key: h.Key}
-		jh.Value, jh.ValueB64 = textOrBytes(h.Value)
+		if utf8.Valid(h.Value) {
+			jh.Value = string(h.Value)
+		} else {
+			jh.ValueBase64 = h.Value
+		}
 		l.Headers = append(l.Headers, jh)
 	}
-	l.Payload, l.PayloadB64 = textOrBytes(r.Payload)
-	return l
-}
-
-func textOrBytes(b []byte) (*string, []byte) {
-	if utf8.Valid(b) {
-		s := string(b)
-		return &s, nil
-	}
-	return nil, b
+	jsonBytes(r.Payload, &l.Payload, &l.PayloadBase64)
+	out, _ := json.Marshal(l) // only strings, numbers, bytes and a time: cannot fail
+	b = append(b, out...)
+	return append(b, '\n')
 }

@@ -6,30 +6,50 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
+	"log/slog"
 	"time"
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/store/natsjs"
 	"github.com/inflightmq/inflight/transport/tcp"
+	"github.com/inflightmq/inflight/wire"
 )
+
+// serveFlags are serve's flags, parsed.
+type serveFlags struct {
+	listen, store, fsync, metrics, logFormat string
+	fsyncEvery, statsEvery                   time.Duration
+	multicore, repair                        bool
+	maxConns, maxFrame                       int
+	idleTimeout, readTimeout, shutdown       time.Duration
+}
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	listen := fs.String("listen", "127.0.0.1:7070", "address to listen on (port 0: any free port)")
-	storeFlag := fs.String("store", "mem", "where records go: mem, file:PATH (append-only, replayed on start), or\n"+
+	var f serveFlags
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:7070", "address to listen on (port 0: any free port)")
+	fs.StringVar(&f.store, "store", "mem", "where records go: mem, file:PATH (append-only, replayed on start, locked), or\n"+
 		"nats://HOST:PORT[,HOST:PORT...]/STREAM[?replicas=3&layout=packed|per-record&creds=FILE&tls_ca=FILE&...]\n"+
 		"(a NATS JetStream stream: this broker becomes a stateless gateway; tls:// requires TLS)")
-	fsync := fs.String("fsync", "batch", "file store durability: batch (fsync before acking), interval, none")
-	fsyncEvery := fs.Duration("fsync-every", 100*time.Millisecond, "fsync interval for -fsync interval")
-	statsEvery := fs.Duration("stats-every", 5*time.Second, "stats line interval (0: none)")
-	multicore := fs.Bool("multicore", false, "one event loop per CPU")
-	metricsAddr := fs.String("metrics", "", "serve /metrics (Prometheus) and /healthz over HTTP on this address (empty: off)")
+	fs.StringVar(&f.fsync, "fsync", "batch", "file store durability: batch (fsync before acking), interval, none")
+	fs.DurationVar(&f.fsyncEvery, "fsync-every", 100*time.Millisecond, "fsync interval for -fsync interval")
+	fs.BoolVar(&f.repair, "repair", false, "file store: if the file is corrupt, move the damaged remainder to PATH.corrupt-OFFSET and start")
+	fs.DurationVar(&f.statsEvery, "stats-every", 5*time.Second, "stats line interval (0: none)")
+	fs.BoolVar(&f.multicore, "multicore", false, "one event loop per CPU")
+	fs.StringVar(&f.metrics, "metrics", "", "serve /metrics (Prometheus) and /healthz over HTTP on this address (empty: off)")
+	fs.StringVar(&f.logFormat, "log-format", "text", "log lines as text (key=value) or json")
+	fs.IntVar(&f.maxConns, "max-conns", 10000, "most open connections; more are refused with an ERROR frame")
+	fs.IntVar(&f.maxFrame, "max-frame", wire.DefaultMaxFrameSize, "largest frame accepted, in bytes (producers are told in HELLO_OK)")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", time.Minute, "close a connection silent this long (producers PING every 2s by default)")
+	fs.DurationVar(&f.readTimeout, "read-timeout", 10*time.Second, "close a connection whose frame stays incomplete this long")
+	fs.DurationVar(&f.shutdown, "shutdown-timeout", 5*time.Second, "on SIGINT/SIGTERM, how long connections may take to close")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: inflight serve [flags]
 
 Serves the inflight protocol over TCP until SIGINT or SIGTERM, then closes
-gracefully. Its first line of output is "listening on ADDR".
+gracefully. It logs with log/slog on stdout; its first line says where it
+listens (msg=listening addr=ADDR). It exits 1 if the store fails for good
+(a full disk, an I/O error), saying why.
 
 flags:
 `)
@@ -38,103 +58,89 @@ flags:
 	if code := parseFlags(fs, args, stderr); code >= 0 {
 		return code
 	}
-	if *statsEvery < 0 {
-		return usageError(fs, stderr, "-stats-every must not be negative")
+	if code := checkServeFlags(fs, &f, stderr); code >= 0 {
+		return code
 	}
-	if err := checkHostPort(*listen); err != nil {
-		return usageError(fs, stderr, "-listen: %v", err)
-	}
-	if *metricsAddr != "" {
-		if err := checkHostPort(*metricsAddr); err != nil {
-			return usageError(fs, stderr, "-metrics: %v", err)
-		}
-	}
+	log := newLogger(stdout, f.logFormat)
 
-	var store broker.Store
-	var closeStore func() error
-	switch {
-	case *storeFlag == "mem":
-		store, closeStore = broker.NewMemoryStore(), func() error { return nil }
-	case strings.HasPrefix(*storeFlag, "file:") && len(*storeFlag) > len("file:"):
-		policy, err := broker.ParseFsyncPolicy(*fsync)
-		if err != nil {
-			return usageError(fs, stderr, "%v", err)
-		}
-		if *fsyncEvery <= 0 {
-			return usageError(fs, stderr, "-fsync-every must be positive")
-		}
-		fst, err := broker.OpenFileStore(strings.TrimPrefix(*storeFlag, "file:"), broker.Fsync(policy), broker.FsyncEvery(*fsyncEvery))
-		if err != nil {
-			fmt.Fprintf(stderr, "inflight serve: %v\n", err)
-			return exitFailure
-		}
-		rec := fst.Recovery()
-		fmt.Fprintf(stdout, "store %s: replayed %d entries (%d records), cut %d bytes of torn tail\n",
-			*storeFlag, rec.Entries, rec.Records, rec.TruncatedBytes)
-		store, closeStore = fst, fst.Close
-	case isNATSStore(*storeFlag):
-		st, closeFn, err := openNATSStore(ctx, *storeFlag)
-		if errors.Is(err, natsjs.ErrInvalidConfig) {
-			return usageError(fs, stderr, "-store: %v", err)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "inflight serve: %v\n", err)
-			return exitFailure
-		}
-		store, closeStore = st, closeFn
-	default:
-		return usageError(fs, stderr, "-store must be mem, file:PATH or nats://HOST:PORT/STREAM, not %q", *storeFlag)
+	store, closeStore, err := openStore(ctx, &f, log)
+	if errors.Is(err, natsjs.ErrInvalidConfig) {
+		return usageError(fs, stderr, "-store: %v", err)
+	}
+	if err != nil {
+		log.Error("cannot open the store", "store", f.store, "err", err)
+		return exitFailure
 	}
 	defer closeStore()
 
-	health := &healthStore{Store: store}
-	b, err := broker.New(health)
+	health := &healthStore{Store: store, failed: make(chan error, 1)}
+	b, err := broker.New(health, broker.MaxFrameSize(f.maxFrame))
 	if err != nil {
-		fmt.Fprintf(stderr, "inflight serve: %v\n", err)
+		log.Error("cannot start the broker", "err", err)
 		return exitFailure
 	}
-	srv, err := tcp.NewServer(*listen, b, tcp.Multicore(*multicore))
+	srv, err := tcp.NewServer(f.listen, b, tcp.Multicore(f.multicore), tcp.MaxConns(f.maxConns),
+		tcp.IdleTimeout(f.idleTimeout), tcp.ReadTimeout(f.readTimeout))
 	if err != nil {
-		fmt.Fprintf(stderr, "inflight serve: %v\n", err)
+		log.Error("cannot listen", "addr", f.listen, "err", err)
 		return exitFailure
 	}
-	fmt.Fprintf(stdout, "listening on %s\n", srv.Addr())
-	if *metricsAddr != "" {
-		m, err := startMetrics(*metricsAddr, metricsHandler(b, srv, health.health))
+	log.Info("listening", "addr", srv.Addr().String())
+	if f.metrics != "" {
+		m, err := startMetrics(f.metrics, metricsHandler(b, srv, health.health))
 		if err != nil {
-			fmt.Fprintf(stderr, "inflight serve: %v\n", err)
+			log.Error("cannot serve metrics", "err", err)
 			_ = srv.Close(context.Background())
 			return exitFailure
 		}
 		defer m.close(context.Background())
-		fmt.Fprintf(stdout, "metrics on http://%s/metrics, health on http://%s/healthz\n", m.addr, m.addr)
+		log.Info("metrics", "metrics", "http://"+m.addr.String()+"/metrics", "health", "http://"+m.addr.String()+"/healthz")
 	}
 
 	var tick <-chan time.Time
-	if *statsEvery > 0 {
-		t := time.NewTicker(*statsEvery)
+	if f.statsEvery > 0 {
+		t := time.NewTicker(f.statsEvery)
 		defer t.Stop()
 		tick = t.C
 	}
-	for {
+	code := exitOK
+	for code == exitOK {
 		select {
 		case <-tick:
 			st, ss := b.Stats(), srv.Stats()
-			fmt.Fprintf(stdout, "conns %d  batches %s  stored %s  duplicates skipped %s  errors %d  timeouts %d\n",
-				ss.Conns, count(st.Batches), count(st.Stored), count(st.Duplicates), ss.Errors, ss.Timeouts)
+			log.Info("stats", "conns", ss.Conns, "batches", st.Batches, "stored", st.Stored,
+				"duplicates_skipped", st.Duplicates, "errors", ss.Errors, "timeouts", ss.Timeouts)
+		case err := <-health.failed:
+			log.Error("store failed for good; producers are told (ERROR store unavailable); shutting down", "err", err)
+			code = exitFailure
 		case <-ctx.Done():
-			fmt.Fprintln(stdout, "shutting down")
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if err := srv.Close(sctx); err != nil {
-				fmt.Fprintf(stderr, "inflight serve: close: %v\n", err)
-				return exitFailure
-			}
-			if err := closeStore(); err != nil {
-				fmt.Fprintf(stderr, "inflight serve: store: %v\n", err)
-				return exitFailure
-			}
-			return exitOK
+			log.Info("shutting down")
+			return shutdown(srv, closeStore, f.shutdown, log, exitOK)
 		}
 	}
+	return shutdown(srv, closeStore, f.shutdown, log, code)
+}
+
+// shutdown closes the server (bounded by timeout) and the store, and
+// returns code, or exitFailure if either failed.
+func shutdown(srv *tcp.Server, closeStore func() error, timeout time.Duration, log *slog.Logger, code int) int {
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := srv.Close(sctx); err != nil {
+		log.Error("close", "err", err)
+		code = exitFailure
+	}
+	if err := closeStore(); err != nil {
+		log.Error("close the store", "err", err)
+		code = exitFailure
+	}
+	return code
+}
+
+// newLogger logs to w as text (key=value) or JSON.
+func newLogger(w io.Writer, format string) *slog.Logger {
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, nil))
+	}
+	return slog.New(slog.NewTextHandler(w, nil))
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +24,9 @@ import (
 )
 
 const serveEnv = "INFLIGHT_TEST_SERVE_ARGS"
+
+// listeningLine is serve's log line that says where it listens.
+var listeningLine = regexp.MustCompile(`msg=listening addr=(\S+)`)
 
 // serveChild runs `inflight serve` when the test binary is re-executed as a
 // broker process; it reports whether it did (and then exits).
@@ -49,7 +53,8 @@ func startServe(t *testing.T, args string) (*exec.Cmd, string) {
 	require.NoError(t, cmd.Start())
 	lines := bufio.NewScanner(out)
 	for lines.Scan() {
-		if addr, ok := strings.CutPrefix(lines.Text(), "listening on "); ok {
+		if m := listeningLine.FindStringSubmatch(lines.Text()); m != nil {
+			addr := m[1]
 			go func() { // keep draining so the child never blocks on stdout
 				for lines.Scan() {
 				}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/store/natsjs"
 )
@@ -26,4 +28,27 @@ func openNATSStore(ctx context.Context, url string) (broker.Store, func() error,
 		return nil, nil, err
 	}
 	return s, func() error { s.Close(); return nil }, nil
+}
+
+// scanNATS calls fn for every record of topic (and of producer, if not
+// empty) stored in the stream a nats:// -store value names, in stream order,
+// up to the last message present when it starts.
+func scanNATS(ctx context.Context, url, topic, producer string, fn func(topic, producer string, r broker.Record) error) error {
+	nc, cfg, err := natsjs.Dial(url)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	filter := natsjs.TopicSubjects(cfg.Prefix, topic)
+	if producer != "" {
+		filter = natsjs.Subject(cfg.Prefix, topic, producer)
+	}
+	return natsjs.Read(ctx, js, cfg.Stream, filter, func(subject string, _ uint64, r broker.Record) error {
+		_, prod, _ := natsjs.ParseSubject(cfg.Prefix, subject)
+		return fn(topic, prod, r)
+	})
 }

@@ -1,0 +1,50 @@
+package broker
+
+import "sync"
+
+// FileFaults injects faults between a FileStore and its file: while set,
+// WriteAt writes half of what it is given and returns WriteErr (as a full
+// disk does), and Sync returns SyncErr.
+type FileFaults struct {
+	mu       sync.Mutex
+	writeErr error
+	syncErr  error
+}
+
+// Set replaces the faults (nil: none).
+func (ff *FileFaults) Set(writeErr, syncErr error) {
+	ff.mu.Lock()
+	defer ff.mu.Unlock()
+	ff.writeErr, ff.syncErr = writeErr, syncErr
+}
+
+// WithFaults opens a FileStore whose file goes through ff.
+func WithFaults(ff *FileFaults) FileStoreOption {
+	return withFile(func(f storeFile) storeFile { return &faultyFile{storeFile: f, ff: ff} })
+}
+
+type faultyFile struct {
+	storeFile
+	ff *FileFaults
+}
+
+func (f *faultyFile) WriteAt(p []byte, off int64) (int, error) {
+	f.ff.mu.Lock()
+	err := f.ff.writeErr
+	f.ff.mu.Unlock()
+	if err != nil {
+		n, _ := f.storeFile.WriteAt(p[:len(p)/2], off)
+		return n, err
+	}
+	return f.storeFile.WriteAt(p, off)
+}
+
+func (f *faultyFile) Sync() error {
+	f.ff.mu.Lock()
+	err := f.ff.syncErr
+	f.ff.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return f.storeFile.Sync()
+}

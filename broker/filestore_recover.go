@@ -1,0 +1,190 @@
+package broker
+
+// Telling a torn tail from corruption, and repairing corruption to a side
+// file. The rule: an entry is acknowledged only after it was written whole,
+// so the only damage a crash can leave is an incomplete final entry (or a
+// run of zeros where the file was extended but not written). That much is
+// cut. Anything else may hold acknowledged records: OpenFileStore refuses
+// the file, and with the Repair option moves everything from the damage on
+// to a side file; no byte is ever deleted.
+//
+//	| header | e1 | e2 | e3 (torn: its length runs past the end) |   -> cut e3
+//	| header | e1 | e2 (bad crc) | e3 | e4 |                       -> refused, or e2.. to a side file
+//	| header | e1 | e2 | e3 (bad crc, complete) |                   -> refused, or e3 to a side file
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// CorruptError says where a store file is damaged. It wraps ErrCorrupt.
+type CorruptError struct {
+	Path   string
+	Offset int64  // where the first bad entry starts
+	Bytes  int64  // bytes from Offset to the end of the file, which may hold acknowledged records
+	Why    string // what is wrong there
+}
+
+// Error says "corrupt", where, and how many bytes follow.
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("inflight/broker: store file corrupt: %s: bad entry at offset %d (%s); %d bytes from there to the end may hold acknowledged records, not cut: repair moves them to a side file",
+		e.Path, e.Offset, e.Why, e.Bytes)
+}
+
+// Unwrap returns ErrCorrupt.
+func (e *CorruptError) Unwrap() error { return ErrCorrupt }
+
+// tailKind says what kind of bad entry ended a replay.
+type tailKind int
+
+const (
+	tailOther      tailKind = iota // bad crc, implausible length, malformed body
+	tailTornHeader                 // fewer bytes left than an entry header
+	tailPastEnd                    // a plausible length that runs past the end of the file
+)
+
+// tornTail reports whether the bad entry at off, of the given kind, and
+// everything after it up to size is what an interrupted write leaves: an
+// incomplete final entry, or zeros. If not, it returns why it is corruption.
+func tornTail(file io.ReaderAt, off, size int64, kind tailKind, why string) (bool, string, error) {
+	zero, err := allZero(file, off, size)
+	if err != nil || zero {
+		return zero, "", err
+	}
+	switch kind {
+	case tailTornHeader:
+		return true, "", nil
+	case tailOther:
+		return false, why, nil
+	}
+	// A length past the end: a torn write, unless the length itself is what
+	// is damaged. Then the entry is complete (its crc checks out over the
+	// bytes that are there), or valid entries follow it.
+	var hdr [entryHeaderSize]byte
+	if _, err := file.ReadAt(hdr[:], off); err != nil {
+		return false, "", err
+	}
+	crc, err := crcOf(file, off+entryHeaderSize, size)
+	if err != nil {
+		return false, "", err
+	}
+	if crc == binary.BigEndian.Uint32(hdr[4:]) {
+		return false, "its length is damaged: the entry ends at the end of the file", nil
+	}
+	next, err := findEntry(file, off+1, size)
+	if err != nil {
+		return false, "", err
+	}
+	if next >= 0 {
+		return false, why + "; a valid entry follows at offset " + strconv.FormatInt(next, 10), nil
+	}
+	return true, "", nil
+}
+
+// allZero reports whether the bytes [from, to) of file are all zero.
+func allZero(file io.ReaderAt, from, to int64) (bool, error) {
+	buf := make([]byte, 64<<10)
+	for from < to {
+		n := int(min(int64(len(buf)), to-from))
+		if _, err := file.ReadAt(buf[:n], from); err != nil {
+			return false, err
+		}
+		if bytes.ContainsFunc(buf[:n], func(r rune) bool { return r != 0 }) {
+			return false, nil
+		}
+		from += int64(n)
+	}
+	return true, nil
+}
+
+// crcOf returns the CRC-32C of the bytes [from, to) of file.
+func crcOf(file io.ReaderAt, from, to int64) (uint32, error) {
+	h := crc32.New(castagnoli)
+	if _, err := io.Copy(h, io.NewSectionReader(file, from, to-from)); err != nil {
+		return 0, err
+	}
+	return h.Sum32(), nil
+}
+
+// findEntry returns the offset of the first entry at or after from whose
+// length fits before size and whose crc checks out, or -1. It looks at every
+// offset: only a damaged file gets here, and then only once.
+func findEntry(file io.ReaderAt, from, size int64) (int64, error) {
+	const window = 1 << 20
+	buf := make([]byte, window)
+	for start := from; start+entryHeaderSize+minEntryBody <= size; start += window - entryHeaderSize {
+		n := int(min(window, size-start))
+		if _, err := file.ReadAt(buf[:n], start); err != nil {
+			return -1, err
+		}
+		for i := 0; i+entryHeaderSize <= n && i < window-entryHeaderSize; i++ {
+			off := start + int64(i)
+			bodyLen := int64(binary.BigEndian.Uint32(buf[i:]))
+			if bodyLen < minEntryBody || bodyLen > maxEntryBody || off+entryHeaderSize+bodyLen > size {
+				continue
+			}
+			want := binary.BigEndian.Uint32(buf[i+4:])
+			var crc uint32
+			if end := i + entryHeaderSize + int(bodyLen); end <= n {
+				crc = crc32.Checksum(buf[i+entryHeaderSize:end], castagnoli)
+			} else {
+				var err error
+				if crc, err = crcOf(file, off+entryHeaderSize, off+entryHeaderSize+bodyLen); err != nil {
+					return -1, err
+				}
+			}
+			if crc == want {
+				return off, nil
+			}
+		}
+	}
+	return -1, nil
+}
+
+// repairTail copies the bytes [off, size) of the store's file to a new side
+// file next to it (path.corrupt-OFFSET, or with a further .N if that
+// exists), fsyncs it and its directory, and only then cuts the store file at
+// off. It returns the side file's path.
+func (f *FileStore) repairTail(off, size int64) (string, error) {
+	var side *os.File
+	var name string
+	for i := 0; ; i++ {
+		name = f.path + ".corrupt-" + strconv.FormatInt(off, 10)
+		if i > 0 {
+			name += "." + strconv.Itoa(i)
+		}
+		var err error
+		side, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrExist) || i == 1000 {
+			return "", fmt.Errorf("inflight/broker: repair: %w", err)
+		}
+	}
+	_, err := io.Copy(side, io.NewSectionReader(f.file, off, size-off))
+	if err == nil {
+		err = side.Sync()
+	}
+	if cerr := side.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(name))
+	}
+	if err != nil {
+		_ = os.Remove(name) // incomplete: the store file still has every byte
+		return "", fmt.Errorf("inflight/broker: repair: write %s: %w", name, err)
+	}
+	if err := f.file.Truncate(off); err != nil {
+		return "", fmt.Errorf("inflight/broker: repair: cut %s at %d (its tail is safe in %s): %w", f.path, off, name, err)
+	}
+	return name, nil
+}
