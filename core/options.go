@@ -54,6 +54,7 @@ type config struct {
 	level            wire.Level
 	clock            clock.Clock
 	onError          func(error)
+	token            wire.Token // see Token in auth.go
 }
 
 func defaultConfig() config {

@@ -90,6 +90,10 @@ func (s *session) OnFrame(frame []byte) {
 			s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
 			return
 		}
+		if e.Code == wire.CodeUnauthorized {
+			s.fail(fmt.Errorf("%w: %w", ErrUnauthorized, e.Err()))
+			return
+		}
 		s.fail(e.Err())
 	case wire.TypePong:
 		// Heartbeat replies need no action: any inbound frame shows the
@@ -105,6 +109,12 @@ func (s *session) OnClose(err error) {
 		err = transport.ErrClosed
 	}
 	s.fail(err)
+}
+
+// hello returns the HELLO frame that opens the session.
+func (s *session) hello() ([]byte, error) {
+	c := &s.p.cfg
+	return wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: uint32(c.maxFrameSize), Producer: c.name, Topic: c.topic, Token: c.token})
 }
 
 // heartbeat runs beside the pump for the life of a ready session: it PINGs

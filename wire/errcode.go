@@ -11,15 +11,16 @@ type ErrorCode uint16
 // Error codes. Decoders accept any value, so that a peer speaking a newer
 // version can still report its reason; String names the unknown ones by number.
 const (
-	CodeProtocol         ErrorCode = 1 // a frame broke the protocol
-	CodeFrameTooLarge    ErrorCode = 2 // a frame exceeded the negotiated limit
-	CodeChecksum         ErrorCode = 3 // a batch failed its CRC
-	CodeUnsupportedCodec ErrorCode = 4 // a batch used a codec the broker cannot read
-	CodeHelloRequired    ErrorCode = 5 // a frame arrived before HELLO
-	CodeReplaced         ErrorCode = 6 // another connection took over this producer name
-	CodeStore            ErrorCode = 7 // the broker's store failed
-	CodeVersion          ErrorCode = 8 // the HELLO version is not supported
-	CodeInternal         ErrorCode = 9 // any other broker failure
+	CodeProtocol         ErrorCode = 1  // a frame broke the protocol
+	CodeFrameTooLarge    ErrorCode = 2  // a frame exceeded the negotiated limit
+	CodeChecksum         ErrorCode = 3  // a batch failed its CRC
+	CodeUnsupportedCodec ErrorCode = 4  // a batch used a codec the broker cannot read
+	CodeHelloRequired    ErrorCode = 5  // a frame arrived before HELLO
+	CodeReplaced         ErrorCode = 6  // another connection took over this producer name
+	CodeStore            ErrorCode = 7  // the broker's store failed
+	CodeVersion          ErrorCode = 8  // the HELLO version is not supported
+	CodeInternal         ErrorCode = 9  // any other broker failure
+	CodeUnauthorized     ErrorCode = 10 // the HELLO's identity may not use its topic or name, or another identity holds the name
 )
 
 var codeNames = [...]string{
@@ -32,6 +33,7 @@ var codeNames = [...]string{
 	CodeStore:            "store",
 	CodeVersion:          "version",
 	CodeInternal:         "internal",
+	CodeUnauthorized:     "unauthorized",
 }
 
 // String returns a short lower-case name, or "ErrorCode(n)" for unknown codes.
