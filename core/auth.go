@@ -15,7 +15,11 @@ func Token(token string) Option {
 		if len(token) > wire.MaxTokenLen {
 			return invalid("Token", len(token), "bytes, more than wire.MaxTokenLen")
 		}
-		c.token = wire.Token(token)
+		// Kept behind a pointer: fmt cannot call Token's Format on an
+		// unexported field and would print the bytes of a string, while it
+		// prints a pointer field as an address.
+		tok := wire.Token(token)
+		c.token = &tok
 		return nil
 	})
 }

@@ -54,7 +54,7 @@ type config struct {
 	level            wire.Level
 	clock            clock.Clock
 	onError          func(error)
-	token            wire.Token // see Token in auth.go
+	token            *wire.Token // see Token in auth.go; a pointer, so that printing a config prints no token
 }
 
 func defaultConfig() config {

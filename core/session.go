@@ -114,7 +114,11 @@ func (s *session) OnClose(err error) {
 // hello returns the HELLO frame that opens the session.
 func (s *session) hello() ([]byte, error) {
 	c := &s.p.cfg
-	return wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: uint32(c.maxFrameSize), Producer: c.name, Topic: c.topic, Token: c.token})
+	h := wire.Hello{Version: wire.Version, MaxFrameSize: uint32(c.maxFrameSize), Producer: c.name, Topic: c.topic}
+	if c.token != nil {
+		h.Token = *c.token
+	}
+	return wire.AppendHello(nil, h)
 }
 
 // heartbeat runs beside the pump for the life of a ready session: it PINGs
