@@ -13,6 +13,7 @@ import (
 type Broker struct {
 	store    Store
 	maxFrame int
+	cfg      config
 	dec      *wire.Decompressor // shared by sessions; bounded by maxFrame
 
 	mu        sync.Mutex
@@ -24,17 +25,20 @@ type Broker struct {
 	duplicates     atomic.Uint64
 	protocolErrors atomic.Uint64
 	takeovers      atomic.Uint64
+	unauthorized   atomic.Uint64
+	refusedTakes   atomic.Uint64
 }
 
 // producerState is the dedup state of one producer name. mu serializes the
 // name's HELLO and BATCH handling, so an old session's last batch and a new
 // session's HELLO see one consistent last stored sequence ID.
 type producerState struct {
-	mu     sync.Mutex
-	owner  *Session
-	last   uint64 // highest stored seq
-	loaded bool   // last was read from the Store
-	dead   bool   // removed from the broker's map; look the name up again
+	mu      sync.Mutex
+	owner   *Session
+	ownerID Identity // owner's identity
+	last    uint64   // highest stored seq
+	loaded  bool     // last was read from the Store
+	dead    bool     // removed from the broker's map; look the name up again
 }
 
 // locked runs fn with ps locked and returns fn's error.
@@ -47,7 +51,14 @@ func (ps *producerState) locked(fn func(*producerState) error) error {
 // Option configures a Broker.
 type Option interface{ apply(*config) error }
 
-type config struct{ maxFrame int }
+type config struct {
+	maxFrame int
+
+	auth         bool // Authenticate or Authorize given: default deny
+	authenticate func(Credentials) (Identity, error)
+	authorize    func(id Identity, topic, producer string) error
+	onRefused    func(Refusal)
+}
 
 type optionFunc func(*config) error
 
@@ -84,7 +95,7 @@ func New(store Store, opts ...Option) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Broker{store: store, maxFrame: cfg.maxFrame, dec: dec, producers: make(map[stream]*producerState)}, nil
+	return &Broker{store: store, maxFrame: cfg.maxFrame, cfg: cfg, dec: dec, producers: make(map[stream]*producerState)}, nil
 }
 
 // MaxFrameSize returns the largest frame the broker accepts.
@@ -144,7 +155,13 @@ type Stats struct {
 	Stored         uint64 // records appended to the store
 	Duplicates     uint64 // records skipped because already stored
 	ProtocolErrors uint64 // sessions failed for a protocol violation or store error
-	Takeovers      uint64 // sessions closed because a newer one took their name
+	Takeovers      uint64 // sessions closed because a newer one of the same identity took their name
+	// Unauthorized counts HELLOs refused because their credentials were
+	// not accepted or their identity may not use the topic or name.
+	Unauthorized uint64
+	// TakeoversRefused counts HELLOs refused because a live session of
+	// another identity holds the (topic, producer name).
+	TakeoversRefused uint64
 }
 
 // Stats returns the broker's counters. Safe for concurrent use.
@@ -156,5 +173,8 @@ func (b *Broker) Stats() Stats {
 		Duplicates:     b.duplicates.Load(),
 		ProtocolErrors: b.protocolErrors.Load(),
 		Takeovers:      b.takeovers.Load(),
+
+		Unauthorized:     b.unauthorized.Load(),
+		TakeoversRefused: b.refusedTakes.Load(),
 	}
 }

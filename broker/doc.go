@@ -16,11 +16,23 @@
 // resends after a reconnect never stores a record twice, and learns from
 // HELLO_OK which of its pending messages were stored before the connection
 // broke. One (topic, producer name) is served by one session at a time: a
-// HELLO for a pair that another session holds takes it over and closes the
-// older session. A HELLO of another protocol version gets an ERROR frame of
-// code wire.CodeVersion. A store error fails the session with an ERROR
-// frame that gives the cause: code wire.CodeStoreUnavailable when the store
-// failed for good or is closed (ErrStoreFailed, ErrStoreClosed), else
-// wire.CodeStore; nothing of the batch is acknowledged. Records reach the Store with their metadata (key,
+// HELLO for a pair that another session of the same identity holds takes it
+// over and closes the older session; a HELLO from another identity is
+// refused while the holder lives (Stats.TakeoversRefused).
+//
+// Identities and authorization: a session's Identity comes from its HELLO's
+// token or from the client certificate its transport verified (see
+// CertificatePeer), through the Authenticate option, or by default from the
+// certificate alone. Authorize decides which topics and producer names an
+// identity may use; WithACL does both from an access list (ACL, LoadACL).
+// With either option given, whatever is not granted is refused: the HELLO
+// gets an ERROR frame of code wire.CodeUnauthorized and Session.Handle
+// returns ErrUnauthorized. Without them every HELLO is accepted, and every
+// peer without a certificate is the same, anonymous, identity. A HELLO of
+// another protocol version gets an ERROR frame of code wire.CodeVersion. A
+// store error fails the session with an ERROR frame that gives the cause:
+// code wire.CodeStoreUnavailable when the store failed for good or is
+// closed (ErrStoreFailed, ErrStoreClosed), else wire.CodeStore; nothing of
+// the batch is acknowledged. Records reach the Store with their metadata (key,
 // headers, event time) as views into the frame, read without allocating.
 package broker

@@ -19,6 +19,16 @@ var (
 	// the store's error. The session has sent an ERROR frame; the transport
 	// must close the connection. Nothing of the failed batch was acknowledged.
 	ErrStore = errors.New("inflight/broker: store failed")
+	// ErrUnauthorized is returned by Session.Handle for a HELLO the broker
+	// refused: its credentials were not accepted (Authenticate), its
+	// identity may not write its topic as its producer name (Authorize), or
+	// a live session of another identity holds that name. The session has
+	// sent an ERROR frame of code wire.CodeUnauthorized; the transport must
+	// close the connection.
+	ErrUnauthorized = errors.New("inflight/broker: unauthorized")
+	// ErrACL is returned by ParseACL and LoadACL, wrapped with the line and
+	// the reason, for an access list they cannot read.
+	ErrACL = errors.New("inflight/broker: bad access list")
 	// ErrSessionClosed is returned by Session.Handle after Session.Close.
 	ErrSessionClosed = errors.New("inflight/broker: session closed")
 	// ErrStoreClosed is returned by FileStore's Append, LastSeq and Scan

@@ -27,6 +27,7 @@ type Session struct {
 	peer   Peer
 	name   string
 	topic  string
+	id     Identity       // set by HELLO
 	prod   *producerState // set by HELLO
 	closed atomic.Bool
 	out    []byte            // reused for outbound frames
@@ -47,10 +48,15 @@ func (s *Session) Producer() string { return s.name }
 // Topic returns the topic announced by HELLO, or "".
 func (s *Session) Topic() string { return s.topic }
 
+// Identity returns who the peer proved to be in an accepted HELLO
+// (anonymous before one).
+func (s *Session) Identity() Identity { return s.id }
+
 // Handle processes one complete inbound frame (length prefix included). A
-// non-nil error means the connection must be closed: ErrProtocol, ErrStore or
-// ErrReplaced (see each), or the Peer's Send error. For ErrProtocol and
-// ErrStore the session has already sent an ERROR frame saying why.
+// non-nil error means the connection must be closed: ErrProtocol, ErrStore,
+// ErrUnauthorized or ErrReplaced (see each), or the Peer's Send error. For
+// ErrProtocol, ErrStore and ErrUnauthorized the session has already sent an
+// ERROR frame saying why.
 func (s *Session) Handle(frame []byte) error {
 	if s.closed.Load() {
 		return ErrSessionClosed
@@ -89,14 +95,23 @@ func (s *Session) hello(frame []byte) error {
 	if int(h.MaxFrameSize) < wire.MinMaxFrameSize {
 		return s.fail(fmt.Errorf("%w: %w: HELLO max frame size %d below %d", ErrProtocol, wire.ErrMalformed, h.MaxFrameSize, wire.MinMaxFrameSize))
 	}
+	id, err := s.b.identify(s.peer, &h)
+	if err != nil {
+		return s.refuse(err, id, &h, nil)
+	}
 	var (
-		ps   *producerState
-		old  *Session
-		last uint64
+		ps     *producerState
+		old    *Session
+		holder Identity
+		last   uint64
 	)
 	key := stream{h.Topic, h.Producer}
 	err = s.b.withProducer(key, func(p *producerState) error {
 		ps = p
+		if p.owner != nil && p.ownerID.Name != id.Name {
+			holder = p.ownerID
+			return errNameHeld
+		}
 		if !p.loaded {
 			l, err := s.b.store.LastSeq(h.Topic, h.Producer)
 			if err != nil {
@@ -105,18 +120,23 @@ func (s *Session) hello(frame []byte) error {
 			p.last, p.loaded = l, true
 		}
 		old, last = p.owner, p.last
-		p.owner = s
+		p.owner, p.ownerID = s, id
 		return nil
 	})
+	if errors.Is(err, errNameHeld) {
+		// The holder is live and someone else: refuse rather than let
+		// anyone who can connect take a running producer's name.
+		return s.refuse(fmt.Errorf("%w: producer %q of topic %q is held by a live session of another identity", ErrUnauthorized, h.Producer, h.Topic), id, &h, &holder)
+	}
 	if err != nil {
 		s.b.release(key, ps, nil) // forget the state made for this HELLO
 		return s.fail(fmt.Errorf("%w: %w", ErrStore, err))
 	}
-	s.prod, s.name, s.topic = ps, h.Producer, h.Topic
+	s.prod, s.name, s.topic, s.id = ps, h.Producer, h.Topic, id
 	if old != nil {
 		// The producer reconnected before its old connection was noticed
-		// dead, or two producers share a name. The newest wins; the old
-		// session's next frame fails with ErrReplaced.
+		// dead, or two producers of one identity share a name. The newest
+		// wins; the old session's next frame fails with ErrReplaced.
 		s.b.takeovers.Add(1)
 		old.peer.Close()
 	}
@@ -228,6 +248,26 @@ func (s *Session) fail(err error) error {
 	return err
 }
 
+// refuse answers a HELLO refused for its identity (err wraps
+// ErrUnauthorized): it counts it, tells OnRefused, sends an ERROR frame and
+// returns err. holder is the identity holding the name, for a takeover.
+func (s *Session) refuse(err error, id Identity, h *wire.Hello, holder *Identity) error {
+	if holder != nil {
+		s.b.refusedTakes.Add(1)
+	} else {
+		s.b.unauthorized.Add(1)
+	}
+	if fn := s.b.cfg.onRefused; fn != nil {
+		fn(Refusal{Identity: id, Topic: h.Topic, Producer: h.Producer, Holder: holder, Err: err})
+	}
+	_ = s.send(wire.AppendError(s.out[:0], wire.Error{Code: wire.CodeUnauthorized, Text: err.Error()}))
+	return err
+}
+
+// errNameHeld marks a HELLO for a name a live session of another identity
+// holds.
+var errNameHeld = errors.New("name held by another identity")
+
 // errHelloRequired marks a frame that needs a HELLO first.
 var errHelloRequired = errors.New("HELLO required")
 
@@ -237,6 +277,8 @@ func codeOf(err error) wire.ErrorCode {
 		return wire.CodeStoreUnavailable
 	case errors.Is(err, ErrStore):
 		return wire.CodeStore
+	case errors.Is(err, ErrUnauthorized):
+		return wire.CodeUnauthorized
 	case errors.Is(err, errHelloRequired):
 		return wire.CodeHelloRequired
 	}

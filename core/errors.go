@@ -41,6 +41,13 @@ var (
 	// sent: another producer uses the same name. The producer keeps
 	// redialing and does not report those messages as stored.
 	ErrSequenceConflict = errors.New("inflight: broker has sequence IDs this producer never sent (producer name in use?)")
+	// ErrUnauthorized is reported to the ErrorHandler, wrapping the broker's
+	// ERROR (a *wire.RemoteError of code wire.CodeUnauthorized), when the
+	// broker refused the HELLO: its token or certificate was not accepted,
+	// the identity may not write this topic under this producer name, or a
+	// live producer of another identity holds the name. The producer keeps
+	// redialing with backoff; its messages time out as usual.
+	ErrUnauthorized = errors.New("inflight: not authorized by the broker")
 	// ErrHeartbeat is reported to the ErrorHandler when a connection sent
 	// nothing for twice the Heartbeat interval, PINGs included; the producer
 	// closes it and dials again.

@@ -57,6 +57,7 @@ type config struct {
 	onError          func(error)
 	onEvent          func(Event)
 	logger           *slog.Logger
+	token            *wire.Token // see Token in auth.go; a pointer, so that printing a config prints no token
 }
 
 func defaultConfig() config {

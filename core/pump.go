@@ -131,7 +131,7 @@ func (p *Producer) connect() (*session, EventKind, error) {
 }
 
 func (p *Producer) handshake(s *session) error {
-	hello, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: uint32(p.cfg.maxFrameSize), Producer: p.cfg.name, Topic: p.cfg.topic})
+	hello, err := s.hello()
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrHandshake, err)
 	}

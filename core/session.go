@@ -91,6 +91,10 @@ func (s *session) OnFrame(frame []byte) {
 			s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
 			return
 		}
+		if e.Code == wire.CodeUnauthorized {
+			s.fail(fmt.Errorf("%w: %w", ErrUnauthorized, e.Err()))
+			return
+		}
 		s.fail(e.Err())
 	case wire.TypePong:
 		// Heartbeat replies need no action: any inbound frame shows the
@@ -106,6 +110,16 @@ func (s *session) OnClose(err error) {
 		err = transport.ErrClosed
 	}
 	s.fail(err)
+}
+
+// hello returns the HELLO frame that opens the session.
+func (s *session) hello() ([]byte, error) {
+	c := &s.p.cfg
+	h := wire.Hello{Version: wire.Version, MaxFrameSize: uint32(c.maxFrameSize), Producer: c.name, Topic: c.topic}
+	if c.token != nil {
+		h.Token = *c.token
+	}
+	return wire.AppendHello(nil, h)
 }
 
 // heartbeat runs beside the pump for the life of a ready session: it PINGs

@@ -12,11 +12,16 @@ const (
 
 	// MaxErrorTextLen is the longest text an ERROR can carry, in bytes.
 	MaxErrorTextLen = 1024
+
+	// MaxTokenLen is the longest token a HELLO can carry, in bytes. A
+	// HELLO with a token must also fit the broker's frame limit.
+	MaxTokenLen = 4096
 )
 
 // Body sizes of the fixed-size control frames.
 const (
 	helloFixedLen = 2 + 4 + 1 + 1 // version, maxFrameSize, nameLen, topicLen
+	tokenLenLen   = 2             // the optional token's length
 	helloOKLen    = 8 + 4
 	receiptLen    = 8
 	errorFixedLen = 2
@@ -24,17 +29,25 @@ const (
 )
 
 // Hello opens a session: the producer's protocol version, the largest frame
-// it accepts, its name and the topic it writes. The broker keeps the last
-// stored sequence id per (topic, name).
+// it accepts, its name, the topic it writes and, optionally, a token that
+// authenticates it. The broker keeps the last stored sequence id per
+// (topic, name).
 //
-//	+---------+--------------+---------+------+----------+-------+
-//	| u16 ver | u32 maxFrame | u8 nlen | name | u8 tlen  | topic |
-//	+---------+--------------+---------+------+----------+-------+
+//	+---------+--------------+---------+------+---------+-------+  optional:  +----------+-------+
+//	| u16 ver | u32 maxFrame | u8 nlen | name | u8 tlen | topic |             | u16 klen | token |
+//	+---------+--------------+---------+------+---------+-------+             +----------+-------+
+//
+// The token is a trailing field of protocol version 2: a HELLO without one
+// is byte for byte the HELLO of a producer that predates tokens, so old
+// producers and new brokers work together. A broker that predates tokens
+// answers a HELLO with one with an ERROR of code CodeProtocol (bytes after
+// the topic).
 type Hello struct {
 	Version      uint16 // protocol version; DecodeHello accepts only Version
 	MaxFrameSize uint32 // at least MinMaxFrameSize
 	Producer     string // 1 to MaxProducerNameLen bytes
 	Topic        string // see CheckTopic
+	Token        Token  // empty (none), or 1 to MaxTokenLen bytes
 }
 
 // AppendHello appends a HELLO frame to dst. It returns dst unchanged and
@@ -53,19 +66,33 @@ func AppendHello(dst []byte, h Hello) ([]byte, error) {
 	if h.MaxFrameSize < MinMaxFrameSize {
 		return dst, fmt.Errorf("%w: max frame size %d below %d", ErrMalformed, h.MaxFrameSize, MinMaxFrameSize)
 	}
-	dst = appendHeader(dst, TypeHello, helloFixedLen+len(h.Producer)+len(h.Topic))
+	if len(h.Token) > MaxTokenLen {
+		return dst, fmt.Errorf("%w: token is %d bytes, limit %d", ErrMalformed, len(h.Token), MaxTokenLen)
+	}
+	n := helloFixedLen + len(h.Producer) + len(h.Topic)
+	if len(h.Token) > 0 {
+		n += tokenLenLen + len(h.Token)
+	}
+	dst = appendHeader(dst, TypeHello, n)
 	dst = binary.BigEndian.AppendUint16(dst, h.Version)
 	dst = binary.BigEndian.AppendUint32(dst, h.MaxFrameSize)
 	dst = append(dst, byte(len(h.Producer)))
 	dst = append(dst, h.Producer...)
 	dst = append(dst, byte(len(h.Topic)))
-	return append(dst, h.Topic...), nil
+	dst = append(dst, h.Topic...)
+	if len(h.Token) > 0 {
+		dst = binary.BigEndian.AppendUint16(dst, uint16(len(h.Token)))
+		dst = append(dst, h.Token...)
+	}
+	return dst, nil
 }
 
 // DecodeHello decodes a HELLO frame. The version is checked first, as soon
 // as it is readable, so that a HELLO of another version, laid out
 // differently (version 1 had no topic), yields ErrVersion and not
-// ErrMalformed. It allocates the producer name and the topic.
+// ErrMalformed. A token field present but empty is malformed (an encoder
+// leaves the field out), so that every HELLO has one encoding. It allocates
+// the producer name, the topic and the token.
 func DecodeHello(frame []byte) (Hello, error) {
 	b, err := body(frame, TypeHello)
 	if err != nil {
@@ -87,9 +114,15 @@ func DecodeHello(frame []byte) (Hello, error) {
 		return Hello{}, checkLen(TypeHello, b, helloFixedLen+nameLen)
 	}
 	topicLen := int(b[7+nameLen])
-	if err := checkLen(TypeHello, b, helloFixedLen+nameLen+topicLen); err != nil {
+	end := helloFixedLen + nameLen + topicLen
+	if len(b) < end {
+		return Hello{}, checkLen(TypeHello, b, end)
+	}
+	tok, err := decodeToken(b[end:])
+	if err != nil {
 		return Hello{}, err
 	}
+	b = b[:end]
 	h := Hello{
 		Version:      Version,
 		MaxFrameSize: binary.BigEndian.Uint32(b[2:]),
@@ -102,7 +135,29 @@ func DecodeHello(frame []byte) (Hello, error) {
 		return Hello{}, err
 	}
 	h.Producer = string(b[7 : 7+nameLen])
+	h.Token = Token(tok)
 	return h, nil
+}
+
+// decodeToken reads the optional token field that follows the topic.
+func decodeToken(b []byte) ([]byte, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	if len(b) < tokenLenLen {
+		return nil, fmt.Errorf("%w: %d byte after the topic", ErrMalformed, len(b))
+	}
+	n := int(binary.BigEndian.Uint16(b))
+	switch {
+	case n == 0:
+		return nil, fmt.Errorf("%w: empty token field", ErrMalformed)
+	case n > MaxTokenLen:
+		return nil, fmt.Errorf("%w: token is %d bytes, limit %d", ErrMalformed, n, MaxTokenLen)
+	}
+	if err := checkLen(TypeHello, b[tokenLenLen:], n); err != nil {
+		return nil, err
+	}
+	return b[tokenLenLen:], nil
 }
 
 // HelloOK accepts a session: the highest sequence id the broker has stored

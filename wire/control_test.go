@@ -1,8 +1,11 @@
 package wire_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"reflect"
 	"strings"
@@ -262,5 +265,67 @@ func TestCodeOf(t *testing.T) {
 	_, _, err := wire.Split([]byte{0xff, 0, 0, 0}, 0)
 	if got := wire.CodeOf(err); got != wire.CodeFrameTooLarge {
 		t.Errorf("CodeOf(Split error) = %v", got)
+	}
+}
+
+func TestHelloToken(t *testing.T) {
+	h := wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "p", Topic: wire.DefaultTopic}
+	plain, err := wire.AppendHello(nil, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Token = wire.Token(strings.Repeat("k", wire.MaxTokenLen))
+	f, err := wire.AppendHello(nil, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(f[wire.HeaderSize:], plain[wire.HeaderSize:]) {
+		t.Errorf("a HELLO with a token does not start with the HELLO without one")
+	}
+	got, err := wire.DecodeHello(f)
+	if err != nil || got != h {
+		t.Errorf("DecodeHello = %+v, %v; want the token back", got, err)
+	}
+	h.Token += "k"
+	if _, err := wire.AppendHello(nil, h); !errors.Is(err, wire.ErrMalformed) {
+		t.Errorf("AppendHello of a token over MaxTokenLen: %v, want ErrMalformed", err)
+	}
+
+	body := plain[wire.HeaderSize:]
+	for _, tc := range []struct {
+		name  string
+		extra []byte
+		want  error
+	}{
+		{"one byte after the topic", []byte{0}, wire.ErrMalformed},
+		{"empty token field", []byte{0, 0}, wire.ErrMalformed},
+		{"token shorter than its length", []byte{0, 3, 'a'}, wire.ErrTruncated},
+		{"token longer than its length", []byte{0, 1, 'a', 'b'}, wire.ErrMalformed},
+		{"token over the limit", append([]byte{0x10, 0x01}, strings.Repeat("k", wire.MaxTokenLen+1)...), wire.ErrMalformed},
+	} {
+		b := append(bytes.Clone(body), tc.extra...)
+		if _, err := wire.DecodeHello(frameOf(wire.TypeHello, b)); !errors.Is(err, tc.want) {
+			t.Errorf("%s: DecodeHello: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestTokenNeverPrints(t *testing.T) {
+	const secret = "s3cret-token-value"
+	h := wire.Hello{Producer: "p", Topic: "t", Token: secret}
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	log.Info("hello", "token", h.Token, "hello", h)
+	js, _ := json.Marshal(h)
+	for _, s := range []string{
+		fmt.Sprint(h), fmt.Sprintf("%v %+v %#v %s %q %x %X %d", h, h, h, h.Token, h.Token, h.Token, h.Token, h.Token),
+		fmt.Sprintf("%v", &h), h.Token.String(), buf.String(), string(js),
+	} {
+		if strings.Contains(s, secret) {
+			t.Errorf("the token printed: %s", s)
+		}
+	}
+	if string(h.Token) != secret {
+		t.Errorf("the token's bytes changed")
 	}
 }

@@ -24,6 +24,9 @@ const (
 	// an I/O error) or is closed; nothing is stored until the broker is
 	// restarted. The text says why.
 	CodeStoreUnavailable ErrorCode = 10
+	// CodeUnauthorized: the HELLO's identity may not use its topic or name,
+	// or another identity holds the name.
+	CodeUnauthorized ErrorCode = 11
 )
 
 var codeNames = [...]string{
@@ -37,6 +40,7 @@ var codeNames = [...]string{
 	CodeVersion:          "version",
 	CodeInternal:         "internal",
 	CodeStoreUnavailable: "store unavailable",
+	CodeUnauthorized:     "unauthorized",
 }
 
 // String returns a short lower-case name, or "ErrorCode(n)" for unknown codes.

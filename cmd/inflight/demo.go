@@ -14,6 +14,8 @@ import (
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
 	"github.com/inflightmq/inflight/internal/hist"
+	"github.com/inflightmq/inflight/transport"
+	"github.com/inflightmq/inflight/transport/stdnet"
 	"github.com/inflightmq/inflight/transport/tcp"
 )
 
@@ -27,6 +29,7 @@ type demoConfig struct {
 	maxPending int
 	report     time.Duration
 	engine     string // mem, or nats (see natsEngine)
+	tls        bool
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -42,6 +45,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.report, "progress", time.Second/4, "progress line interval")
 	fs.StringVar(&cfg.engine, "engine", "mem", "the broker's store: mem (in memory), or nats (a 3-server NATS JetStream cluster on 127.0.0.1,\n"+
 		"an R3 stream whose leader is stopped a third into the run and restarted at two thirds)")
+	fs.BoolVar(&cfg.tls, "tls", false, "mutual TLS 1.3 and an access list: the producer proves itself with a client certificate, an intruder with another one is refused the producer's name")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: inflight demo [flags]
 
@@ -50,7 +54,8 @@ fast as it can while the broker is stopped and restarted on the same address
 (same store), and then checks every guarantee: each accepted message got
 exactly one callback, successes came in send order, the broker stored no
 sequence ID twice, every success is stored, and every stored record has the
-topic, key and header it was sent with. Exit status 1 if one failed.
+topic, key and header it was sent with. Exit status 1 if one failed. With
+-tls, over mutual TLS with certificates made for the run, in memory.
 
 flags:
 `)
@@ -106,6 +111,7 @@ type demoResult struct {
 	badMeta    uint64 // records whose topic, key or header differ from what was sent
 	missing    uint64 // successes not in the store
 	reconnects uint64
+	sec        *demoSecurity  // -tls only
 	latency    hist.Histogram // send to callback, of the successes
 	nats       *natsEngine    // -engine nats: the stored counts are the stream's
 }
@@ -154,9 +160,10 @@ func (t *tally) callback(slot int, id core.MessageID, msg *core.Message, err err
 // store that outlives restarts.
 type demoBroker struct {
 	mu     sync.Mutex
-	store  broker.Store // a checkStore, or the natsjs store
+	store  broker.Store  // a checkStore, or the natsjs store
+	sec    *demoSecurity // -tls: serve TLS with an access list
 	addr   string
-	server *tcp.Server // nil while down
+	server interface{ Close(context.Context) error } // nil while down
 	kills  int
 }
 
@@ -166,13 +173,29 @@ func (b *demoBroker) up() error {
 	if b.server != nil {
 		return nil
 	}
-	br, err := broker.New(b.store)
-	if err != nil {
-		return err
-	}
 	addr := b.addr
 	if addr == "" {
 		addr = "127.0.0.1:0"
+	}
+	if b.sec != nil {
+		bopts, sopts, err := b.sec.server()
+		if err != nil {
+			return err
+		}
+		br, err := broker.New(b.store, bopts...)
+		if err != nil {
+			return err
+		}
+		srv, err := stdnet.NewServer(addr, br, sopts...)
+		if err != nil {
+			return err
+		}
+		b.server, b.addr = srv, srv.Addr().String()
+		return nil
+	}
+	br, err := broker.New(b.store)
+	if err != nil {
+		return err
 	}
 	srv, err := tcp.NewServer(addr, br)
 	if err != nil {
@@ -205,15 +228,33 @@ func demo(ctx context.Context, cfg demoConfig, codecOpt core.Option, stdout io.W
 		defer eng.close()
 		b.store = eng.store
 	}
+	if cfg.tls {
+		sec, err := newDemoSecurity()
+		if err != nil {
+			return nil, err
+		}
+		b.sec = sec
+	}
 	if err := b.up(); err != nil {
 		return nil, err
 	}
 	defer b.down()
-	d, err := tcp.NewDialer(b.addr)
-	if err != nil {
-		return nil, err
+	var d transport.Dialer
+	if b.sec != nil {
+		sd, err := b.sec.dialer(b.addr, demoCertName)
+		if err != nil {
+			return nil, err
+		}
+		defer sd.Close()
+		d = sd
+	} else {
+		td, err := tcp.NewDialer(b.addr)
+		if err != nil {
+			return nil, err
+		}
+		defer td.Close()
+		d = td
 	}
-	defer d.Close()
 	prog := newProgress(stdout)
 	connTrouble := startTrouble(prog.note, troubleSummaryEvery)
 	defer connTrouble.close()
@@ -232,8 +273,18 @@ func demo(ctx context.Context, cfg demoConfig, codecOpt core.Option, stdout io.W
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(stdout, "inflight demo: broker on %s, %d-byte messages for %v, broker killed every %v for %v, SendTimeout %v\n",
-		b.addr, cfg.size, cfg.duration, cfg.killEvery, cfg.downFor, cfg.timeout)
+	over := "TCP"
+	if b.sec != nil {
+		over = "mutual TLS 1.3, with an access list"
+		stopIntruder, err := b.sec.startIntruder(b.addr, []core.Option{core.Name("demo"), core.Topic(demoTopic),
+			core.SendTimeout(cfg.timeout), core.ReconnectBackoff(10*time.Millisecond, 100*time.Millisecond)})
+		if err != nil {
+			return nil, err
+		}
+		defer stopIntruder()
+	}
+	fmt.Fprintf(stdout, "inflight demo: broker on %s (%s), %d-byte messages for %v, broker killed every %v for %v, SendTimeout %v\n",
+		b.addr, over, cfg.size, cfg.duration, cfg.killEvery, cfg.downFor, cfg.timeout)
 
 	t := &tally{sentAt: make([]time.Time, cfg.maxPending+1)}
 	var sent, refused atomic.Uint64
@@ -308,6 +359,7 @@ func demo(ctx context.Context, cfg demoConfig, codecOpt core.Option, stdout io.W
 		reconnects: st.Reconnects,
 		latency:    t.latency,
 		nats:       eng,
+		sec:        b.sec,
 	}
 	accepted := res.sent - res.refused
 	if cb := t.callbacks.Load(); cb < accepted {
@@ -411,6 +463,14 @@ func (r *demoResult) print(w io.Writer, cfg demoConfig) bool {
 		check("broker stored in send order", r.disorder, fmt.Sprintf("%d out of order", r.disorder))
 		check("stored topic, key and header = sent", r.badMeta, fmt.Sprintf("%d differ of %s stored", r.badMeta, count(r.stored)))
 		check("success but missing from the broker", r.missing, fmt.Sprintf("%d missing of %s stored", r.missing, count(r.stored)))
+	}
+	if r.sec != nil {
+		refused, acked := r.sec.intruderRefused.Load(), r.sec.intruderAcked.Load()
+		var bad uint64
+		if refused == 0 || acked > 0 {
+			bad = 1
+		}
+		check("intruder refused the producer's name", bad, fmt.Sprintf("refused %d times, %d of its messages stored", refused, acked))
 	}
 	if ok {
 		fmt.Fprintln(w, "\nall guarantees held")

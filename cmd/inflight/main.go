@@ -2,7 +2,7 @@
 //
 //	inflight demo      a producer against an embedded broker that is killed
 //	                   and restarted while messages flow; proves the guarantees
-//	inflight serve     a standalone broker over TCP
+//	inflight serve     a standalone broker over TCP or TLS
 //	inflight produce   a load generator against any broker
 //	inflight read      the records a store holds (file or NATS JetStream), one line each
 //	inflight version   the version of this build
@@ -66,7 +66,7 @@ func usage(w io.Writer) {
 commands:
   demo      run a producer against an embedded broker that is killed and
             restarted every few seconds, then prove the guarantees held
-  serve     run a standalone broker over TCP
+  serve     run a standalone broker over TCP or TLS
   produce   send messages to a broker and report throughput and latency
   read      print the records a store holds (file or NATS JetStream), one line each
   version   print the version of this build

@@ -16,7 +16,6 @@ import (
 
 	"github.com/inflightmq/inflight/broker"
 	inflightprom "github.com/inflightmq/inflight/metrics/prometheus"
-	"github.com/inflightmq/inflight/transport/tcp"
 )
 
 // healthStore is the broker's Store with a memory of its failures: the
@@ -80,15 +79,18 @@ type metricsServer struct {
 	done chan struct{}
 }
 
-// metricsHandler routes /metrics and /healthz.
-func metricsHandler(b *broker.Broker, srv *tcp.Server, health func() error) http.Handler {
+// metricsHandler routes /metrics and /healthz. srv is a tcp.Server, or a
+// stdnet.Server in tcp terms (see stdnetServer).
+func metricsHandler(b *broker.Broker, srv inflightprom.ServerSource, health func() error) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		inflightprom.NewBrokerCollector(b),
-		inflightprom.NewServerCollector(srv),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	if srv != nil { // nil: no server metrics (tests of the health check)
+		reg.MustRegister(inflightprom.NewServerCollector(srv))
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/inflightmq/inflight/core"
 	"github.com/inflightmq/inflight/internal/hist"
-	"github.com/inflightmq/inflight/transport/tcp"
 )
 
 func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -29,11 +28,15 @@ func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.Var(&key, "key", `record key: a fixed key, "random" (16 random bytes per message) or "" (none)`)
 	var headers headerFlags
 	fs.Var(&headers, "header", "header key=value on every message (repeatable)")
+	var sec clientSecurity
+	sec.register(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: inflight produce [flags]
 
 Sends -n messages to a broker (inflight serve) and reports throughput and the
 send-to-callback latency distribution. Exit status 1 if a message failed.
+Over TLS with -tls or any -tls-* flag. A token to present is read from
+-token-file or $INFLIGHT_TOKEN, never from the command line.
 
 flags:
 `)
@@ -59,11 +62,21 @@ flags:
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
-	d, err := tcp.NewDialer(*addr)
+	if err := sec.check(); err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	tokenOpt, err := sec.token()
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
-	defer d.Close()
+	if tokenOpt != nil && !sec.tls {
+		fmt.Fprintln(stderr, "inflight produce: warning: sending the token without TLS: anyone on the network path can read it")
+	}
+	d, closeDialer, err := sec.dialer(*addr)
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	defer closeDialer()
 	prog := newProgress(stdout)
 	connTrouble := startTrouble(prog.note, troubleSummaryEvery)
 	defer connTrouble.close()
@@ -76,6 +89,9 @@ flags:
 	}
 	if codecOpt != nil {
 		opts = append(opts, codecOpt)
+	}
+	if tokenOpt != nil {
+		opts = append(opts, tokenOpt)
 	}
 	p, err := core.New(d, opts...)
 	if err != nil {

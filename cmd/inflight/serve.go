@@ -7,10 +7,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/store/natsjs"
+	"github.com/inflightmq/inflight/transport/stdnet"
 	"github.com/inflightmq/inflight/transport/tcp"
 	"github.com/inflightmq/inflight/wire"
 )
@@ -43,13 +47,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", time.Minute, "close a connection silent this long (producers PING every 2s by default)")
 	fs.DurationVar(&f.readTimeout, "read-timeout", 10*time.Second, "close a connection whose frame stays incomplete this long")
 	fs.DurationVar(&f.shutdown, "shutdown-timeout", 5*time.Second, "on SIGINT/SIGTERM, how long connections may take to close")
+	var sec serverSecurity
+	sec.register(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: inflight serve [flags]
 
 Serves the inflight protocol over TCP until SIGINT or SIGTERM, then closes
 gracefully. It logs with log/slog on stdout; its first line says where it
 listens (msg=listening addr=ADDR). It exits 1 if the store fails for good
-(a full disk, an I/O error), saying why.
+(a full disk, an I/O error), saying why. With -tls-cert and -tls-key it
+serves TLS 1.3 (the standard library's transport; SIGHUP reloads the
+certificate files); with -auth it refuses every producer its access list
+does not grant, and a producer name held by a live producer of another
+identity.
 
 flags:
 `)
@@ -60,6 +70,12 @@ flags:
 	}
 	if code := checkServeFlags(fs, &f, stderr); code >= 0 {
 		return code
+	}
+	if err := sec.check(); err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	if f.multicore && sec.tls() {
+		return usageError(fs, stderr, "-multicore is for gnet's event loops, not TLS (which has a goroutine per connection)")
 	}
 	log := newLogger(stdout, f.logFormat)
 
@@ -74,18 +90,30 @@ flags:
 	defer closeStore()
 
 	health := &healthStore{Store: store, failed: make(chan error, 1)}
-	b, err := broker.New(health, broker.MaxFrameSize(f.maxFrame))
+	bopts, err := sec.brokerOptions()
+	if err != nil {
+		log.Error("cannot load the security settings", "err", err)
+		return exitFailure
+	}
+	// Refusals are logged like a producer's connection trouble: each new
+	// one at once, repeats summarized, never blocking the session.
+	refusals := startTrouble(func(line string) { log.Warn("refused", "what", line) }, troubleSummaryEvery)
+	defer refusals.close()
+	bopts = append(bopts, broker.MaxFrameSize(f.maxFrame), broker.OnRefused(func(r broker.Refusal) {
+		refusals.observe(fmt.Errorf("identity %v, topic %s, producer %s: %w", r.Identity, r.Topic, r.Producer, r.Err))
+	}))
+	b, err := broker.New(health, bopts...)
 	if err != nil {
 		log.Error("cannot start the broker", "err", err)
 		return exitFailure
 	}
-	srv, err := tcp.NewServer(f.listen, b, tcp.Multicore(f.multicore), tcp.MaxConns(f.maxConns),
-		tcp.IdleTimeout(f.idleTimeout), tcp.ReadTimeout(f.readTimeout))
+	srv, reload, err := startServer(&f, b, &sec)
 	if err != nil {
 		log.Error("cannot listen", "addr", f.listen, "err", err)
 		return exitFailure
 	}
 	log.Info("listening", "addr", srv.Addr().String())
+	log.Info("security", "transport", sec.describe())
 	if f.metrics != "" {
 		m, err := startMetrics(f.metrics, metricsHandler(b, srv, health.health))
 		if err != nil {
@@ -97,6 +125,11 @@ flags:
 		log.Info("metrics", "metrics", "http://"+m.addr.String()+"/metrics", "health", "http://"+m.addr.String()+"/healthz")
 	}
 
+	hup := make(chan os.Signal, 1)
+	if reload != nil {
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+	}
 	var tick <-chan time.Time
 	if f.statsEvery > 0 {
 		t := time.NewTicker(f.statsEvery)
@@ -109,7 +142,14 @@ flags:
 		case <-tick:
 			st, ss := b.Stats(), srv.Stats()
 			log.Info("stats", "conns", ss.Conns, "batches", st.Batches, "stored", st.Stored,
-				"duplicates_skipped", st.Duplicates, "errors", ss.Errors, "timeouts", ss.Timeouts)
+				"duplicates_skipped", st.Duplicates, "errors", ss.Errors, "timeouts", ss.Timeouts,
+				"refused", st.Unauthorized+st.TakeoversRefused)
+		case <-hup:
+			if err := reload(); err != nil {
+				log.Error("SIGHUP: the certificate files could not be reloaded; the current certificate stays", "err", err)
+			} else {
+				log.Info("SIGHUP: certificate reloaded")
+			}
 		case err := <-health.failed:
 			log.Error("store failed for good; producers are told (ERROR store unavailable); shutting down", "err", err)
 			code = exitFailure
@@ -123,7 +163,7 @@ flags:
 
 // shutdown closes the server (bounded by timeout) and the store, and
 // returns code, or exitFailure if either failed.
-func shutdown(srv *tcp.Server, closeStore func() error, timeout time.Duration, log *slog.Logger, code int) int {
+func shutdown(srv server, closeStore func() error, timeout time.Duration, log *slog.Logger, code int) int {
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := srv.Close(sctx); err != nil {
@@ -143,4 +183,41 @@ func newLogger(w io.Writer, format string) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, nil))
 	}
 	return slog.New(slog.NewTextHandler(w, nil))
+}
+
+// startServer starts the server: stdnet over TLS with -tls-cert, else gnet's
+// tcp. reload (nil without TLS) reloads the certificate files.
+func startServer(f *serveFlags, b *broker.Broker, sec *serverSecurity) (server, func() error, error) {
+	if !sec.tls() {
+		srv, err := tcp.NewServer(f.listen, b, tcp.Multicore(f.multicore), tcp.MaxConns(f.maxConns),
+			tcp.IdleTimeout(f.idleTimeout), tcp.ReadTimeout(f.readTimeout))
+		return srv, nil, err
+	}
+	opts, err := sec.serverOptions()
+	if err != nil {
+		return nil, nil, err
+	}
+	opts = append(opts, stdnet.MaxConns(f.maxConns), stdnet.IdleTimeout(f.idleTimeout), stdnet.ReadTimeout(f.readTimeout))
+	srv, err := stdnet.NewServer(f.listen, b, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return stdnetServer{srv}, func() error { return srv.ReloadCertificateFiles(sec.cert, sec.key) }, nil
+}
+
+// describe says how producers connect and what they may do.
+func (s *serverSecurity) describe() string {
+	var d string
+	switch {
+	case s.clientCA != "":
+		d = "TLS 1.3, client certificates required"
+	case s.tls():
+		d = "TLS 1.3"
+	default:
+		d = "plain TCP (no TLS: anyone on the network path can read and alter the traffic)"
+	}
+	if s.auth != "" {
+		return d + "; access list " + s.auth + ": everything it does not grant is refused"
+	}
+	return d + "; no -auth: any producer may use any topic and name"
 }

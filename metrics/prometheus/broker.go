@@ -26,6 +26,10 @@ func NewBrokerCollector(b BrokerSource) prometheus.Collector {
 		func(s broker.Stats) float64 { return float64(s.ProtocolErrors) })
 	t.counter("takeovers_total", "Sessions closed because a newer one took their producer name.",
 		func(s broker.Stats) float64 { return float64(s.Takeovers) })
+	t.counter("unauthorized_total", "HELLOs refused: credentials not accepted, or a topic or producer name not granted.",
+		func(s broker.Stats) float64 { return float64(s.Unauthorized) })
+	t.counter("takeovers_refused_total", "HELLOs refused because a live session of another identity holds the producer name.",
+		func(s broker.Stats) float64 { return float64(s.TakeoversRefused) })
 	return &statsCollector[broker.Stats]{stats: b.Stats, metrics: t.out}
 }
 

@@ -47,10 +47,12 @@ func TestCollectorsExportEveryField(t *testing.T) {
 			inflight_producer_acked_messages_total{producer="p1"} 7
 			inflight_producer_batch_wire_bytes_total{producer="p1"} 100
 			inflight_producer_reconnects_total{producer="p1"} 0`},
-		{inflightprom.NewBrokerCollector(fakeBroker{Sessions: 2, Stored: 9, Duplicates: 1}), `
+		{inflightprom.NewBrokerCollector(fakeBroker{Sessions: 2, Stored: 9, Duplicates: 1, Unauthorized: 3, TakeoversRefused: 4}), `
 			inflight_broker_sessions 2
 			inflight_broker_stored_records_total 9
-			inflight_broker_duplicate_records_total 1`},
+			inflight_broker_duplicate_records_total 1
+			inflight_broker_unauthorized_total 3
+			inflight_broker_takeovers_refused_total 4`},
 		{inflightprom.NewServerCollector(fakeServer{Conns: 4, Refused: 5}), `
 			inflight_server_connections 4
 			inflight_server_connections_refused_total 5`},
@@ -64,7 +66,7 @@ func TestCollectorsExportEveryField(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 12, testutil.CollectAndCount(inflightprom.NewProducerCollector(fakeProducer{})))
-	assert.Equal(t, 6, testutil.CollectAndCount(inflightprom.NewBrokerCollector(fakeBroker{})))
+	assert.Equal(t, 8, testutil.CollectAndCount(inflightprom.NewBrokerCollector(fakeBroker{})))
 	assert.Equal(t, 6, testutil.CollectAndCount(inflightprom.NewServerCollector(fakeServer{})))
 }
 

@@ -3,6 +3,7 @@ package stdnet
 import (
 	"bufio"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net"
@@ -57,6 +58,24 @@ func (c *serverConn) Send(frame []byte) error {
 // producer name calls it).
 func (c *serverConn) Close() error {
 	_ = c.raw.Close()
+	return nil
+}
+
+var _ broker.CertificatePeer = (*serverConn)(nil)
+
+// VerifiedCertificates implements broker.CertificatePeer: the client
+// certificate chain the TLS handshake verified (RequireClientCert, or a
+// ServerTLS config that verifies client certificates), leaf first; nil
+// without TLS, without a client certificate, or for one that was not
+// verified. It runs on serve's goroutine, after the handshake.
+func (c *serverConn) VerifiedCertificates() []*x509.Certificate {
+	tc, ok := c.rw.(*tls.Conn)
+	if !ok {
+		return nil
+	}
+	if chains := tc.ConnectionState().VerifiedChains; len(chains) > 0 {
+		return chains[0]
+	}
 	return nil
 }
 
@@ -197,7 +216,8 @@ const lingerTime = 200 * time.Millisecond
 // has already answered with an ERROR frame when one was due.
 func isSessionError(err error) bool {
 	return errors.Is(err, broker.ErrProtocol) || errors.Is(err, broker.ErrStore) ||
-		errors.Is(err, broker.ErrReplaced) || errors.Is(err, broker.ErrSessionClosed)
+		errors.Is(err, broker.ErrReplaced) || errors.Is(err, broker.ErrSessionClosed) ||
+		errors.Is(err, broker.ErrUnauthorized)
 }
 
 // buffered raises maxBuffered to n if n is larger.

@@ -155,7 +155,8 @@ func (e *serverEvents) OnTraffic(gc gnet.Conn) gnet.Action {
 // has already answered with an ERROR frame when one was due.
 func isSessionError(err error) bool {
 	return errors.Is(err, broker.ErrProtocol) || errors.Is(err, broker.ErrStore) ||
-		errors.Is(err, broker.ErrReplaced) || errors.Is(err, broker.ErrSessionClosed)
+		errors.Is(err, broker.ErrReplaced) || errors.Is(err, broker.ErrSessionClosed) ||
+		errors.Is(err, broker.ErrUnauthorized)
 }
 
 func (e *serverEvents) OnClose(gc gnet.Conn, _ error) gnet.Action {

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/internal/testcert"
+)
+
+// writePEM writes cert and its key as PEM files into dir; it returns their
+// paths. Keys are made by the test and live in its temporary directory.
+func writePEM(t *testing.T, dir, name string, cert tls.Certificate) (certFile, keyFile string) {
+	t.Helper()
+	certFile, keyFile = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
+	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), 0o600))
+	der, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600))
+	return certFile, keyFile
+}
+
+// securedServe is a `serve` over mutual TLS with an access list, and the
+// files a producer needs to reach it.
+type securedServe struct {
+	addr                  string
+	out, errOut           *watchWriter
+	caFile                string
+	clientCert, clientKey string
+	dir                   string
+	stop                  func() int
+}
+
+const (
+	cliToken   = "cli-token-5f1e2d3c4b5a69788796a5b4"
+	wrongToken = "cli-token-wrong-000000000000000"
+)
+
+func startSecuredServe(t *testing.T) *securedServe {
+	dir := t.TempDir()
+	ca, err := testcert.NewCA(t.Name())
+	require.NoError(t, err)
+	caFile := filepath.Join(dir, "ca.pem")
+	require.NoError(t, os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Cert.Raw}), 0o600))
+	srvCert, err := ca.Server()
+	require.NoError(t, err)
+	certFile, keyFile := writePEM(t, dir, "server", srvCert)
+	cliCert, err := ca.Client("till")
+	require.NoError(t, err)
+	clientCert, clientKey := writePEM(t, dir, "client", cliCert)
+	acl := filepath.Join(dir, "acl")
+	require.NoError(t, os.WriteFile(acl, fmt.Appendf(nil, "tills %s orders till-*\ntills cert:till orders till-*\n", broker.TokenHash(cliToken)), 0o600))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &securedServe{out: newWatchWriter(), errOut: newWatchWriter(), caFile: caFile, clientCert: clientCert, clientKey: clientKey, dir: dir}
+	wait := runAsync(t, ctx, s.out, s.errOut, "serve", "-listen=127.0.0.1:0", "-stats-every=0",
+		"-tls-cert="+certFile, "-tls-key="+keyFile, "-tls-client-ca="+caFile, "-auth="+acl)
+	s.stop = func() int { cancel(); return wait() }
+	s.addr = s.out.wait(t, regexp.MustCompile(`listening on (\S+)`), 10*time.Second)[1]
+	s.out.wait(t, regexp.MustCompile(`TLS 1.3, client certificates required; access list`), 10*time.Second)
+	return s
+}
+
+func (s *securedServe) tokenFile(t *testing.T, token string) string {
+	path := filepath.Join(s.dir, "token-"+token[len(token)-4:])
+	require.NoError(t, os.WriteFile(path, []byte(token+"\n"), 0o600))
+	return path
+}
+
+// TestServeTLSAuth: serve over mutual TLS with an access list; produce with
+// the right certificate and token stores, with a wrong token or a name the
+// list does not grant is refused (exit 1, "not authorized" in its output),
+// and serve prints the refusals.
+func TestServeTLSAuth(t *testing.T) {
+	s := startSecuredServe(t)
+	defer func() { assert.Equal(t, exitOK, s.stop()) }()
+	tls := []string{"-addr=" + s.addr, "-tls-ca=" + s.caFile, "-tls-cert=" + s.clientCert, "-tls-key=" + s.clientKey,
+		"-n=200", "-size=16", "-timeout=2s", "-topic=orders"}
+
+	code, out, errOut := runCmd(t, append([]string{"produce", "-name=till-1", "-token-file=" + s.tokenFile(t, cliToken)}, tls...)...)
+	require.Equal(t, exitOK, code, "stdout: %s\nstderr: %s", out, errOut)
+	assert.Contains(t, out, "200 acked")
+
+	code, out, _ = runCmd(t, append([]string{"produce", "-name=till-2"}, tls...)...) // the certificate alone
+	require.Equal(t, exitOK, code, out)
+
+	code, out, _ = runCmd(t, append([]string{"produce", "-name=till-3", "-n=1", "-timeout=300ms", "-token-file=" + s.tokenFile(t, wrongToken)}, tls...)...)
+	assert.Equal(t, exitFailure, code)
+	assert.Contains(t, out, "not authorized")
+	s.out.wait(t, regexp.MustCompile(`refused anonymous, topic orders, producer till-3: .*token not accepted`), 10*time.Second)
+
+	code, out, _ = runCmd(t, append([]string{"produce", "-name=pos-1", "-n=1", "-timeout=300ms"}, tls...)...)
+	assert.Equal(t, exitFailure, code)
+	assert.Contains(t, out, `may not write topic "orders" as producer "pos-1"`)
+
+	// Without a client certificate the TLS handshake itself fails.
+	code, out, _ = runCmd(t, "produce", "-addr="+s.addr, "-tls-ca="+s.caFile, "-n=1", "-timeout=300ms")
+	assert.Equal(t, exitFailure, code)
+	assert.Contains(t, out, "handshake")
+}
+
+// TestTokenNeverLogged: what serve and produce print, with a right and a
+// wrong token, from a file and from the environment, never holds a token.
+func TestTokenNeverLogged(t *testing.T) {
+	s := startSecuredServe(t)
+	tls := []string{"-addr=" + s.addr, "-tls-ca=" + s.caFile, "-tls-cert=" + s.clientCert, "-tls-key=" + s.clientKey,
+		"-size=16", "-topic=orders", "-name=till-9"}
+	var all strings.Builder
+	for _, args := range [][]string{
+		{"-token-file=" + s.tokenFile(t, cliToken), "-n=10"},
+		{"-token-file=" + s.tokenFile(t, wrongToken), "-n=1", "-timeout=300ms"},
+	} {
+		_, out, errOut := runCmd(t, append(append([]string{"produce"}, tls...), args...)...)
+		all.WriteString(out + errOut)
+	}
+	t.Setenv(tokenEnv, wrongToken)
+	_, out, errOut := runCmd(t, append([]string{"produce", "-n=1", "-timeout=300ms"}, tls...)...)
+	all.WriteString(out + errOut)
+	require.Equal(t, exitOK, s.stop())
+	all.WriteString(s.out.String() + s.errOut.String())
+
+	text := all.String()
+	require.Contains(t, text, "token not accepted", "the refusals were printed")
+	for _, tok := range []string{cliToken, wrongToken} {
+		assert.NotContains(t, text, tok)
+	}
+}
+
+func TestSecurityBadUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve", "-tls-cert=x"},
+		{"serve", "-tls-key=x"},
+		{"serve", "-tls-client-ca=x"},
+		{"serve", "-tls-cert=x", "-tls-key=y", "-multicore"},
+		{"produce", "-tls-cert=x"},
+		{"produce", "-token-file=/no/such/file"},
+	} {
+		code, _, errOut := runCmd(t, args...)
+		assert.Equal(t, exitUsage, code, "%v", args)
+		assert.NotEmpty(t, errOut)
+	}
+	code, _, errOut := runCmd(t, "serve", "-listen=127.0.0.1:0", "-auth=/no/such/file")
+	assert.Equal(t, exitFailure, code)
+	assert.Contains(t, errOut, "access list")
+}
+
+// TestDemoTLS: the demo over mutual TLS with an access list; the intruder
+// is refused.
+func TestDemoTLS(t *testing.T) {
+	code, out, errOut := runCmd(t, "demo", "-tls", "-duration=1s", "-kill-every=300ms", "-down-for=100ms", "-timeout=500ms", "-max-pending=4096")
+	t.Log(out)
+	require.Equal(t, exitOK, code, "stderr: %s", errOut)
+	assert.Contains(t, out, "mutual TLS 1.3")
+	assert.Regexp(t, `intruder refused the producer's name\s+ok`, out)
+	assert.Contains(t, out, "all guarantees held")
+}
