@@ -46,6 +46,10 @@ var coarse = &coarseClock{epoch: time.Now(), wake: make(chan struct{}, 1)}
 //	end:             e0        e1                       e2   (e2-g2 > slack: kept)
 //	a reader of g2 sent before e2, so its deadline is e2 + SendTimeout
 //
+// When the ticker is starved, a sweeper that meets a deadline stamped from
+// the latest value publishes one itself, so a deadline is late by at most
+// coarseSlack plus the sweeper's own scheduling delay.
+//
 // When no producer has had anything pending for coarseIdleTicks, the clock
 // goes idle: readers read the real clock themselves (exact), and the first
 // one wakes the ticker, which publishes before readers use the cache again.
@@ -54,7 +58,7 @@ var coarse = &coarseClock{epoch: time.Now(), wake: make(chan struct{}, 1)}
 // register starts it, the last unregister stops it and waits for it.
 type coarseClock struct {
 	_     [64]byte
-	nanos atomic.Int64 // the latest published value; the ticker alone stores it
+	nanos atomic.Int64 // the latest published value; stored by publish only
 	idle  atomic.Bool  // readers must read the real clock (no fresh value)
 	_     [64]byte
 	epoch time.Time
@@ -93,7 +97,10 @@ func (c *coarseClock) now() int64 {
 }
 
 // publish stores a fresh value and records how late the previous one's
-// successor came.
+// successor came. The ticker calls it every tick; a goroutine that needs a
+// successor of the latest value and finds the ticker starved may call it
+// too (see ledger.due): publishes are serialized by histMu, and each
+// measures its end after its own store, so the bounds stay true.
 func (c *coarseClock) publish() {
 	c.histMu.Lock()
 	defer c.histMu.Unlock()

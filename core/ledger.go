@@ -470,6 +470,13 @@ func (l *ledger) due(d, now int64) (expired bool, next int64) {
 		return true, 0
 	}
 	sent, ok := coarse.Upper(d - l.timeout)
+	if !ok {
+		// d was stamped from the latest value and the ticker has not run
+		// since (it is starved): publish a value here, so the deadline is
+		// late by this goroutine's scheduling only, not the ticker's.
+		coarse.publish()
+		sent, ok = coarse.Upper(d - l.timeout)
+	}
 	switch {
 	case !ok:
 		return false, now + int64(coarseTick)
@@ -490,6 +497,10 @@ func (l *ledger) expiry(d, now int64) int64 {
 	if !l.coarseStamps {
 		return d
 	}
+	if sent, ok := coarse.Upper(d - l.timeout); ok {
+		return sent + l.timeout
+	}
+	coarse.publish() // as in due
 	if sent, ok := coarse.Upper(d - l.timeout); ok {
 		return sent + l.timeout
 	}

@@ -68,7 +68,7 @@ func startSecuredServe(t *testing.T) *securedServe {
 	wait := runAsync(t, ctx, s.out, s.errOut, "serve", "-listen=127.0.0.1:0", "-stats-every=0",
 		"-tls-cert="+certFile, "-tls-key="+keyFile, "-tls-client-ca="+caFile, "-auth="+acl)
 	s.stop = func() int { cancel(); return wait() }
-	s.addr = s.out.wait(t, regexp.MustCompile(`listening on (\S+)`), 10*time.Second)[1]
+	s.addr = s.out.wait(t, listeningLine, 10*time.Second)[1]
 	s.out.wait(t, regexp.MustCompile(`TLS 1.3, client certificates required; access list`), 10*time.Second)
 	return s
 }

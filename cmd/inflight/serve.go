@@ -92,7 +92,7 @@ flags:
 	health := &healthStore{Store: store, failed: make(chan error, 1)}
 	bopts, err := sec.brokerOptions()
 	if err != nil {
-		log.Error("cannot load the security settings", "err", err)
+		fmt.Fprintf(stderr, "inflight serve: %v\n", err)
 		return exitFailure
 	}
 	// Refusals are logged like a producer's connection trouble: each new
@@ -100,7 +100,7 @@ flags:
 	refusals := startTrouble(func(line string) { log.Warn("refused", "what", line) }, troubleSummaryEvery)
 	defer refusals.close()
 	bopts = append(bopts, broker.MaxFrameSize(f.maxFrame), broker.OnRefused(func(r broker.Refusal) {
-		refusals.observe(fmt.Errorf("identity %v, topic %s, producer %s: %w", r.Identity, r.Topic, r.Producer, r.Err))
+		refusals.observe(fmt.Errorf("refused %v, topic %s, producer %s: %w", r.Identity, r.Topic, r.Producer, r.Err))
 	}))
 	b, err := broker.New(health, bopts...)
 	if err != nil {
