@@ -16,7 +16,7 @@
 //
 // Bodies, by type (all integers big-endian):
 //
-//	HELLO     | u16 version | u32 maxFrameSize | u8 nameLen | name | u8 topicLen | topic |
+//	HELLO     | u16 version | u32 maxFrameSize | u8 nameLen | name | u8 topicLen | topic | [u16 tokenLen | token] |
 //	HELLO_OK  | u64 lastSeq | u32 maxFrameSize |
 //	BATCH     | u64 firstSeq | u32 count | u8 codec | u32 rawLen | u32 crc | data ... |
 //	RECEIPT   | u64 seq |
@@ -25,7 +25,8 @@
 //	PONG      | u64 nonce |
 //
 // A body must have exactly its declared size; only BATCH data and ERROR
-// text run to the end of the frame.
+// text run to the end of the frame. HELLO's token is optional: a HELLO
+// without one ends after the topic (see Hello).
 //
 // # Batches
 //
@@ -42,7 +43,8 @@
 // # Versions
 //
 // Version 2 (this one) added the topic to HELLO and the flags byte and
-// metadata to records. A broker answers a HELLO of any other version with an
+// metadata to records; later, within version 2, the optional token at the
+// end of HELLO. A broker answers a HELLO of any other version with an
 // ERROR of code CodeVersion before reading anything else of it; a producer
 // that gets that ERROR reports it and does not send a BATCH.
 //
@@ -57,7 +59,7 @@
 // capacity. Decoders never copy: slices they return (Batch.Data, records,
 // frames from Split) alias the input, so they are valid only as long as the
 // input is. The only decoders that allocate on success are DecodeHello (the
-// producer name and topic) and DecodeError (the text), neither on a hot
+// producer name, topic and token) and DecodeError (the text), neither on a hot
 // path, and RecordReader for a header key it has not seen before.
 // Building a BATCH with BatchBuilder, decoding one and iterating its
 // records, and encoding or decoding a RECEIPT allocate nothing. Errors are

@@ -9,7 +9,9 @@
 //
 // TLS: ClientTLS and ServerTLS turn it on (without them both sides speak
 // plain TCP); TLS 1.3 is the minimum unless the config says otherwise.
-// RequireClientCert turns on mutual TLS. A server started with one
+// RequireClientCert turns on mutual TLS; the server then hands the
+// verified client certificate to the broker session (broker.CertificatePeer),
+// which a broker with authentication maps to an identity. A server started with one
 // certificate can swap it without a restart (Server.ReloadCertificate, or
 // ReloadCertificateFiles on SIGHUP); new handshakes get the new one. A
 // failed handshake makes Dial return ErrHandshake wrapping the crypto/tls
