@@ -159,12 +159,24 @@ func claimError(err error) error {
 	return err
 }
 
+// tryClaim is the ring's TryClaimN, or TryClaim for a single message.
+func (l *ledger) tryClaim(sizes []int64) (uint64, int, error) {
+	if len(sizes) == 1 {
+		pos, err := l.ring.TryClaim(sizes[0])
+		if err != nil {
+			return 0, 0, err
+		}
+		return pos, 1, nil
+	}
+	return l.ring.TryClaimN(sizes)
+}
+
 // claimWait waits until at least the first of sizes fits and claims as many
 // as fit, until the deadline d, ctx's end or close.
 func (l *ledger) claimWait(ctx context.Context, sizes []int64, d int64, now func() int64, newTimer func(time.Duration) (<-chan time.Time, func() bool)) (uint64, int, error) {
 	for range 4 { // the dispatcher is often about to release: yield first
 		runtime.Gosched()
-		if pos, n, err := l.ring.TryClaimN(sizes); err != ringbuf.ErrFull {
+		if pos, n, err := l.tryClaim(sizes); err != ringbuf.ErrFull {
 			return pos, n, err
 		}
 	}
@@ -177,7 +189,7 @@ func (l *ledger) claimWait(ctx context.Context, sizes []int64, d int64, now func
 	defer stop()
 	for {
 		room := l.ring.ArmRoom()
-		pos, n, err := l.ring.TryClaimN(sizes)
+		pos, n, err := l.tryClaim(sizes)
 		if err != ringbuf.ErrFull {
 			l.ring.DisarmRoom()
 			return pos, n, err
