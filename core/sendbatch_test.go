@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -171,4 +172,48 @@ func TestSendBatchContextEnds(t *testing.T) {
 		assert.Equal(t, 1, o.n, "callbacks of message %d", i)
 	}
 	e.dialer.StallWrites(false)
+}
+
+// TestSendBatchWaitsForRoom: with BlockIfFull (the default), SendBatch
+// waits for room after enqueueing what fits, until room comes or ctx ends.
+func TestSendBatchWaitsForRoom(t *testing.T) {
+	e := newEnv(t, core.MaxPending(5))
+	_, err := e.p.Send(context.Background(), &core.Message{Payload: payload(0)})
+	require.NoError(t, err)
+	waitUntil(t, "the first message to be released", func() bool { return e.p.Stats().Pending == 0 })
+	e.dialer.StallWrites(true)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	rec := newRecorder(5)
+	n, err := e.p.SendBatch(ctx, batchOf(1, 10), batchCB(rec, 1))
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Equal(t, 5, n)
+	rec.wait(t) // ctx ended: the five enqueued are canceled (or were stored)
+	for i := range 5 {
+		assert.Equal(t, 1, rec.get(i).n, "callbacks of message %d", i)
+	}
+
+	waitUntil(t, "the ring to empty", func() bool { return e.p.Stats().Pending == 0 })
+	rec = newRecorder(10)
+	res := make(chan int, 1)
+	go func() {
+		n, err := e.p.SendBatch(context.Background(), batchOf(100, 10), batchCB(rec, 100))
+		assert.NoError(t, err)
+		res <- n
+	}()
+	waitUntil(t, "five to be pending", func() bool { return e.p.Stats().Pending == 5 })
+	e.dialer.StallWrites(false)
+	select {
+	case n := <-res:
+		assert.Equal(t, 10, n)
+	case <-time.After(waitTimeout):
+		t.Fatal("SendBatch still waiting for room")
+	}
+	rec.wait(t)
+	for i := range 10 {
+		o := rec.get(i)
+		assert.NoError(t, o.err, "message %d", i)
+		assert.Equal(t, 1, o.n, "callbacks of message %d", i)
+	}
 }
