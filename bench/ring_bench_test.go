@@ -15,7 +15,9 @@ import (
 // channel and with chanx.UnboundedChan, in the same run: 1, 2 and 8
 // producers, one consumer. One op is one item pushed and popped. The ring is
 // count-limited (zero-byte claims, like a channel); its consumer drains in
-// batches, one release per batch.
+// batches, one release per batch. ring claims one position per item;
+// ring-claimN claims runs of up to 64 (ClaimN, PublishN), as a sender with
+// several messages does (core.Producer.SendBatch).
 func BenchmarkRing(b *testing.B) {
 	const capacity = 4096
 	for _, producers := range []int{1, 2, 8} {
@@ -37,6 +39,13 @@ func BenchmarkRing(b *testing.B) {
 						got += len(buf)
 					}
 				})
+		})
+		// The same ring with each producer claiming and publishing runs
+		// of up to ringRun items at once (ClaimN, PublishN): one CAS on
+		// tail per run instead of per item.
+		b.Run(fmt.Sprintf("%dP1C/ring-claimN", producers), func(b *testing.B) {
+			r, _ := ringbuf.New[uint64](capacity, 1)
+			queueBatchBench(b, producers, r)
 		})
 		b.Run(fmt.Sprintf("%dP1C/chan", producers), func(b *testing.B) {
 			ch := make(chan uint64, capacity)
@@ -60,6 +69,42 @@ func BenchmarkRing(b *testing.B) {
 			}
 		})
 	}
+}
+
+// ringRun is how many items a producer claims at once in ring-claimN.
+const ringRun = 64
+
+// queueBatchBench is queueBench for producers that claim runs of items.
+func queueBatchBench(b *testing.B, producers int, r *ringbuf.Ring[uint64]) {
+	b.ReportAllocs()
+	per := max(b.N/producers, 1)
+	total := per * producers
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Go(func() {
+			var sizes [ringRun]int64 // zero bytes: limited by count, like a channel
+			for i := 0; i < per; {
+				first, n, err := r.ClaimN(sizes[:min(ringRun, per-i)], nil)
+				if err != nil {
+					panic(err)
+				}
+				for j := range n {
+					r.Slot(first + uint64(j)).Value = uint64(p*per + i + j)
+				}
+				r.PublishN(first, n)
+				i += n
+			}
+		})
+	}
+	buf := make([]uint64, 0, 512)
+	for got := 0; got < total; {
+		buf, _ = r.Drain(buf[:0], 512, nil)
+		got += len(buf)
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "msgs/s")
 }
 
 // queueBench runs producers pushing b.N items in total and one consumer.

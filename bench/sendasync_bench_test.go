@@ -16,6 +16,13 @@ import (
 // message; msgs/s counts callbacks (the broker stored, or counted, each
 // record); ratio is raw batch bytes over bytes on the wire.
 func run(b *testing.B, env *loopback.Env, msgs []*core.Message, opts ...core.Option) {
+	runBatch(b, env, msgs, 0, opts...)
+}
+
+// runBatch is run with SendBatch of batch messages per call instead of
+// SendAsync (batch 0: SendAsync). One op is still one message; msgs must
+// hold a multiple of batch.
+func runBatch(b *testing.B, env *loopback.Env, msgs []*core.Message, batch int, opts ...core.Option) {
 	p, err := core.New(env.Dialer, append([]core.Option{core.Name("bench")}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
@@ -35,12 +42,22 @@ func run(b *testing.B, env *loopback.Env, msgs []*core.Message, opts ...core.Opt
 	b.SetBytes(int64(len(msgs[0].Payload)))
 	b.ReportAllocs()
 	start := time.Now()
-	i := 0
-	for b.Loop() {
-		if err := p.SendAsync(ctx, msgs[i%len(msgs)], cb); err != nil {
-			b.Fatal(err)
+	if batch > 0 {
+		for i := 0; i < b.N; i += batch {
+			at := i % len(msgs)
+			run := msgs[at : at+min(batch, b.N-i)]
+			if n, err := p.SendBatch(ctx, run, cb); err != nil || n != len(run) {
+				b.Fatal(n, err)
+			}
 		}
-		i++
+	} else {
+		i := 0
+		for b.Loop() {
+			if err := p.SendAsync(ctx, msgs[i%len(msgs)], cb); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
 	}
 	if err := p.Flush(ctx); err != nil {
 		b.Fatal(err)
@@ -68,6 +85,18 @@ func BenchmarkSendAsync(b *testing.B) {
 		b.Run(fmt.Sprintf("%s/payload=100,key=16,headers=2", tr), func(b *testing.B) {
 			run(b, open(b, tr), withMeta(messages(poolSize(100), 100)))
 		})
+	}
+}
+
+// BenchmarkSendBatch is BenchmarkSendAsync/mem and /tcp at 100 B and 1 KiB
+// with SendBatch of 64 messages per call.
+func BenchmarkSendBatch(b *testing.B) {
+	for _, tr := range []string{"mem", "tcp"} {
+		for _, size := range []int{100, 1024} {
+			b.Run(fmt.Sprintf("%s/payload=%d", tr, size), func(b *testing.B) {
+				runBatch(b, open(b, tr), messages(poolSize(size), size), 64)
+			})
+		}
 	}
 }
 

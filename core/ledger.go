@@ -30,7 +30,8 @@ import (
 //	0                                          maxWritten
 //
 // Invariants, and who moves what:
-//   - head <= tail, tail-head <= MaxPending. tail: senders (claim); head:
+//   - head <= tail, tail-head <= MaxPending. tail: senders (claim, one
+//     position or, for SendBatch, a run of them in one step); head:
 //     the dispatcher (release), only past positions whose outcome it
 //     delivered.
 //   - acked <= maxWritten <= tail. Every position below acked is resolved
@@ -122,49 +123,86 @@ func (l *ledger) enqueue(ctx context.Context, size, d int64, block bool, now fun
 	pos, err = l.ring.TryClaim(size)
 	if err == ringbuf.ErrFull && block {
 		waited = true
-		pos, err = l.claimWait(ctx, size, d, now, newTimer)
+		sizes := [1]int64{size}
+		pos, _, err = l.claimWait(ctx, sizes[:], d, now, newTimer)
 	}
-	switch err {
-	case nil:
-		return pos, waited, nil
-	case ringbuf.ErrFull:
-		return 0, false, ErrQueueFull
-	case ringbuf.ErrClosed:
-		return 0, false, ErrClosed
+	if err != nil {
+		return 0, false, claimError(err)
 	}
-	return 0, false, err
+	return pos, waited, nil
 }
 
-func (l *ledger) claimWait(ctx context.Context, size, d int64, now func() int64, newTimer func(time.Duration) (<-chan time.Time, func() bool)) (uint64, error) {
+// enqueueN is enqueue for a run of messages, sizes[i] bytes for the i-th:
+// it claims consecutive positions for as many as fit, in order (at least
+// one unless it returns an error), with one claim, waiting as enqueue does
+// only while not even the first fits.
+func (l *ledger) enqueueN(ctx context.Context, sizes []int64, d int64, block bool, now func() int64, newTimer func(time.Duration) (<-chan time.Time, func() bool)) (first uint64, n int, waited bool, err error) {
+	first, n, err = l.ring.TryClaimN(sizes)
+	if err == ringbuf.ErrFull && block {
+		waited = true
+		first, n, err = l.claimWait(ctx, sizes, d, now, newTimer)
+	}
+	if err != nil {
+		return 0, 0, false, claimError(err)
+	}
+	return first, n, waited, nil
+}
+
+// claimError maps the ring's claim errors to the producer's.
+func claimError(err error) error {
+	switch err {
+	case ringbuf.ErrFull:
+		return ErrQueueFull
+	case ringbuf.ErrClosed:
+		return ErrClosed
+	}
+	return err
+}
+
+// tryClaim is the ring's TryClaimN, or TryClaim for a single message.
+func (l *ledger) tryClaim(sizes []int64) (uint64, int, error) {
+	if len(sizes) == 1 {
+		pos, err := l.ring.TryClaim(sizes[0])
+		if err != nil {
+			return 0, 0, err
+		}
+		return pos, 1, nil
+	}
+	return l.ring.TryClaimN(sizes)
+}
+
+// claimWait waits until at least the first of sizes fits and claims as many
+// as fit, until the deadline d, ctx's end or close.
+func (l *ledger) claimWait(ctx context.Context, sizes []int64, d int64, now func() int64, newTimer func(time.Duration) (<-chan time.Time, func() bool)) (uint64, int, error) {
 	for range 4 { // the dispatcher is often about to release: yield first
 		runtime.Gosched()
-		if pos, err := l.ring.TryClaim(size); err != ringbuf.ErrFull {
-			return pos, err
+		if pos, n, err := l.tryClaim(sizes); err != ringbuf.ErrFull {
+			return pos, n, err
 		}
 	}
 	t := now()
 	wait := time.Duration(l.expiry(d, t) - t)
 	if wait <= 0 {
-		return 0, ErrTimeout
+		return 0, 0, ErrTimeout
 	}
 	expired, stop := newTimer(wait)
 	defer stop()
 	for {
 		room := l.ring.ArmRoom()
-		pos, err := l.ring.TryClaim(size)
+		pos, n, err := l.tryClaim(sizes)
 		if err != ringbuf.ErrFull {
 			l.ring.DisarmRoom()
-			return pos, err
+			return pos, n, err
 		}
 		select {
 		case <-room:
 			l.ring.DisarmRoom()
 		case <-ctx.Done():
 			l.ring.DisarmRoom()
-			return 0, ctx.Err()
+			return 0, 0, ctx.Err()
 		case <-expired:
 			l.ring.DisarmRoom()
-			return 0, ErrTimeout
+			return 0, 0, ErrTimeout
 		}
 	}
 }
@@ -185,6 +223,23 @@ func (l *ledger) publish(pos uint64, e entry, d int64, w *waiter) {
 		s.Value.stopCancel = context.AfterFunc(e.ctx, func() { l.fail(pos, ringbuf.Canceled) })
 	}
 	l.ring.Publish(pos)
+}
+
+// publishN fills the claimed positions from first on with msgs, all with
+// callback cb, context ctx (nil when it can never end) and slot deadline d,
+// and makes them visible to the pump at once.
+func (l *ledger) publishN(first uint64, msgs []*Message, cb Callback, ctx context.Context, d int64) {
+	for i, m := range msgs {
+		pos := first + uint64(i)
+		s := l.ring.Slot(pos)
+		s.Value = entry{msg: m, payload: m.Payload, cb: cb, ctx: ctx}
+		s.SetDeadline(d)
+		if ctx != nil {
+			// As in publish: Resolve waits for the publish.
+			s.Value.stopCancel = context.AfterFunc(ctx, func() { l.fail(pos, ringbuf.Canceled) })
+		}
+	}
+	l.ring.PublishN(first, len(msgs))
 }
 
 // lateSlack is how much earlier than a fresh message's deadline a message

@@ -10,8 +10,9 @@
 //	... | done | acked | written | writing | pending | (claimed) | free ...
 //	     <------------- live: tail-head <= limit ---------------->
 //
-// Many goroutines claim positions at the tail (CAS on tail), fill the slot's
-// value and deadline, and publish it by storing the slot's state word. One
+// Many goroutines claim positions at the tail (CAS on tail; TryClaimN takes a
+// run of consecutive positions with one), fill the slot's value and
+// deadline, and publish it by storing the slot's state word. One
 // consumer side (in inflight: the pump, the resolver, the sweeper and the
 // dispatcher, each with its own cursor between head and tail) moves slots
 // through their states and finally releases them by advancing head, which

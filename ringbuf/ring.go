@@ -18,9 +18,10 @@ const (
 // Ring is a bounded multi-producer pending queue. See the package doc for the
 // picture. The zero value is not usable; call New. A Ring must not be copied.
 //
-// Concurrency: TryClaim, Claim, Slot (for the claimed position), Publish,
-// State, Transition, Resolve, Head, Tail, Len, Bytes, WaitHead, ArmRoom,
-// DisarmRoom and Close are safe for concurrent use. The consumer side has
+// Concurrency: TryClaim, Claim, TryClaimN, ClaimN, Slot (for a claimed
+// position), Publish, PublishN, State, Transition, Resolve, Head, Tail,
+// Len, Bytes, WaitHead, ArmRoom, DisarmRoom and Close are safe for
+// concurrent use. The consumer side has
 // two roles, each for one goroutine at a time:
 //   - the reader of published positions: WaitPublished and
 //     WaitPublishedUntil (in inflight, the pump), Drain and Pop (a plain

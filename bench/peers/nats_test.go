@@ -2,7 +2,9 @@ package peers
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"testing"
 	"time"
 
@@ -22,11 +24,29 @@ const natsSubject = "bench.peers"
 // embedded nats-server with JetStream: one stream, memory storage, one
 // subject, one replica. Acknowledgements come to the ack handler (stream
 // sequence numbers), errors to the error handler; the futures are not read.
+//
+// When the window is full, PublishAsync waits for room up to its stall
+// wait (200ms by default) and then gives up with ErrTooManyStalledMsgs;
+// send then calls it again, so the sender waits on the window as long as
+// acknowledgements keep coming (a slow broker at 1 KiB and above stalls
+// longer than 200ms now and then), up to natsStallLimit.
 type natsClient struct {
-	js jetstream.JetStream
+	js     jetstream.JetStream
+	opts   []jetstream.PublishOpt // nil for the benchmarks: PublishAsync's fast path
+	stalls uint64                 // PublishAsync calls that gave up on a full window
 }
 
+// natsStallLimit bounds how long send waits for room in the window before
+// it reports the stall: long enough for any hiccup of an embedded server,
+// short enough that a broken run fails instead of hanging.
+const natsStallLimit = time.Minute
+
 func openNATS(tb testing.TB, t *tracker) client {
+	return openNATSWindow(tb, t, *natsMaxPending)
+}
+
+// openNATSWindow is openNATS with a window of pending publishes.
+func openNATSWindow(tb testing.TB, t *tracker, pending int) *natsClient {
 	srv, err := server.NewServer(&server.Options{
 		Host:      "127.0.0.1",
 		Port:      server.RANDOM_PORT,
@@ -52,7 +72,7 @@ func openNATS(tb testing.TB, t *tracker) client {
 	}
 	tb.Cleanup(nc.Close)
 	js, err := jetstream.New(nc,
-		jetstream.WithPublishAsyncMaxPending(*natsMaxPending),
+		jetstream.WithPublishAsyncMaxPending(pending),
 		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, _ *nats.Msg, ack *jetstream.PubAck) {
 			t.ack(ack.Sequence)
 		}),
@@ -82,8 +102,20 @@ func openNATS(tb testing.TB, t *tracker) client {
 }
 
 func (c *natsClient) send(payload []byte) error {
-	_, err := c.js.PublishAsync(natsSubject, payload)
-	return err
+	var since time.Time
+	for {
+		_, err := c.js.PublishAsync(natsSubject, payload, c.opts...)
+		if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			return err
+		}
+		c.stalls++
+		switch {
+		case since.IsZero():
+			since = time.Now()
+		case time.Since(since) > natsStallLimit:
+			return fmt.Errorf("window full for %v: %w", natsStallLimit, err)
+		}
+	}
 }
 
 func (c *natsClient) flush(ctx context.Context) error {

@@ -1,0 +1,79 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/inflightmq/inflight/ringbuf"
+	"github.com/inflightmq/inflight/wire"
+)
+
+// BenchmarkLedger runs one message's whole life through the ledger on one
+// goroutine, without a transport: claimed and published (one by one, or
+// in runs of 64 as SendBatch does), built into a batch, acknowledged, and
+// walked by the dispatcher, in rounds of 1024 messages. One op is one
+// message; it measures the ledger's own cost (atomics and copies), free of
+// the scheduling noise of the end-to-end benchmarks.
+func BenchmarkLedger(b *testing.B) {
+	const round, size = 1024, 100
+	for _, run := range []int{1, 64} {
+		b.Run(fmt.Sprintf("run=%d", run), func(b *testing.B) {
+			l, err := newLedger(4*round, 1<<30, int64Max, false)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := l.handshake(0); err != nil {
+				b.Fatal(err)
+			}
+			msgs := make([]*Message, round)
+			for i := range msgs {
+				msgs[i] = &Message{Payload: make([]byte, size)}
+			}
+			cb := func(MessageID, *Message, error) {}
+			sizes := make([]int64, run)
+			for i := range sizes {
+				sizes[i] = size
+			}
+			var bb wire.BatchBuilder
+			lim := batchLimits{messages: round, bytes: 1 << 20, frame: wire.DefaultMaxFrameSize}
+			var pos, next uint64
+			deliver := func(uint64, ringbuf.State) {}
+			ctx := context.Background()
+			b.SetBytes(size)
+			b.ReportAllocs()
+			for i := 0; i < b.N; i += round {
+				for j := 0; j < round; {
+					if run == 1 {
+						p, _, err := l.enqueue(ctx, size, 1<<62, false, nil, nil)
+						if err != nil {
+							b.Fatal(err)
+						}
+						l.publish(p, entry{msg: msgs[j], payload: msgs[j].Payload, cb: cb}, 1<<62, nil)
+						j++
+						continue
+					}
+					first, n, _, err := l.enqueueN(ctx, sizes[:min(run, round-j)], 1<<62, false, nil, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					l.publishN(first, msgs[j:j+n], cb, nil, 1<<62)
+					j += n
+				}
+				end := pos + round
+				for pos < end {
+					var n int
+					if pos, n = l.nextBatch(&bb, pos, lim, 0); n == 0 {
+						b.Fatal("empty batch")
+					}
+					bb.Take(nil, bb.Bytes())
+				}
+				l.ackThrough(l.seq(end - 1))
+				l.walk(&next, deliver)
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+		})
+	}
+}
+
+const int64Max = 1<<63 - 1

@@ -1,0 +1,88 @@
+package core
+
+import "context"
+
+// batchClaim is the most messages SendBatch claims room for at once: the
+// sizes of one claim live on its stack.
+const batchClaim = 64
+
+// SendBatch enqueues msgs in order, as one goroutine calling SendAsync(ctx,
+// msg, cb) for each would, but claims room for up to 64 messages at a time
+// with one atomic step where SendAsync takes one per message.
+//
+// It returns n, the number of messages it enqueued, which are always the
+// first n: msgs[:n]. cb runs exactly once for each of msgs[:n], on the
+// producer's callback goroutine, as for SendAsync, and never for msgs[n:].
+// err is nil if and only if n == len(msgs); otherwise it says why msgs[n]
+// was not enqueued, with the errors SendAsync returns: ErrNilMessage,
+// ErrInvalidMessage, ErrMessageTooLarge, ErrClosed, ErrQueueFull
+// (BlockIfFull false), ErrTimeout or ctx's error (after waiting for room).
+// ErrNilCallback and ErrNilContext enqueue nothing. A caller that wants
+// every message sent retries from msgs[n:] after handling err.
+//
+// Messages of one SendBatch keep their order (their sequence IDs grow
+// with their index) but need not be consecutive: other goroutines' messages
+// may come between them. Each message has its own deadline, as if sent by
+// SendAsync when SendBatch reached it; ctx bounds the life of every
+// message. With BlockIfFull, SendBatch waits for room like SendAsync; the
+// messages enqueued before the wait are already on their way.
+//
+// SendBatch is safe for concurrent use and allocation-free for a ctx that
+// can never end. The ownership rules of Message hold for each message.
+func (p *Producer) SendBatch(ctx context.Context, msgs []*Message, cb Callback) (n int, err error) {
+	switch {
+	case cb == nil:
+		return 0, ErrNilCallback
+	case ctx == nil:
+		return 0, ErrNilContext
+	}
+	done := ctx.Done()
+	ectx := ctx // what the entries keep: nil when ctx can never end
+	if done == nil {
+		ectx = nil
+	}
+	var sizes [batchClaim]int64
+	for n < len(msgs) {
+		if done != nil {
+			if err := ctx.Err(); err != nil {
+				return n, err
+			}
+		}
+		// Validate the next run; verr stops it at the first bad message.
+		k := 0
+		var verr error
+		for ; k < len(sizes) && n+k < len(msgs); k++ {
+			m := msgs[n+k]
+			if m == nil {
+				verr = ErrNilMessage
+				break
+			}
+			size, err := p.cfg.validate(m)
+			if err != nil {
+				verr = err
+				break
+			}
+			sizes[k] = int64(size)
+		}
+		if k == 0 {
+			return n, verr
+		}
+		deadline := p.now() + int64(p.cfg.sendTimeout)
+		first, got, waited, err := p.led.enqueueN(ctx, sizes[:k], deadline, p.cfg.blockIfFull, p.preciseNow, p.newTimer)
+		if err != nil {
+			return n, err
+		}
+		p.led.publishN(first, msgs[n:n+got], cb, ectx, deadline)
+		if waited {
+			now := p.preciseNow()
+			for i := range got {
+				p.led.enteredLate(first+uint64(i), deadline, now)
+			}
+		}
+		n += got
+		if got == k && verr != nil {
+			return n, verr
+		}
+	}
+	return n, nil
+}
