@@ -47,7 +47,8 @@ type Event struct {
 	LastSeq   uint64    // EventConnected: the broker's last stored seq
 	Reconnect bool      // EventConnected: not the first connection
 	// Missed counts events dropped just before this one because the queue
-	// of undelivered events was full (see OnEvent).
+	// of undelivered events was full (see OnEvent). Log records dropped
+	// for the Logger are not counted.
 	Missed int
 }
 
@@ -131,8 +132,10 @@ func (n *notifier) post(x notice) {
 	}
 	n.mu.Lock()
 	if len(n.queue) == maxQueuedEvents {
+		if dropped := n.queue[0]; dropped.err == nil {
+			n.missed += 1 + dropped.ev.Missed // it carried earlier drops too
+		}
 		n.queue = append(n.queue[:0], n.queue[1:]...)
-		n.missed++
 	}
 	if x.err == nil {
 		x.ev.Missed, n.missed = n.missed, 0
@@ -202,6 +205,8 @@ func errorTitle(err error) string {
 		return "callback called runtime.Goexit"
 	case errors.Is(err, ErrSequenceConflict):
 		return "sequence conflict"
+	case errors.Is(err, ErrRecordsLost):
+		return "broker lost acknowledged records"
 	case errors.Is(err, ErrHandshake):
 		return "handshake failed"
 	case errors.Is(err, errDial):

@@ -58,15 +58,14 @@ type ledger struct {
 	timeout      int64 // SendTimeout, ns
 	coarseStamps bool  // deadlines are stamped from the coarse clock (see due)
 
-	seqBase atomic.Uint64
-	baseSet bool // pump only
+	waits    []atomic.Pointer[waiter]
+	waitMask uint64
 
+	seqBase    atomic.Uint64
+	baseSet    bool // pump only
 	acked      atomic.Uint64
 	maxWritten atomic.Uint64
 	unacked    atomic.Int64
-
-	waits    []atomic.Pointer[waiter]
-	waitMask uint64
 
 	failMu sync.Mutex
 	fails  []uint64 // failed positions for the dispatcher, out of order
@@ -115,26 +114,9 @@ func (l *ledger) bounds() (uint64, uint64) { return l.ring.Head(), l.ring.Tail()
 
 // ---- senders ----
 
-// enqueue claims a position for size bytes, waiting for room when block is
-// set, until the message's deadline (slot deadline d), ctx's end or close.
-// It returns ErrQueueFull, ErrClosed, ErrTimeout or ctx's error when it
-// claimed nothing. newTimer is the producer's clock; now its precise time.
-func (l *ledger) enqueue(ctx context.Context, size, d int64, block bool, now func() int64, newTimer func(time.Duration) (<-chan time.Time, func() bool)) (pos uint64, waited bool, err error) {
-	pos, err = l.ring.TryClaim(size)
-	if err == ringbuf.ErrFull && block {
-		waited = true
-		sizes := [1]int64{size}
-		pos, _, err = l.claimWait(ctx, sizes[:], d, now, newTimer)
-	}
-	if err != nil {
-		return 0, false, claimError(err)
-	}
-	return pos, waited, nil
-}
-
-// enqueueN is enqueue for a run of messages, sizes[i] bytes for the i-th:
+// enqueueN claims room for a run of messages, sizes[i] bytes for the i-th:
 // it claims consecutive positions for as many as fit, in order (at least
-// one unless it returns an error), with one claim, waiting as enqueue does
+// one unless it returns an error), with one claim, waiting as SendAsync does
 // only while not even the first fits.
 func (l *ledger) enqueueN(ctx context.Context, sizes []int64, d int64, block bool, now func() int64, newTimer func(time.Duration) (<-chan time.Time, func() bool)) (first uint64, n int, waited bool, err error) {
 	first, n, err = l.ring.TryClaimN(sizes)
@@ -146,6 +128,27 @@ func (l *ledger) enqueueN(ctx context.Context, sizes []int64, d int64, block boo
 		return 0, 0, false, claimError(err)
 	}
 	return first, n, waited, nil
+}
+
+// claim claims a position for size bytes without waiting: ErrQueueFull
+// when full, ErrClosed after close. The fast path of SendAsync.
+func (l *ledger) claim(size int64) (uint64, error) {
+	pos, err := l.ring.TryClaim(size)
+	if err != nil {
+		return 0, claimError(err)
+	}
+	return pos, nil
+}
+
+// claimWaiting is the slow path for one message, after claim found
+// the ring full.
+func (l *ledger) claimWaiting(ctx context.Context, size, d int64, now func() int64, newTimer func(time.Duration) (<-chan time.Time, func() bool)) (uint64, error) {
+	sizes := [1]int64{size}
+	pos, _, err := l.claimWait(ctx, sizes[:], d, now, newTimer)
+	if err != nil {
+		return 0, claimError(err)
+	}
+	return pos, nil
 }
 
 // claimError maps the ring's claim errors to the producer's.
@@ -207,20 +210,22 @@ func (l *ledger) claimWait(ctx context.Context, sizes []int64, d int64, now func
 	}
 }
 
-// publish fills the claimed pos and makes it visible to the pump. A
-// context that can end resolves the message as Canceled when it does.
-func (l *ledger) publish(pos uint64, e entry, d int64, w *waiter) {
+// publish fills the claimed pos in place and makes it visible to the pump.
+// ctx is nil when it can never end; one that can resolves the message as
+// Canceled when it does.
+func (l *ledger) publish(pos uint64, msg *Message, cb Callback, ctx context.Context, d int64, w *waiter) {
 	if w != nil {
 		w.pos.Store(pos)
 		l.waits[pos&l.waitMask].Store(w)
 	}
 	s := l.ring.Slot(pos)
-	s.Value = e
+	v := &s.Value // zeroed by the release of the position before
+	v.msg, v.payload, v.cb, v.ctx = msg, msg.Payload, cb, ctx
 	s.SetDeadline(d)
-	if e.ctx != nil {
+	if ctx != nil {
 		// Registered before Publish, so it may fire first: Resolve waits
 		// for the publish.
-		s.Value.stopCancel = context.AfterFunc(e.ctx, func() { l.fail(pos, ringbuf.Canceled) })
+		v.stopCancel = context.AfterFunc(ctx, func() { l.fail(pos, ringbuf.Canceled) })
 	}
 	l.ring.Publish(pos)
 }
@@ -286,6 +291,12 @@ func (l *ledger) handshake(lastSeq uint64) error {
 		return nil
 	}
 	base := l.seqBase.Load()
+	if acked := base + l.acked.Load(); lastSeq < acked {
+		// The broker lost records it acknowledged (a store repaired to a
+		// side file, a memory store restarted, a stale replica): nothing to
+		// resend, but the user must hear of it. The connection is fine.
+		return fmt.Errorf("%w: the broker's last seq is %d, but it acknowledged up to %d", ErrRecordsLost, lastSeq, acked)
+	}
 	if lastSeq <= base {
 		return nil
 	}

@@ -45,11 +45,11 @@ func BenchmarkLedger(b *testing.B) {
 			for i := 0; i < b.N; i += round {
 				for j := 0; j < round; {
 					if run == 1 {
-						p, _, err := l.enqueue(ctx, size, 1<<62, false, nil, nil)
+						p, err := l.claim(size)
 						if err != nil {
 							b.Fatal(err)
 						}
-						l.publish(p, entry{msg: msgs[j], payload: msgs[j].Payload, cb: cb}, 1<<62, nil)
+						l.publish(p, msgs[j], cb, nil, 1<<62, nil)
 						j++
 						continue
 					}

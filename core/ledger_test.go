@@ -43,19 +43,20 @@ func newLedgerRig(t *testing.T, maxPending int) *ledgerRig {
 
 // send enqueues one message of size bytes at time now without waiting.
 func (r *ledgerRig) send(ctx context.Context, size int, now int64, w *waiter) (uint64, error) {
-	pos, _, err := r.l.enqueue(ctx, int64(size), now+ledgerTimeout, false, nil, nil)
+	pos, err := r.l.claim(int64(size))
 	if err != nil {
 		return 0, err
 	}
 	msg := &Message{Payload: make([]byte, size)}
-	e := entry{msg: msg, payload: msg.Payload, cb: func(MessageID, *Message, error) {}}
+	var cb Callback = func(MessageID, *Message, error) {}
 	if w != nil {
-		e.cb = nil
+		cb = nil
 	}
+	var cctx context.Context
 	if ctx.Done() != nil {
-		e.ctx = ctx
+		cctx = ctx
 	}
-	r.l.publish(pos, e, now+ledgerTimeout, w)
+	r.l.publish(pos, msg, cb, cctx, now+ledgerTimeout, w)
 	return pos, nil
 }
 

@@ -129,6 +129,9 @@ func (p *Producer) preciseNow() int64 { return int64(p.clock.Now().Sub(p.epoch))
 // from a callback it would wait for itself: it returns ErrInCallback at
 // once.
 func (p *Producer) Flush(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
 	head, tail := p.led.bounds()
 	if head >= tail {
 		return nil
@@ -155,13 +158,16 @@ func (p *Producer) Flush(ctx context.Context) error {
 // Close returns ctx's error if ctx ended before it finished, else nil. When
 // it returns early, the callbacks still owed run afterwards, each exactly
 // once, and the callback goroutine then exits; a later Close(ctx) waits for
-// that. Every wait is bounded by ctx, also while a callback blocks.
+// that. Every wait is bounded by ctx, also while a callback blocks (see
+// below for step 4).
 //
 // Close may be called from a callback: it then waits as in step 2 (the
 // callbacks of the messages it waits for run after the calling callback
 // returns) and skips step 5. Close is idempotent: later calls wait for the
-// first to finish (or their own ctx to end) and return nil; from a
-// callback they return nil at once.
+// first to finish and return nil, or their own ctx's error if it ends
+// first; from a callback they return nil at once. Step 4 is bounded by ctx
+// as far as the Dialer honours the context it is given and WriteFrame does
+// not block, as the transport contract requires.
 func (p *Producer) Close(ctx context.Context) error {
 	inCallback := p.onDispatcher()
 	if !p.closing.CompareAndSwap(false, true) {

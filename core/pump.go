@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -151,7 +152,9 @@ func (p *Producer) handshake(s *session) error {
 		return ErrClosed
 	}
 
-	if err := p.led.handshake(ok.LastSeq); err != nil {
+	if err := p.led.handshake(ok.LastSeq); errors.Is(err, ErrRecordsLost) {
+		p.report(err)
+	} else if err != nil {
 		return err
 	}
 	s.lastSeq = ok.LastSeq

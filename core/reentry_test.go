@@ -388,3 +388,22 @@ func TestDeadlineNeverEarlyUnderCPULoad(t *testing.T) {
 	t.Logf("%d messages, %d failed more than %v early (worst %v)", n, tooEarly, early, worst)
 	assert.Zero(t, tooEarly, "messages failed before their deadline (worst %v early)", worst)
 }
+
+// TestBrokerLosingRecordsIsReported: a broker that comes back without the
+// records it acknowledged (here a memory store lost with its process) is
+// reported with ErrRecordsLost; the producer goes on.
+func TestBrokerLosingRecordsIsReported(t *testing.T) {
+	e := newEnv(t)
+	for range 3 {
+		_, err := e.p.Send(context.Background(), &core.Message{Payload: []byte("x")})
+		require.NoError(t, err)
+	}
+	fresh, err := broker.New(broker.NewMemoryStore())
+	require.NoError(t, err)
+	e.dialer.SetBroker(fresh)
+	e.dialer.DropConnections()
+	waitUntil(t, "the loss to be reported", func() bool { return e.errs.Has(core.ErrRecordsLost) })
+	_, err = e.p.Send(context.Background(), &core.Message{Payload: []byte("after")})
+	assert.NoError(t, err, "the producer goes on")
+	assert.ErrorIs(t, e.p.Flush(nil), core.ErrNilContext) //nolint:staticcheck // a nil context on purpose
+}

@@ -77,15 +77,20 @@ func (p *Producer) send(ctx context.Context, msg *Message, cb Callback, w *waite
 		}
 	}
 	deadline := p.now() + int64(p.cfg.sendTimeout)
-	pos, waited, err := p.led.enqueue(ctx, int64(size), deadline, block, p.preciseNow, p.newTimer)
+	pos, err := p.led.claim(int64(size))
+	waited := false
+	if err == ErrQueueFull && block {
+		waited = true
+		pos, err = p.led.claimWaiting(ctx, int64(size), deadline, p.preciseNow, p.newTimer)
+	}
 	if err != nil {
 		return 0, err
 	}
-	e := entry{msg: msg, payload: msg.Payload, cb: cb}
+	var cctx context.Context // nil: the context can never end
 	if done != nil {
-		e.ctx = ctx
+		cctx = ctx
 	}
-	p.led.publish(pos, e, deadline, w)
+	p.led.publish(pos, msg, cb, cctx, deadline, w)
 	if waited {
 		p.led.enteredLate(pos, deadline, p.preciseNow())
 	}
