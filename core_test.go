@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"github.com/inflightmq/inflight/internal/testkit"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -81,15 +82,7 @@ func newProducer(t *testing.T, f fixture, opts ...core.Option) *core.Producer {
 	p, err := core.New(f.Dialer(), opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		defer cancel()
-		_ = p.Close(ctx)
-		// Callbacks still owed when ctx ended run afterwards: wait for them.
-		end, endCancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer endCancel()
-		if err := p.Close(end); err != nil {
-			t.Errorf("callbacks still owed 10s after Close: %v", err)
-		}
+		testkit.CloseProducer(t, p, 100*time.Millisecond)
 	})
 	return p
 }

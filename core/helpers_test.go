@@ -1,7 +1,6 @@
 package core_test
 
 import (
-	"context"
 	"github.com/inflightmq/inflight/internal/testkit"
 	"sync"
 	"testing"
@@ -47,15 +46,7 @@ func newEnv(t *testing.T, opts ...core.Option) *env {
 	t.Cleanup(func() {
 		// Tests that care how Close drains call it themselves; here,
 		// whatever is still pending is failed quickly.
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		defer cancel()
-		_ = e.p.Close(ctx)
-		// Callbacks still owed when ctx ended run afterwards: wait for them.
-		end, endCancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer endCancel()
-		if err := e.p.Close(end); err != nil {
-			t.Errorf("callbacks still owed 10s after Close: %v", err)
-		}
+		testkit.CloseProducer(t, e.p, 100*time.Millisecond)
 		_ = d.Close()
 	})
 	return e

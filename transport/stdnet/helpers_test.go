@@ -89,27 +89,7 @@ func newProducer(t *testing.T, addr string, dopts []stdnet.DialOption, opts ...c
 	t.Helper()
 	d, err := stdnet.NewDialer(addr, dopts...)
 	require.NoError(t, err)
-	log := &testkit.ErrLog{}
-	opts = append([]core.Option{
-		core.Name(uniqueName(t.Name())),
-		core.ReconnectBackoff(5*time.Millisecond, 50*time.Millisecond),
-		core.ErrorHandler(log.Add),
-	}, opts...)
-	p, err := core.New(d, opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		defer cancel()
-		_ = p.Close(ctx)
-		// Callbacks still owed when ctx ended run afterwards: wait for them.
-		end, endCancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer endCancel()
-		if err := p.Close(end); err != nil {
-			t.Errorf("callbacks still owed 10s after Close: %v", err)
-		}
-		_ = d.Close()
-	})
-	return p, log
+	return testkit.NewProducer(t, d, d.Close, uniqueName(t.Name()), opts...)
 }
 
 var nameSeq atomic.Int64

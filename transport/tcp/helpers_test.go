@@ -1,7 +1,6 @@
 package tcp_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"github.com/inflightmq/inflight/internal/testkit"
@@ -37,27 +36,7 @@ func newProducer(t *testing.T, addr string, opts ...core.Option) (*core.Producer
 	t.Helper()
 	d, err := tcp.NewDialer(addr)
 	require.NoError(t, err)
-	log := &testkit.ErrLog{}
-	opts = append([]core.Option{
-		core.Name(uniqueName(t.Name())),
-		core.ReconnectBackoff(5*time.Millisecond, 50*time.Millisecond),
-		core.ErrorHandler(log.Add),
-	}, opts...)
-	p, err := core.New(d, opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		defer cancel()
-		_ = p.Close(ctx)
-		// Callbacks still owed when ctx ended run afterwards: wait for them.
-		end, endCancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer endCancel()
-		if err := p.Close(end); err != nil {
-			t.Errorf("callbacks still owed 10s after Close: %v", err)
-		}
-		_ = d.Close()
-	})
-	return p, log
+	return testkit.NewProducer(t, d, d.Close, uniqueName(t.Name()), opts...)
 }
 
 // rawConn is a hand-driven client for testing a server with bad input.
