@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"github.com/inflightmq/inflight/internal/testkit"
 	"sync"
 	"testing"
 	"time"
@@ -41,15 +42,7 @@ func FuzzProducerInbound(f *testing.F) {
 				t.Fatal(err)
 			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		defer cancel()
-		_ = p.Close(ctx)
-		// Callbacks still owed when ctx ended run afterwards: wait for them.
-		end, endCancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer endCancel()
-		if err := p.Close(end); err != nil {
-			t.Errorf("callbacks still owed 10s after Close: %v", err)
-		}
+		testkit.CloseProducer(t, p, 200*time.Millisecond)
 		if calls != n {
 			t.Fatalf("%d callbacks for %d messages", calls, n)
 		}

@@ -169,10 +169,11 @@ func (p *Producer) handshake(s *session) error {
 func (p *Producer) writeLoop(s *session, bufs chan *transport.Buffer) {
 	var bb wire.BatchBuilder
 	lim := batchLimits{messages: p.cfg.maxBatchMessages, bytes: p.cfg.maxBatchBytes, frame: s.maxFrame}
-	pos := p.led.resendFrom()
+	var pos uint64
 	for {
-		// Positions below head were resolved and may already hold newer
-		// messages: never look below it.
+		// Start, and go on, at the oldest position that may be unresolved:
+		// positions below head were resolved and may already hold newer
+		// messages, so never look below it.
 		pos = max(pos, p.led.resendFrom())
 		switch p.led.waitPublished(pos, s.dead, nil) {
 		case waitEnded:
