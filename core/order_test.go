@@ -94,6 +94,7 @@ func TestResendAfterReconnectNoDuplicates(t *testing.T) {
 	e := newEnv(t, core.SendTimeout(time.Minute))
 	_, err := e.p.Send(context.Background(), &core.Message{Payload: payload(0)})
 	require.NoError(t, err)
+	require.NoError(t, e.p.Flush(context.Background())) // Send returns before its slot is released
 
 	// Stored, but the receipts never arrive.
 	e.dialer.DropReceipts(true)
