@@ -210,8 +210,10 @@ func testTimeoutsWhileDown(t *testing.T, f fixture) {
 		require.ErrorIs(t, err, core.ErrTimeout, "message %d", i)
 	}
 	// The last message was sent at the latest after 2 timeouts of waiting for
-	// room; it resolved within its own timeout.
-	assert.Less(t, time.Since(start), 3*timeout+100*time.Millisecond)
+	// room; it resolved within its own timeout (the slack is the scheduler
+	// of a loaded host under -race; the bug this guards is a timeout that
+	// never fires).
+	assert.Less(t, time.Since(start), 3*timeout+500*time.Millisecond)
 	f.Up()
 	_, err = p.Send(context.Background(), &core.Message{})
 	require.NoError(t, err)

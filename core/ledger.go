@@ -191,6 +191,12 @@ func (l *ledger) claimWait(ctx context.Context, sizes []int64, d int64, now func
 	expired, stop := newTimer(wait)
 	defer stop()
 	for {
+		// Room often comes with the deadline (the sweeper frees slots
+		// when their messages expire): a message past its own deadline
+		// is never queued, whichever of the two wakes us first.
+		if t := now(); l.expiry(d, t) <= t {
+			return 0, 0, ErrTimeout
+		}
 		room := l.ring.ArmRoom()
 		pos, n, err := l.tryClaim(sizes)
 		if err != ringbuf.ErrFull {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -237,6 +238,42 @@ func TestLedgerTransitions(t *testing.T) {
 		r.dispatch() // no callback; released
 		head, _ := r.l.bounds()
 		assert.Equal(t, uint64(1), head)
+	})
+
+	t.Run("RoomAfterTheDeadline", func(t *testing.T) {
+		// A sender waiting for room whose deadline passes as room comes
+		// gets ErrTimeout, and nothing is queued for it.
+		r := newLedgerRig(t, 1)
+		first, err := r.send(context.Background(), 1, 0, nil)
+		require.NoError(t, err)
+		var now atomic.Int64
+		now.Store(10)
+		armed := make(chan struct{})
+		never := make(chan time.Time) // the sender's timer: only room can wake it
+		got := make(chan error, 1)
+		go func() {
+			_, err := r.l.claimWaiting(context.Background(), 1, 10+ledgerTimeout, now.Load,
+				func(d time.Duration) (<-chan time.Time, func() bool) {
+					assert.Equal(t, time.Duration(ledgerTimeout), d)
+					close(armed)
+					return never, func() bool { return true }
+				})
+			got <- err
+		}()
+		<-armed
+		_, n := r.write(first, 1<<20, 10) // the first message, within its own deadline
+		require.Equal(t, 1, n)
+		now.Store(10 + ledgerTimeout) // the waiting sender's deadline
+		r.l.ackThrough(r.l.seq(first))
+		r.dispatch() // releases the slot: room
+		select {
+		case err := <-got:
+			assert.ErrorIs(t, err, ErrTimeout)
+		case <-time.After(5 * time.Second):
+			t.Fatal("the sender never woke up")
+		}
+		_, tail := r.l.bounds()
+		assert.Equal(t, first+1, tail, "nothing was claimed for the late sender")
 	})
 
 	t.Run("CloseFailsTheRest", func(t *testing.T) {
