@@ -34,13 +34,16 @@ var (
 	// ErrStoreClosed is returned by FileStore's Append, LastSeq and Scan
 	// after Close.
 	ErrStoreClosed = errors.New("inflight/broker: store closed")
-	// ErrCorrupt is returned, wrapped with detail, by OpenFileStore for a file
-	// that is not a FileStore file (wrong magic or version; it is left
-	// untouched) or that is damaged anywhere but in an incomplete final
-	// entry (a *CorruptError says where; the file is left untouched unless
-	// the Repair option is given), and by Scan when an entry that was good at
-	// Open no longer is. An incomplete final entry (a torn write) is not an
-	// error: it is cut and reported in Recovery.TruncatedBytes.
+	// ErrCorrupt is returned, wrapped with detail, by OpenFileStore for a
+	// segment that is not a FileStore segment (wrong magic or version; it is
+	// left untouched), for an active segment damaged anywhere but in an
+	// incomplete final entry (a *CorruptError says where; the file is left
+	// untouched unless the Repair option is given), and for a store whose
+	// sealed segments have a hole or whose active segment is missing; and by
+	// Scan and Verify when an entry of any segment does not check out (a
+	// *CorruptError naming the segment). An incomplete final entry (a torn
+	// write) is not an error: it is cut and reported in
+	// Recovery.TruncatedBytes.
 	ErrCorrupt = errors.New("inflight/broker: store file corrupt")
 	// ErrLocked is returned by OpenFileStore when another FileStore, in this
 	// process or another, has the file open for writing.

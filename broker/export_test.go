@@ -1,6 +1,9 @@
 package broker
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // FileFaults injects faults between a FileStore and its file: while set,
 // WriteAt writes half of what it is given and returns WriteErr (as a full
@@ -47,4 +50,9 @@ func (f *faultyFile) Sync() error {
 		return err
 	}
 	return f.storeFile.Sync()
+}
+
+// WithNow sets the clock of a FileStore's rolls and retention.
+func WithNow(now func() time.Time) FileStoreOption {
+	return fileOptionFunc(func(c *fileConfig) error { c.now = now; return nil })
 }

@@ -5,28 +5,40 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"sync"
-	"time"
+	"sync/atomic"
 
 	"github.com/inflightmq/inflight/wire"
 )
 
-// FileStore is a durable Store: one append-only file, one entry per Append
-// call. It is safe for concurrent use. Only one FileStore may have a given
-// file open for writing at a time: OpenFileStore takes an exclusive lock
-// (flock) on it and fails with ErrLocked if another process, or another
-// FileStore of this one, holds it; readers open it with ReadOnly. A
-// FileStore must not be copied.
+// FileStore is a durable Store: append-only segment files, one entry per
+// Append call. It is safe for concurrent use. Only one FileStore may have a
+// store open for writing at a time: OpenFileStore takes an exclusive lock
+// (flock) on the active segment and fails with ErrLocked if another
+// process, or another FileStore of this one, holds it; readers open it with
+// ReadOnly. A FileStore must not be copied.
 //
-// The file, all integers big-endian:
+// A store at PATH is the active segment PATH, which Append writes, and the
+// sealed segments beside it, PATH.00000000000000000001 and up (20 digits,
+// oldest first), which are never written again. When an Append would take
+// the active segment past SegmentBytes, the store rolls: the active segment
+// becomes the next sealed one and a new PATH starts with a snapshot of every
+// (topic, producer)'s last sequence ID (see rollLocked in
+// filestore_segments.go). Opening a store replays only PATH, so a restart
+// costs one segment whatever the size of the log; RetainAge and RetainBytes
+// remove the oldest sealed segments, and a producer's last sequence ID
+// outlives them in the snapshots.
+//
+// A segment file, all integers big-endian:
 //
 //	+------+---------+-----------------+-----------------+-----
-//	| IFLT | u32 = 2 |     entry 1     |     entry 2     | ...
+//	| IFLT | u32 = 2 |     entry 1     |     entry 2     | ...     a store that never rolled
+//	+------+---------+-----------------+-----------------+-----
+//	| IFLT | u32 = 3 | snapshot entry  |     entry 2     | ...     a segment a roll created
 //	+------+---------+-----------------+-----------------+-----
 //	 0      4         8
 //
@@ -35,109 +47,121 @@ import (
 //	| u32 bodyLen | u32 crc32c  |                body                |
 //	+-------------+-------------+------------------------------------+
 //	                 of body
-//	body (version 2; the layouts of both versions are drawn in filestore_format.go):
+//	body (version 2; the layouts of all versions, and of the snapshot, are drawn in filestore_format.go):
 //	+------+-------------+-------+------------+------+--------------+-----------+-------------------+
 //	| u8 0 | u8 topicLen | topic | u8 nameLen | name | u64 firstSeq | u32 count | count x record    |
 //	+------+-------------+-------+------------+------+--------------+-----------+-------------------+
 //	record: uvarint seq gap | uvarint len | flags, key, headers, event time, payload (as on the wire)
 //
 // An entry holds one Append: one (topic, producer), increasing sequence IDs.
-// OpenFileStore replays the file to rebuild each (topic, producer)'s last
-// sequence ID. An entry is acknowledged only after it was written whole, so
-// the only damage a crash leaves is an incomplete final entry (its length
-// runs past the end of the file, no valid entry follows it, and its CRC does
-// not check out over the bytes that are there), or zeros from the damage to
-// the end: that torn tail is cut (Recovery.TruncatedBytes). Any other damage
-// (a CRC mismatch, an implausible length or a malformed body, with or
-// without entries after it) may hide acknowledged records: OpenFileStore
-// refuses the file with a *CorruptError and leaves it untouched, or with
-// Repair moves the damaged remainder to a side file. Nothing ever deletes
-// bytes that could hold acknowledged records.
+// An entry is acknowledged only after it was written whole, so the only
+// damage a crash leaves is an incomplete final entry of the active segment
+// (its length runs past the end of the file, no valid entry follows it, and
+// its CRC does not check out over the bytes that are there), or zeros from
+// the damage to the end: that torn tail is cut (Recovery.TruncatedBytes).
+// Any other damage to the active segment (a CRC mismatch, an implausible
+// length or a malformed body, with or without entries after it) may hide
+// acknowledged records: OpenFileStore refuses the store with a
+// *CorruptError and leaves it untouched, or with Repair moves the damaged
+// remainder to a side file. Sealed segments are not read at open (that is
+// what keeps a restart cheap): damage there is found by Verify, which reads
+// every entry of every segment, and by Scan; it is reported with a
+// *CorruptError naming the segment, never cut. Nothing ever deletes bytes
+// that could hold acknowledged records, except retention, as configured.
 //
-// Format versions: a file of version 1 (before topics and metadata) opens;
+// Format versions: a store of version 1 (before topics and metadata) opens;
 // its records read as topic wire.DefaultTopic without metadata, and
 // OpenFileStore rewrites its header to version 2 (Recovery.UpgradedFrom says
 // so), after which an older inflight refuses the file instead of misreading
-// it. A version it does not know is refused with ErrCorrupt, file untouched.
+// it. Version 3 segments (snapshots) are refused by inflight before segments.
+// A version it does not know is refused with ErrCorrupt, file untouched.
 //
-// Durability follows the FsyncPolicy. After a failed write or fsync the
+// Durability follows the FsyncPolicy; a roll fsyncs the segment it seals
+// and the new one, whatever the policy. After a failed write or fsync the
 // state of the file is unknown: the store refuses every later Append and
 // LastSeq with that first error, which wraps ErrStoreFailed; reopening it
 // recovers.
 type FileStore struct {
 	path     string
-	file     storeFile // set by OpenFileStore, closed by Close, never replaced
-	policy   FsyncPolicy
+	cfg      fileConfig
 	readOnly bool
-	recovery Recovery // set by OpenFileStore, read-only afterwards
+	recovery Recovery    // set by OpenFileStore, read-only afterwards
+	shut     atomic.Bool // set by Close: a Scan in progress stops
 
-	mu      sync.Mutex
-	cond    sync.Cond // on mu: a sync finished, or a syncLocked caller left
-	last    map[stream]uint64
-	rr      wire.RecordReader // Append and replay: checks records' metadata
-	buf     []byte            // the entry being built, reused
-	end     int64             // offset after the last entry written
-	synced  int64             // offset up to which the file is known fsynced
-	syncing bool              // a goroutine is in file.Sync with mu released
-	waiters int               // goroutines inside syncLocked
-	closed  bool
-	failed  error // the first write or fsync error; sticky
+	mu     sync.Mutex
+	cond   sync.Cond // on mu: a sync finished, or a syncLocked caller left
+	file   storeFile // the active segment; replaced only by rollLocked, never while syncing
+	sealed []segment // the sealed segments, oldest first
+	next   uint64    // the number of the next sealed segment
+	last   map[stream]uint64
+	rr     wire.RecordReader // Append and replay: checks records' metadata
+	buf    []byte            // the entry being built, reused
+	// Offsets are logical: counted over every segment this FileStore
+	// wrote, so that a roll never moves them backwards (syncLocked's
+	// callers compare them across a roll). The active segment's byte 0 is
+	// at base; its first record entry at body.
+	base, body int64
+	end        int64 // after the last entry written
+	synced     int64 // up to which the store is known fsynced
+	syncing    bool  // a goroutine is in file.Sync with mu released
+	waiters    int   // goroutines inside syncLocked
+	closed     bool
+	failed     error // the first write or fsync error; sticky
 
 	closeOnce sync.Once
 	closeErr  error
-	stop      chan struct{} // FsyncInterval: closed by Close to stop the syncer
-	done      chan struct{} // FsyncInterval: closed by the syncer when it exits
+	stop      chan struct{} // closed by Close to stop the maintenance goroutine
+	done      chan struct{} // closed by the maintenance goroutine when it exits
 }
 
-// OpenFileStore opens the store file at path, creating it (mode 0600, and
-// fsyncing its directory) if it does not exist, locks it (ErrLocked if
-// another FileStore holds it) and replays it. A torn tail is cut; a corrupt
-// file is refused with a *CorruptError unless Repair is given (see
-// FileStore and Recovery). A file that does not start with the FileStore
-// header is refused with an error wrapping ErrCorrupt and left untouched; an
-// empty file, or one holding only the beginning of the header (a creation
-// cut short by a crash), is taken as new. Options are validated before the
-// file is touched. Everything replayed is fsynced before OpenFileStore
-// returns, whatever the policy. With ReadOnly, see that option.
+// OpenFileStore opens the store at path (see FileStore), creating it (mode
+// 0600, and fsyncing its directory) if it does not exist, locks it
+// (ErrLocked if another FileStore holds it), finishes or undoes a roll a
+// crash interrupted, replays the active segment and applies retention. A
+// torn tail is cut; a corrupt active segment is refused with a
+// *CorruptError unless Repair is given (see FileStore and Recovery). A file
+// that does not start with the FileStore header is refused with an error
+// wrapping ErrCorrupt and left untouched; an empty file, or one holding only
+// the beginning of the header (a creation cut short by a crash), is taken as
+// new. Options are validated before anything is touched. Everything
+// replayed is fsynced before OpenFileStore returns, whatever the policy.
+// With ReadOnly, see that option.
 func OpenFileStore(path string, opts ...FileStoreOption) (*FileStore, error) {
-	cfg := fileConfig{policy: FsyncBatch, every: 100 * time.Millisecond}
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: nil FileStoreOption", ErrInvalidOption)
-		}
-		if err := o.applyFile(&cfg); err != nil {
-			return nil, err
-		}
+	cfg, err := fileOptions(opts)
+	if err != nil {
+		return nil, err
 	}
-	created := false
-	var file *os.File
-	var err error
-	if cfg.readOnly {
-		file, err = os.Open(path)
-	} else {
-		created = true
-		file, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, fs.ErrExist) {
-			created = false
-			file, err = os.OpenFile(path, os.O_RDWR, 0)
-		}
-	}
+	f := &FileStore{path: path, cfg: cfg, readOnly: cfg.readOnly, last: make(map[stream]uint64)}
+	f.cond.L = &f.mu
+	sealed, err := listSealed(path)
 	if err != nil {
 		return nil, fmt.Errorf("inflight/broker: open store: %w", err)
 	}
-	if !cfg.readOnly {
-		// Before anything is read: a second broker must not even cut a torn
-		// tail that the first one is still writing.
-		if err := lockFile(file); err != nil {
+	file, created, err := f.openActive(len(sealed) > 0)
+	if err != nil {
+		return nil, err
+	}
+	if !f.readOnly {
+		// Under the lock: a roll in progress is someone else's.
+		if err := f.undoRoll(file, sealed); err != nil {
 			_ = file.Close()
-			return nil, fmt.Errorf("inflight/broker: open store %s: %w", path, err)
+			return nil, err
+		}
+		if sealed, err = listSealed(path); err != nil {
+			_ = file.Close()
+			return nil, fmt.Errorf("inflight/broker: open store: %w", err)
 		}
 	}
-	f := &FileStore{path: path, file: file, policy: cfg.policy, readOnly: cfg.readOnly, last: make(map[stream]uint64)}
+	f.file = file
 	if cfg.wrap != nil {
 		f.file = cfg.wrap(file)
 	}
-	f.cond.L = &f.mu
+	f.sealed = sealed
+	f.next = 1
+	if len(sealed) > 0 {
+		f.next = sealed[len(sealed)-1].num + 1
+	}
+	f.recovery.Sealed = len(sealed)
 	if err := f.load(created, cfg.repair); err != nil {
 		_ = file.Close()
 		return nil, err
@@ -145,11 +169,77 @@ func OpenFileStore(path string, opts ...FileStoreOption) (*FileStore, error) {
 	if f.readOnly {
 		return f, nil
 	}
-	if f.policy == FsyncInterval {
+	f.mu.Lock()
+	f.recovery.Removed = f.retainLocked(cfg.now())
+	f.mu.Unlock()
+	if cfg.policy == FsyncInterval || cfg.retainAge > 0 {
 		f.stop, f.done = make(chan struct{}), make(chan struct{})
-		go f.syncEvery(cfg.every)
+		go f.maintain()
 	}
 	return f, nil
+}
+
+// openActive opens (or, for a writer, creates) the active segment and, for a
+// writer, locks it. A store with sealed segments but no active one is
+// refused: a new empty one would forget every producer's last sequence ID.
+func (f *FileStore) openActive(haveSealed bool) (*os.File, bool, error) {
+	if f.readOnly {
+		file, err := os.Open(f.path)
+		if err != nil {
+			return nil, false, fmt.Errorf("inflight/broker: open store: %w", err)
+		}
+		return file, false, nil
+	}
+	// A roll replaces the file named path. Whoever opened the old one just
+	// before may lock it once the roller lets go: then it is a sealed
+	// segment, and we try again.
+	for range 100 {
+		created := true
+		file, err := os.OpenFile(f.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			created = false
+			file, err = os.OpenFile(f.path, os.O_RDWR, 0)
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("inflight/broker: open store: %w", err)
+		}
+		if created && haveSealed {
+			_ = os.Remove(f.path)
+			_ = file.Close()
+			return nil, false, fmt.Errorf("%w: %s: sealed segments but no active segment (moved or deleted?)", ErrCorrupt, f.path)
+		}
+		// Before anything is read: a second broker must not even cut a
+		// torn tail that the first one is still writing.
+		if err := lockFile(file); err != nil {
+			_ = file.Close()
+			return nil, false, fmt.Errorf("inflight/broker: open store %s: %w", f.path, err)
+		}
+		if same, err := isPath(file, f.path); err != nil || same {
+			if err != nil {
+				_ = file.Close()
+				return nil, false, fmt.Errorf("inflight/broker: open store: %w", err)
+			}
+			return file, created, nil
+		}
+		_ = file.Close()
+	}
+	return nil, false, fmt.Errorf("inflight/broker: open store %s: %w", f.path, ErrLocked)
+}
+
+// isPath reports whether file is still the file named path.
+func isPath(file *os.File, path string) (bool, error) {
+	a, err := file.Stat()
+	if err != nil {
+		return false, err
+	}
+	b, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(a, b), nil
 }
 
 // load checks or writes the file header, replays the entries, cuts off a
@@ -176,7 +266,7 @@ func (f *FileStore) load(created, repair bool) error {
 			return fmt.Errorf("%w: %s: %d bytes, not a store file", ErrCorrupt, f.path, size)
 		}
 		if f.readOnly {
-			f.end = fileHeaderSize // nothing to read yet
+			f.end, f.body = fileHeaderSize, fileHeaderSize // nothing to read yet
 			return nil
 		}
 		if _, err := f.file.WriteAt(header[:], 0); err != nil {
@@ -190,7 +280,7 @@ func (f *FileStore) load(created, repair bool) error {
 				return fmt.Errorf("inflight/broker: open store: %w", err)
 			}
 		}
-		f.end, f.synced = fileHeaderSize, fileHeaderSize
+		f.end, f.synced, f.body = fileHeaderSize, fileHeaderSize, fileHeaderSize
 		return nil
 	}
 
@@ -202,13 +292,15 @@ func (f *FileStore) load(created, repair bool) error {
 		return fmt.Errorf("%w: %s: magic %q, not a store file", ErrCorrupt, f.path, have[:len(fileMagic)])
 	}
 	v := binary.BigEndian.Uint32(have[len(fileMagic):])
-	if v != fileVersion && v != 1 {
-		return fmt.Errorf("%w: %s: format version %d, this inflight reads 1 and %d (written by a newer inflight?)", ErrCorrupt, f.path, v, fileVersion)
+	if v < 1 || v > rolledVersion {
+		return fmt.Errorf("%w: %s: format version %d, this inflight reads 1 to %d (written by a newer inflight?)", ErrCorrupt, f.path, v, rolledVersion)
 	}
-	good, bad, err := f.replay(size)
+	seg, err := replaySegment(f.file, size, v, f.last, &f.rr)
 	if err != nil {
-		return err
+		return fmt.Errorf("inflight/broker: open store: %s: %w", f.path, err)
 	}
+	good, bad := seg.good, seg.bad
+	f.recovery.Entries, f.recovery.Records = seg.entries, seg.records
 	torn := false
 	if bad != nil {
 		var why string
@@ -220,6 +312,7 @@ func (f *FileStore) load(created, repair bool) error {
 			return &CorruptError{Path: f.path, Offset: good, Bytes: size - good, Why: why}
 		}
 	}
+	f.body = seg.body
 	if f.readOnly {
 		f.end = good // a torn tail may be an Append in progress: not ours to cut
 		return nil
@@ -248,6 +341,19 @@ func (f *FileStore) load(created, repair bool) error {
 			f.recovery.RepairedBytes, f.recovery.SideFile = size-good, side
 		}
 	}
+	if v == rolledVersion && good == fileHeaderSize {
+		// Repair took the snapshot: the sealed segments still know every
+		// producer's last sequence ID. A new snapshot goes where it was.
+		if err := f.rebuildFromSealed(); err != nil {
+			return err
+		}
+		snap := appendSnapshot(nil, f.last, f.cfg.now())
+		if _, err := f.file.WriteAt(snap, good); err != nil {
+			return fmt.Errorf("inflight/broker: open store: %s: rewrite the snapshot: %w", f.path, err)
+		}
+		good += int64(len(snap))
+		f.body = good
+	}
 	// Make the replayed entries durable: a previous run under FsyncNone may
 	// have left them in the page cache only, and LastSeq now vouches for them.
 	if err := f.file.Sync(); err != nil {
@@ -255,36 +361,6 @@ func (f *FileStore) load(created, repair bool) error {
 	}
 	f.end, f.synced = good, good
 	return nil
-}
-
-// replay reads the entries of a file of size bytes and returns the offset
-// after the last good one, and the bad entry there if the file does not end
-// cleanly. Only a read error is an error.
-func (f *FileStore) replay(size int64) (int64, *badEntryError, error) {
-	r := newEntryReader(f.file, size)
-	for {
-		start := r.off
-		body, err := r.next()
-		if err == io.EOF {
-			return start, nil, nil
-		}
-		if bad, ok := err.(*badEntryError); ok {
-			return start, bad, nil
-		}
-		if err != nil {
-			return 0, nil, fmt.Errorf("inflight/broker: open store: replay at %d: %w", start, err)
-		}
-		e, err := parseEntry(body, &f.rr)
-		if err != nil {
-			return start, &badEntryError{start, "malformed: " + err.Error(), tailOther}, nil
-		}
-		k := stream{string(e.topic), string(e.name)}
-		if e.last > f.last[k] {
-			f.last[k] = e.last
-		}
-		f.recovery.Entries++
-		f.recovery.Records += int(e.count)
-	}
 }
 
 // Recovery returns what OpenFileStore found. Safe for concurrent use.
@@ -315,7 +391,9 @@ func (f *FileStore) usableLocked() error {
 
 // Append implements Store: it writes one entry with one write call and,
 // under FsyncBatch, returns only once the entry is fsynced (Appends that wait
-// at the same time share one fsync). Appending no records does nothing.
+// at the same time share one fsync). An entry that would take the active
+// segment past SegmentBytes rolls the store first (an entry larger than
+// that gets a segment of its own). Appending no records does nothing.
 // Safe for concurrent use.
 //
 // It returns ErrStoreClosed after Close. It refuses, without writing and
@@ -344,23 +422,34 @@ func (f *FileStore) Append(topic, producer string, recs []Record) error {
 	if err != nil {
 		return fmt.Errorf("inflight/broker: FileStore.Append: %w", err)
 	}
+	if f.mustRollLocked(entryHeaderSize + int64(bodyLen)) {
+		if err := f.rollLocked(entryHeaderSize + int64(bodyLen)); err != nil {
+			return err
+		}
+		// The roll may have waited for an fsync, letting other Appends
+		// in: they may have written this stream meanwhile.
+		if err := f.checkLocked(k, recs); err != nil {
+			return fmt.Errorf("inflight/broker: FileStore.Append: %w", err)
+		}
+	}
 
+	// Built only now: f.buf is shared, and nothing below releases f.mu
+	// before the write.
 	buf := appendEntry(f.buf[:0], topic, producer, recs, bodyLen)
 	if cap(buf) <= maxKeptBuf {
 		f.buf = buf[:0]
 	} else {
 		f.buf = nil
 	}
-
-	if _, err := f.file.WriteAt(buf, f.end); err != nil {
+	if _, err := f.file.WriteAt(buf, f.end-f.base); err != nil {
 		// A part of the entry may be in the file: later entries would follow
 		// garbage. Stop here; reopening cuts the torn entry off.
-		f.failed = fmt.Errorf("%w: append at offset %d: %w", ErrStoreFailed, f.end, err)
+		f.failed = fmt.Errorf("%w: append at offset %d of %s: %w", ErrStoreFailed, f.end-f.base, f.path, err)
 		return f.failed
 	}
 	f.end += int64(len(buf))
 	f.last[k] = recs[len(recs)-1].Seq
-	if f.policy == FsyncBatch {
+	if f.cfg.policy == FsyncBatch {
 		return f.syncLocked(f.end)
 	}
 	return nil
@@ -389,66 +478,15 @@ func (f *FileStore) checkLocked(k stream, recs []Record) error {
 	return nil
 }
 
-// Scan calls fn for every record in the file, from the start, in file order
-// (per producer that is sequence order), stopping at fn's first error and
-// returning it. It sees the entries written before it started, and holds no
-// lock while fn runs: fn may call any method. The record's slices and
-// headers are valid only during fn. Records of a version 1 file (see
-// Recovery.UpgradedFrom) have the topic wire.DefaultTopic and no metadata. Scan returns ErrStoreClosed after Close, and if Close happens
-// during the scan, unless what is left was already read into its buffer.
-// It returns an error wrapping ErrCorrupt if an entry no longer checks out.
-// Safe for concurrent use.
-func (f *FileStore) Scan(fn func(topic, producer string, rec Record) error) error {
-	f.mu.Lock()
-	closed, end := f.closed, f.end
-	f.mu.Unlock()
-	if closed {
-		return ErrStoreClosed
-	}
-	r := newEntryReader(f.file, end)
-	var rr wire.RecordReader
-	topic, name := "", ""
-	for {
-		start := r.off
-		body, err := r.next()
-		if err == io.EOF {
-			return nil
-		}
-		if errors.Is(err, os.ErrClosed) {
-			return ErrStoreClosed
-		}
-		if _, bad := err.(*badEntryError); bad {
-			return fmt.Errorf("%w: %s: %w", ErrCorrupt, f.path, err)
-		}
-		if err != nil {
-			return fmt.Errorf("inflight/broker: store scan at %d: %w", start, err)
-		}
-		e, err := parseEntry(body, &rr)
-		if err != nil {
-			return fmt.Errorf("%w: %s: entry at %d: %w", ErrCorrupt, f.path, start, err)
-		}
-		if string(e.topic) != topic {
-			topic = string(e.topic)
-		}
-		if string(e.name) != name {
-			name = string(e.name)
-		}
-		for range e.count {
-			rr.Reset()
-			if err := fn(topic, name, e.nextRecord(&rr)); err != nil {
-				return err
-			}
-		}
-	}
-}
-
-// Close fsyncs and closes the file, after waiting for the Appends that are
-// waiting for an fsync and stopping the FsyncInterval goroutine. Later
+// Close fsyncs and closes the active segment, after waiting for the Appends
+// that are waiting for an fsync and stopping the maintenance goroutine
+// (FsyncInterval, RetainAge). Later
 // calls do nothing and return nil. Safe for concurrent use.
 func (f *FileStore) Close() error {
 	var first bool
 	f.closeOnce.Do(func() {
 		first = true
+		f.shut.Store(true)
 		f.mu.Lock()
 		f.closed = true
 		for f.waiters > 0 {

@@ -2,15 +2,18 @@ package broker
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
 	"math"
 	"math/bits"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/inflightmq/inflight/wire"
 )
@@ -18,14 +21,16 @@ import (
 // File layout constants.
 const (
 	fileMagic       = "IFLT"
-	fileVersion     = 2 // 1: no topics, no metadata; its files are upgraded on open (see FileStore)
+	fileVersion     = 2 // the active segment of a store that never rolled; 1: no topics, no metadata, upgraded on open (see FileStore)
+	rolledVersion   = 3 // a segment created by a roll: version 2 entries after a snapshot entry
 	fileHeaderSize  = 8 // magic, version
 	entryHeaderSize = 8 // bodyLen, crc
-	// minEntryBody is the smallest valid body: a version 1 body with a
-	// 1-byte name, firstSeq, count and one empty record (a version 2 body is
-	// larger). It also rejects the all-zero header that a
-	// crash can leave behind, whose CRC (of nothing) is a valid 0.
-	minEntryBody = 1 + 1 + 8 + 4 + 1
+	// minEntryBody is the smallest valid body: a snapshot of no streams
+	// (kind, time, count; a version 1 body with a 1-byte name, firstSeq,
+	// count and one empty record is 15 bytes, a version 2 body more). It
+	// also rejects the all-zero header that a crash can leave behind, whose
+	// CRC (of nothing) is a valid 0.
+	minEntryBody = 1 + 8 + 4
 	// maxEntryBody bounds one entry. Replay treats a larger bodyLen as
 	// corrupt; Append refuses to write one.
 	maxEntryBody = 1 << 30
@@ -36,6 +41,9 @@ const (
 	// entryV2 is the first byte of a version 2 body. A version 1 body starts
 	// with its name's length, never 0, so one file can hold both.
 	entryV2 = 0
+	// entrySnapshot is the first byte of a snapshot body, the first entry
+	// of every version 3 segment (where version 1 bodies never occur).
+	entrySnapshot = 1
 )
 
 // castagnoli is the CRC-32C table, built once (crc32 uses the CPU's CRC32
@@ -274,3 +282,78 @@ func appendEntry(buf []byte, topic, producer string, recs []Record, bodyLen int)
 
 // uvarintLen is the size of the uvarint encoding of x.
 func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
+
+// A snapshot entry starts every segment a roll creates (version 3): the last
+// sequence ID of every (topic, producer) the store had seen when it rolled,
+// so that opening the store replays only the newest segment, and a
+// producer's last sequence ID outlives the segments retention removes.
+//
+//	| u8 1 | u64 rolled (Unix ns) | u32 n | n x (u8 topicLen | topic | u8 nameLen | name | u64 lastSeq) |
+//
+// Streams are written sorted by topic, then name.
+
+// appendSnapshot appends a snapshot entry (header and body) of last, taken
+// at rolled, to buf.
+func appendSnapshot(buf []byte, last map[stream]uint64, rolled time.Time) []byte {
+	keys := slices.SortedFunc(maps.Keys(last), func(a, b stream) int {
+		if c := cmp.Compare(a.topic, b.topic); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.producer, b.producer)
+	})
+	start := len(buf)
+	buf = append(buf, make([]byte, entryHeaderSize)...)
+	buf = append(buf, entrySnapshot)
+	buf = binary.BigEndian.AppendUint64(buf, uint64(rolled.UnixNano()))
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(keys)))
+	for _, k := range keys {
+		buf = append(buf, byte(len(k.topic)))
+		buf = append(buf, k.topic...)
+		buf = append(buf, byte(len(k.producer)))
+		buf = append(buf, k.producer...)
+		buf = binary.BigEndian.AppendUint64(buf, last[k])
+	}
+	body := buf[start+entryHeaderSize:]
+	binary.BigEndian.PutUint32(buf[start:], uint32(len(body)))
+	binary.BigEndian.PutUint32(buf[start+4:], crc32.Checksum(body, castagnoli))
+	return buf
+}
+
+// parseSnapshot reads a snapshot body into last (taking, per stream, the
+// larger sequence ID) and returns the time of the roll.
+func parseSnapshot(body []byte, last map[stream]uint64) (time.Time, error) {
+	if len(body) < 1+8+4 || body[0] != entrySnapshot {
+		return time.Time{}, errors.New("not a snapshot")
+	}
+	rolled := time.Unix(0, int64(binary.BigEndian.Uint64(body[1:])))
+	n := binary.BigEndian.Uint32(body[9:])
+	p := body[13:]
+	if uint64(n) > uint64(len(p))/(1+1+1+1+8) { // checked before the loop: a bad count costs nothing
+		return time.Time{}, errors.New("snapshot count past its body")
+	}
+	for range n {
+		topic, rest, err := shortString(p, "topic")
+		if err != nil {
+			return time.Time{}, err
+		}
+		name, rest, err := shortString(rest, "name")
+		if err != nil {
+			return time.Time{}, err
+		}
+		if len(rest) < 8 {
+			return time.Time{}, errors.New("short snapshot")
+		}
+		seq := binary.BigEndian.Uint64(rest)
+		if seq == 0 {
+			return time.Time{}, errors.New("snapshot with sequence ID 0")
+		}
+		if k := (stream{string(topic), string(name)}); seq > last[k] {
+			last[k] = seq
+		}
+		p = rest[8:]
+	}
+	if len(p) != 0 {
+		return time.Time{}, errors.New("bytes after the snapshot")
+	}
+	return rolled, nil
+}

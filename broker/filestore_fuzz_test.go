@@ -14,9 +14,10 @@ import (
 	"github.com/inflightmq/inflight/wire"
 )
 
-// FuzzFileStoreReplay feeds arbitrary bytes after a valid file header
-// (version 2, or version 1 when v1 is set, which Open upgrades) to
-// OpenFileStore's replay: it must not panic; it either opens, cutting at
+// FuzzFileStoreReplay feeds arbitrary bytes after a valid segment header
+// (version 1, which Open upgrades, 2, or 3, a segment a roll created, whose
+// first entry is a snapshot; version is taken modulo 3) to OpenFileStore's
+// replay: it must not panic; it either opens, cutting at
 // most a torn tail, or refuses the file as corrupt and leaves it untouched,
 // and then opens with Repair, the side file holding every byte it took off;
 // it must read back only records whose metadata is within the limits, and
@@ -41,19 +42,23 @@ func FuzzFileStoreReplay(f *testing.F) {
 		f.Fatal(err)
 	}
 	body := seed[8:]
-	f.Add(false, body)
-	f.Add(false, body[:len(body)-3])
-	f.Add(false, []byte{0, 0, 0, 0, 0, 0, 0, 0})
-	f.Add(false, []byte{0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4})
-	f.Add(true, v1Entries())
-	f.Add(false, v1Entries()) // version 1 entries stay readable in an upgraded file
-	f.Add(true, body)         // version 2 entries under a version 1 header: still only well-formed ones
-	f.Fuzz(func(t *testing.T, v1 bool, data []byte) {
+	rolled := rolledSegment(f)
+	const v1, v2, v3 = 1, 2, 0
+	f.Add(uint8(v2), body)
+	f.Add(uint8(v2), body[:len(body)-3])
+	f.Add(uint8(v2), []byte{0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add(uint8(v2), []byte{0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4})
+	f.Add(uint8(v1), v1Entries())
+	f.Add(uint8(v2), v1Entries()) // version 1 entries stay readable in an upgraded file
+	f.Add(uint8(v1), body)        // version 2 entries under a version 1 header: still only well-formed ones
+	f.Add(uint8(v3), rolled)
+	f.Add(uint8(v3), rolled[:len(rolled)-5])
+	f.Add(uint8(v3), body)        // no snapshot
+	f.Add(uint8(v3), v1Entries()) // version 1 bodies do not occur in version 3
+	f.Fuzz(func(t *testing.T, version uint8, data []byte) {
 		path := filepath.Join(t.TempDir(), "store")
 		header := []byte("IFLT\x00\x00\x00\x02")
-		if v1 {
-			header[7] = 1
-		}
+		header[7] = []byte{3, 1, 2}[version%3]
 		if err := os.WriteFile(path, append(header, data...), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -112,6 +117,27 @@ func FuzzFileStoreReplay(f *testing.F) {
 		}
 		_ = st.Close()
 	})
+}
+
+// rolledSegment returns the bytes after the header of the active segment
+// of a store that rolled: a snapshot of three producers, then entries.
+func rolledSegment(f *testing.F) []byte {
+	path := filepath.Join(f.TempDir(), "rolled")
+	st, err := broker.OpenFileStore(path, broker.Fsync(broker.FsyncNone), broker.SegmentBytes(4<<10))
+	if err != nil {
+		f.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("r"), 3000)
+	_ = st.Append(dflt, "p", seqRecs(1, [][]byte{big}))
+	_ = st.Append("eu.orders", "q", seqRecs(4, [][]byte{big}))
+	_ = st.Append(dflt, "s", seqRecs(9, [][]byte{big}))
+	_ = st.Append(dflt, "p", seqRecs(2, [][]byte{[]byte("after the roll")}))
+	_ = st.Close()
+	b, err := os.ReadFile(path)
+	if err != nil || string(b[:8]) != "IFLT\x00\x00\x00\x03" {
+		f.Fatalf("no rolled segment: %q, %v", b[:min(8, len(b))], err)
+	}
+	return b[8:]
 }
 
 // v1Entries returns entries as a version 1 FileStore wrote them, built by

@@ -49,11 +49,90 @@ func ParseFsyncPolicy(s string) (FsyncPolicy, error) {
 type FileStoreOption interface{ applyFile(*fileConfig) error }
 
 type fileConfig struct {
-	policy   FsyncPolicy
-	every    time.Duration
-	repair   bool
-	readOnly bool
-	wrap     func(storeFile) storeFile // tests: fault injection
+	policy       FsyncPolicy
+	every        time.Duration
+	repair       bool
+	readOnly     bool
+	segmentBytes int64
+	retainAge    time.Duration
+	retainBytes  int64
+	now          func() time.Time          // tests: the clock of rolls and retention
+	wrap         func(storeFile) storeFile // tests: fault injection
+}
+
+// defaultSegmentBytes is SegmentBytes' default: a restart replays at most
+// this much (about 1 M records of 100 bytes, some 50 ms).
+const defaultSegmentBytes = 128 << 20
+
+// minSegmentBytes is the smallest SegmentBytes: a segment holds at least
+// its header, its snapshot and one entry whatever the setting.
+const minSegmentBytes = 4 << 10
+
+// SegmentBytes sets the size at which the active segment rolls (default
+// 128 MiB, at least 4 KiB): an Append that would take it past n seals it
+// and starts a new one (see FileStore). Opening the store replays one
+// segment, so n bounds the restart cost; each roll costs two fsyncs of the
+// directory and one of each segment.
+func SegmentBytes(n int64) FileStoreOption {
+	return fileOptionFunc(func(c *fileConfig) error {
+		if n < minSegmentBytes {
+			return fmt.Errorf("%w: SegmentBytes %d, want >= %d", ErrInvalidOption, n, minSegmentBytes)
+		}
+		c.segmentBytes = n
+		return nil
+	})
+}
+
+// RetainAge removes a sealed segment once it was sealed longer than d ago
+// (its file's modification time; default 0: kept forever). The records in
+// it are gone; every producer's last sequence ID stays in the snapshots, so
+// a resend of an old record is still recognized. The check runs at open,
+// at each roll, and every d/10 (within 10ms and 1 minute) in the store's
+// maintenance goroutine. The active segment is never removed: with little
+// traffic, records may outlive d until the segment fills.
+func RetainAge(d time.Duration) FileStoreOption {
+	return fileOptionFunc(func(c *fileConfig) error {
+		if d < 0 {
+			return fmt.Errorf("%w: RetainAge %v, want >= 0", ErrInvalidOption, d)
+		}
+		c.retainAge = d
+		return nil
+	})
+}
+
+// RetainBytes removes the oldest sealed segments while the store is larger
+// than n bytes (default 0: no limit), at open and at each roll. The active
+// segment is never removed, so the store may exceed n by up to one segment.
+func RetainBytes(n int64) FileStoreOption {
+	return fileOptionFunc(func(c *fileConfig) error {
+		if n < 0 {
+			return fmt.Errorf("%w: RetainBytes %d, want >= 0", ErrInvalidOption, n)
+		}
+		c.retainBytes = n
+		return nil
+	})
+}
+
+// fileOptions applies opts over the defaults.
+func fileOptions(opts []FileStoreOption) (fileConfig, error) {
+	cfg := fileConfig{policy: FsyncBatch, every: 100 * time.Millisecond, segmentBytes: defaultSegmentBytes, now: time.Now}
+	for _, o := range opts {
+		if o == nil {
+			return cfg, fmt.Errorf("%w: nil FileStoreOption", ErrInvalidOption)
+		}
+		if err := o.applyFile(&cfg); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+// CheckFileStoreOptions returns the error OpenFileStore would return for
+// opts (wrapping ErrInvalidOption), without touching any file: for a
+// command that checks its flags before it starts.
+func CheckFileStoreOptions(opts ...FileStoreOption) error {
+	_, err := fileOptions(opts)
+	return err
 }
 
 type fileOptionFunc func(*fileConfig) error
@@ -96,17 +175,20 @@ func Repair() FileStoreOption {
 
 // ReadOnly opens the store for reading while a broker may be writing it:
 // no lock, nothing written (a torn tail is left as it is and not read, a
-// version 1 file is not upgraded), Append returns ErrReadOnly. Scan sees
-// the entries that were complete when the store was opened. The file must
-// exist.
+// version 1 file is not upgraded, no retention), Append returns
+// ErrReadOnly. Scan sees the entries that were complete when the store was
+// opened (less the sealed segments retention removes meanwhile). The store
+// must exist.
 func ReadOnly() FileStoreOption {
 	return fileOptionFunc(func(c *fileConfig) error { c.readOnly = true; return nil })
 }
 
-// Recovery says what OpenFileStore found in an existing file.
+// Recovery says what OpenFileStore found in an existing store.
 type Recovery struct {
-	Entries        int    // complete entries replayed
+	Entries        int    // complete entries replayed: those of the active segment
 	Records        int    // records in them
+	Sealed         int    // sealed segments found beside it (not replayed)
+	Removed        int    // sealed segments retention removed at open
 	TruncatedBytes int64  // bytes cut from the end: an incomplete final entry left by a crash (0 for a clean file)
 	UpgradedFrom   int    // the file's format version if Open upgraded it (1), else 0
 	RepairedBytes  int64  // with Repair: bytes moved from a corrupt file to SideFile

@@ -24,18 +24,23 @@ import (
 	"strconv"
 )
 
-// CorruptError says where a store file is damaged. It wraps ErrCorrupt.
+// CorruptError says where a store segment is damaged. It wraps ErrCorrupt.
 type CorruptError struct {
-	Path   string
+	Path   string // the segment file
 	Offset int64  // where the first bad entry starts
-	Bytes  int64  // bytes from Offset to the end of the file, which may hold acknowledged records
+	Bytes  int64  // bytes from Offset to the end of the segment, which may hold acknowledged records
 	Why    string // what is wrong there
+	Sealed bool   // a sealed segment (found by Scan or Verify): Repair does not apply to it
 }
 
 // Error says "corrupt", where, and how many bytes follow.
 func (e *CorruptError) Error() string {
-	return fmt.Sprintf("inflight/broker: store file corrupt: %s: bad entry at offset %d (%s); %d bytes from there to the end may hold acknowledged records, not cut: repair moves them to a side file",
-		e.Path, e.Offset, e.Why, e.Bytes)
+	hint := "repair moves them to a side file"
+	if e.Sealed {
+		hint = "a sealed segment: the records before the damage read back, the rest stays as it is"
+	}
+	return fmt.Sprintf("inflight/broker: store file corrupt: %s: bad entry at offset %d (%s); %d bytes from there to the end may hold acknowledged records, not cut: %s",
+		e.Path, e.Offset, e.Why, e.Bytes, hint)
 }
 
 // Unwrap returns ErrCorrupt.

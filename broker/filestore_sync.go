@@ -49,10 +49,10 @@ func (f *FileStore) syncLocked(target int64) error {
 			f.cond.Wait()
 			continue
 		}
-		f.syncing = true
-		upTo := f.end
+		f.syncing = true // rollLocked waits for it: file stays the active segment
+		upTo, file := f.end, f.file
 		f.mu.Unlock()
-		err := f.file.Sync()
+		err := file.Sync()
 		f.mu.Lock()
 		f.syncing = false
 		if err != nil && f.failed == nil {
@@ -67,20 +67,38 @@ func (f *FileStore) syncLocked(target int64) error {
 	return nil
 }
 
-// syncEvery is the FsyncInterval goroutine: every d it fsyncs if something
-// was written since the last fsync. Close stops it and waits for it.
-func (f *FileStore) syncEvery(d time.Duration) {
+// maintain is the maintenance goroutine, started by OpenFileStore under
+// FsyncInterval or RetainAge and stopped by Close: under FsyncInterval it
+// fsyncs every interval if something was written since the last fsync;
+// under RetainAge it removes the sealed segments that aged out, so that a
+// store nobody writes to still ages (see retainEvery).
+func (f *FileStore) maintain() {
 	defer close(f.done)
-	tick := time.NewTicker(d)
-	defer tick.Stop()
+	var syncTick, retainTick <-chan time.Time
+	if f.cfg.policy == FsyncInterval {
+		t := time.NewTicker(f.cfg.every)
+		defer t.Stop()
+		syncTick = t.C
+	}
+	if f.cfg.retainAge > 0 {
+		t := time.NewTicker(retainEvery(f.cfg.retainAge))
+		defer t.Stop()
+		retainTick = t.C
+	}
 	for {
 		select {
 		case <-f.stop:
 			return
-		case <-tick.C:
+		case <-syncTick:
 			f.mu.Lock()
 			if !f.closed && f.failed == nil && f.synced < f.end {
 				_ = f.syncLocked(f.end) // a failure is sticky: the next Append returns it
+			}
+			f.mu.Unlock()
+		case <-retainTick:
+			f.mu.Lock()
+			if !f.closed {
+				f.retainLocked(f.cfg.now())
 			}
 			f.mu.Unlock()
 		}

@@ -446,13 +446,13 @@ func TestFileStoreCloseDuringScan(t *testing.T) {
 }
 
 func TestFileStoreForeignFile(t *testing.T) {
-	version3 := append([]byte("IFLT"), 0, 0, 0, 3)
+	version4 := append([]byte("IFLT"), 0, 0, 0, 4) // 3 is a rolled segment
 	tests := []struct {
 		name    string
 		content []byte
 	}{
 		{"text", []byte("hello, this is somebody's file\n")},
-		{"newer version", append(version3, make([]byte, 40)...)},
+		{"newer version", append(version4, make([]byte, 40)...)},
 		{"short, not our header", []byte("IFX")},
 		{"zeros", make([]byte, 8)},
 		{"magic only", []byte("IFLT\x00\x00\x01\x01")},

@@ -1,0 +1,382 @@
+package broker
+
+// Segments: how the active segment rolls, how a crash in the middle of a
+// roll is undone, and retention.
+//
+// A roll, under f.mu, with no fsync in progress:
+//
+//	1. fsync PATH                         the segment to seal is durable
+//	2. write PATH.next: header (version 3) and a snapshot of every
+//	   (topic, producer)'s last sequence ID; lock it; fsync it
+//	3. link PATH -> PATH.<n>; fsync dir     the segment is sealed under its number
+//	4. rename PATH.next -> PATH; fsync dir  the new active segment
+//
+// A crash before 3 leaves PATH.next, which holds no record: OpenFileStore
+// removes it. A crash between 3 and 4 leaves PATH.<n> and PATH as one file:
+// OpenFileStore removes the link PATH.<n> (PATH still names the data) and
+// the store goes on in PATH. After 4 the roll is complete. At every step
+// each record is named by PATH or PATH.<n>, so a crash loses nothing.
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/inflightmq/inflight/wire"
+)
+
+// segment is a sealed segment.
+type segment struct {
+	num    uint64
+	path   string
+	size   int64
+	sealed time.Time // when it was sealed: its file's modification time, which nothing changes after the roll
+}
+
+// SegmentInfo describes one segment of a FileStore.
+type SegmentInfo struct {
+	Path   string
+	Bytes  int64
+	Sealed time.Time // zero for the active segment
+}
+
+// sealedDigits is the width of a sealed segment's number in its name.
+const sealedDigits = 20
+
+func sealedName(path string, num uint64) string {
+	n := strconv.FormatUint(num, 10)
+	return path + "." + strings.Repeat("0", sealedDigits-len(n)) + n
+}
+
+// listSealed returns the sealed segments of the store at path, oldest
+// first.
+func listSealed(path string) ([]segment, error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil // OpenFileStore says so when it opens path
+		}
+		return nil, err
+	}
+	var out []segment
+	for _, e := range ents {
+		suffix, ok := strings.CutPrefix(e.Name(), base+".")
+		if !ok || len(suffix) != sealedDigits || strings.Trim(suffix, "0123456789") != "" {
+			continue
+		}
+		num, err := strconv.ParseUint(suffix, 10, 64)
+		if err != nil || num == 0 {
+			continue
+		}
+		info, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed by a writer's retention meanwhile (we are a reader)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, segment{num: num, path: filepath.Join(dir, e.Name()), size: info.Size(), sealed: info.ModTime()})
+	}
+	slices.SortFunc(out, func(a, b segment) int { return cmp.Compare(a.num, b.num) })
+	// Retention removes the oldest first, so the numbers have no hole: a
+	// missing segment in the middle is lost records, not ours to skip.
+	for i := 1; i < len(out); i++ {
+		if out[i].num != out[i-1].num+1 {
+			return nil, fmt.Errorf("%w: %s: sealed segment %d missing (between %s and %s)", ErrCorrupt, path, out[i-1].num+1,
+				filepath.Base(out[i-1].path), filepath.Base(out[i].path))
+		}
+	}
+	return out, nil
+}
+
+// undoRoll removes what a roll that a crash interrupted left behind (see
+// the top of this file). active is the locked active segment.
+func (f *FileStore) undoRoll(active *os.File, sealed []segment) error {
+	changed := false
+	switch err := os.Remove(f.path + ".next"); {
+	case err == nil:
+		changed = true
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("inflight/broker: open store: remove the leftover of a roll: %w", err)
+	}
+	if len(sealed) > 0 {
+		newest := sealed[len(sealed)-1]
+		a, err := active.Stat()
+		if err != nil {
+			return fmt.Errorf("inflight/broker: open store: %w", err)
+		}
+		b, err := os.Stat(newest.path)
+		if err != nil {
+			return fmt.Errorf("inflight/broker: open store: %w", err)
+		}
+		if os.SameFile(a, b) {
+			if err := os.Remove(newest.path); err != nil {
+				return fmt.Errorf("inflight/broker: open store: undo an interrupted roll: %w", err)
+			}
+			changed = true
+		}
+	}
+	if changed {
+		if err := syncDir(filepath.Dir(f.path)); err != nil {
+			return fmt.Errorf("inflight/broker: open store: %w", err)
+		}
+	}
+	return nil
+}
+
+// mustRollLocked reports whether an entry of size bytes is to go into a
+// new segment: it would take the active one past SegmentBytes, and the
+// active one holds at least one entry (a larger entry gets a segment of its
+// own).
+func (f *FileStore) mustRollLocked(size int64) bool {
+	return f.end > f.body && f.end-f.base+size > f.cfg.segmentBytes
+}
+
+// rollLocked seals the active segment and starts a new one (see the top of
+// this file), unless, once no fsync is in progress, an entry of size bytes
+// no longer needs it. Called with f.mu held; it waits (releasing f.mu) for
+// an fsync in progress to finish, so that it never replaces the file under
+// it. A failure is sticky, like a failed write: the store is reopened to
+// recover.
+func (f *FileStore) rollLocked(size int64) error {
+	for f.syncing {
+		f.cond.Wait()
+	}
+	if err := f.usableLocked(); err != nil {
+		return err
+	}
+	if !f.mustRollLocked(size) {
+		return nil // another Append rolled while we waited
+	}
+	fail := func(step string, err error) error {
+		f.failed = fmt.Errorf("%w: roll %s: %s: %w", ErrStoreFailed, f.path, step, err)
+		return f.failed
+	}
+	if err := f.file.Sync(); err != nil {
+		return fail("fsync the segment to seal", err)
+	}
+	f.synced = f.end
+	now := f.cfg.now()
+	head := append([]byte(fileMagic), 0, 0, 0, rolledVersion)
+	head = appendSnapshot(head, f.last, now)
+
+	next := f.path + ".next"
+	nf, err := os.OpenFile(next, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fail("create the new segment", err)
+	}
+	var file storeFile = nf
+	if f.cfg.wrap != nil {
+		file = f.cfg.wrap(nf)
+	}
+	err = lockFile(nf)
+	if err == nil {
+		_, err = file.WriteAt(head, 0)
+	}
+	if err == nil {
+		err = file.Sync()
+	}
+	if err != nil {
+		_ = nf.Close()
+		_ = os.Remove(next)
+		return fail("write the new segment", err)
+	}
+	sealed := segment{num: f.next, path: sealedName(f.path, f.next), size: f.end - f.base, sealed: now}
+	if err := os.Link(f.path, sealed.path); err != nil {
+		_ = nf.Close()
+		_ = os.Remove(next)
+		return fail("seal", err)
+	}
+	if err := syncDir(filepath.Dir(f.path)); err != nil {
+		_ = nf.Close()
+		return fail("seal", err)
+	}
+	if err := os.Rename(next, f.path); err != nil {
+		_ = nf.Close()
+		return fail("switch to the new segment", err)
+	}
+	if err := syncDir(filepath.Dir(f.path)); err != nil {
+		_ = nf.Close()
+		return fail("switch to the new segment", err)
+	}
+	_ = f.file.Close() // fsynced above; its lock goes, and the new file holds one
+	f.file = file
+	f.sealed = append(f.sealed, sealed)
+	f.next++
+	f.base = f.end
+	f.end += int64(len(head))
+	f.body, f.synced = f.end, f.end
+	f.retainLocked(now)
+	return nil
+}
+
+// retainLocked removes, oldest first, the sealed segments that RetainAge
+// or RetainBytes no longer keep, and returns how many it removed. The
+// active segment is never removed, so the store may stay above RetainBytes
+// by up to one segment. A segment it cannot remove stays, and is tried
+// again at the next roll or tick.
+func (f *FileStore) retainLocked(now time.Time) int {
+	if f.cfg.retainAge <= 0 && f.cfg.retainBytes <= 0 {
+		return 0
+	}
+	total := f.end - f.base
+	for _, s := range f.sealed {
+		total += s.size
+	}
+	removed := 0
+	for len(f.sealed) > 0 {
+		s := f.sealed[0]
+		old := f.cfg.retainAge > 0 && now.Sub(s.sealed) > f.cfg.retainAge
+		big := f.cfg.retainBytes > 0 && total > f.cfg.retainBytes
+		if !old && !big {
+			break
+		}
+		if err := os.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		total -= s.size
+		f.sealed = f.sealed[1:]
+		removed++
+	}
+	if removed > 0 {
+		_ = syncDir(filepath.Dir(f.path)) // a removal a crash undoes is done again
+	}
+	return removed
+}
+
+// retainEvery is how often the maintenance goroutine looks for segments
+// that aged out: a tenth of the age, within [10ms, 1min].
+func retainEvery(age time.Duration) time.Duration {
+	return min(max(age/10, 10*time.Millisecond), time.Minute)
+}
+
+// rebuildFromSealed recomputes every (topic, producer)'s last sequence ID
+// from the sealed segments, reading each one whole. Only Repair needs it,
+// when the damage took the active segment's snapshot.
+func (f *FileStore) rebuildFromSealed() error {
+	var rr wire.RecordReader
+	for _, s := range f.sealed {
+		file, err := os.Open(s.path)
+		if err != nil {
+			return fmt.Errorf("inflight/broker: open store: rebuild the snapshot: %w", err)
+		}
+		seg, err := replaySegmentFile(file, s.size, f.last, &rr)
+		_ = file.Close()
+		if err == nil && seg.bad != nil {
+			err = &CorruptError{Path: s.path, Offset: seg.bad.off, Bytes: s.size - seg.bad.off, Why: seg.bad.why, Sealed: true}
+		}
+		if err != nil {
+			return fmt.Errorf("inflight/broker: open store: rebuild the snapshot: %w", err)
+		}
+	}
+	return nil
+}
+
+// segReplay is what replaySegment found in one segment.
+type segReplay struct {
+	good    int64          // offset after the last good entry
+	body    int64          // offset of the first record entry: after a version 3 segment's snapshot
+	bad     *badEntryError // the entry at good, if the segment does not end cleanly there
+	entries int            // record entries
+	records int
+}
+
+// replaySegmentFile reads a segment's version from its header, then
+// replays it.
+func replaySegmentFile(file io.ReaderAt, size int64, last map[stream]uint64, rr *wire.RecordReader) (segReplay, error) {
+	v, err := segmentVersion(file, size)
+	if err != nil {
+		return segReplay{}, err
+	}
+	return replaySegment(file, size, v, last, rr)
+}
+
+// segmentVersion reads and checks a segment's header.
+func segmentVersion(file io.ReaderAt, size int64) (uint32, error) {
+	var have [fileHeaderSize]byte
+	if size < fileHeaderSize {
+		return 0, fmt.Errorf("%w: %d bytes, not a store segment", ErrCorrupt, size)
+	}
+	if _, err := file.ReadAt(have[:], 0); err != nil {
+		return 0, err
+	}
+	v := uint32(have[4])<<24 | uint32(have[5])<<16 | uint32(have[6])<<8 | uint32(have[7])
+	if string(have[:len(fileMagic)]) != fileMagic || v < 1 || v > rolledVersion {
+		return 0, fmt.Errorf("%w: header %q, not a store segment this inflight reads", ErrCorrupt, have[:])
+	}
+	return v, nil
+}
+
+// replaySegment reads the entries of a segment of the given version and
+// size, raising last to every (topic, producer)'s last sequence ID in it
+// (its snapshot included). It stops at the first bad entry (seg.bad). Only
+// a read error is an error.
+func replaySegment(file io.ReaderAt, size int64, version uint32, last map[stream]uint64, rr *wire.RecordReader) (segReplay, error) {
+	r := newEntryReader(file, size)
+	out := segReplay{body: fileHeaderSize}
+	for {
+		start := r.off
+		out.good = start
+		body, err := r.next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if bad, ok := err.(*badEntryError); ok {
+			out.bad = bad
+			return out, nil
+		}
+		if err != nil {
+			return out, fmt.Errorf("replay at %d: %w", start, err)
+		}
+		if version == rolledVersion && start == fileHeaderSize {
+			if _, err := parseSnapshot(body, last); err != nil {
+				out.bad = &badEntryError{start, "malformed snapshot: " + err.Error(), tailOther}
+				return out, nil
+			}
+			out.body = r.off
+			continue
+		}
+		if version == rolledVersion && body[0] != entryV2 {
+			out.bad = &badEntryError{start, "malformed: not a record entry", tailOther}
+			return out, nil
+		}
+		e, err := parseEntry(body, rr)
+		if err != nil {
+			out.bad = &badEntryError{start, "malformed: " + err.Error(), tailOther}
+			return out, nil
+		}
+		k := stream{string(e.topic), string(e.name)}
+		if e.last > last[k] {
+			last[k] = e.last
+		}
+		out.entries++
+		out.records += int(e.count)
+	}
+}
+
+// Segments describes the store's segments, sealed ones oldest first, the
+// active one last. After Close it returns nil. Safe for concurrent use.
+func (f *FileStore) Segments() []SegmentInfo {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil
+	}
+	out := make([]SegmentInfo, 0, len(f.sealed)+1)
+	for _, s := range f.sealed {
+		out = append(out, SegmentInfo{Path: s.path, Bytes: s.size, Sealed: s.sealed})
+	}
+	return append(out, SegmentInfo{Path: f.path, Bytes: f.end - f.base})
+}
