@@ -58,6 +58,12 @@ func TestBadUsage(t *testing.T) {
 		{"serve", "-fsync=none"},                      // does not apply to -store mem
 		{"serve", "-repair"},                          // neither
 		{"serve", "-store=file:x", "-fsync-every=1s"}, // applies to -fsync interval only
+		{"serve", "-segment-bytes=4096"},              // file store flags, with -store mem
+		{"serve", "-retain-age=1h"},
+		{"serve", "-verify"},
+		{"serve", "-store=file:x", "-segment-bytes=100"},
+		{"serve", "-store=file:x", "-retain-age=-1s"},
+		{"serve", "-store=file:x", "-retain-bytes=-1"},
 		{"serve", "-log-format=xml"},
 		{"serve", "-max-conns=0"},
 		{"serve", "-max-frame=10"},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -82,4 +83,23 @@ topic=orders producer=till-1 seq=3 payload="croissant"
 	code, _, errOut = runCmd(t, "read", "-store=file:"+filepath.Join(t.TempDir(), "missing"))
 	assert.Equal(t, exitFailure, code)
 	assert.Contains(t, errOut, "no such file")
+}
+
+// TestReadCommandSegments: read prints the records of every segment, oldest
+// first, while the writer keeps the store open.
+func TestReadCommandSegments(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store")
+	w, err := broker.OpenFileStore(path, broker.SegmentBytes(4096))
+	require.NoError(t, err)
+	defer w.Close()
+	payload := strings.Repeat("x", 1500)
+	var want strings.Builder
+	for seq := uint64(1); seq <= 10; seq++ {
+		require.NoError(t, w.Append("orders", "p", []broker.Record{{Seq: seq, Payload: []byte(payload)}}))
+		fmt.Fprintf(&want, "topic=orders producer=p seq=%d payload=%q\n", seq, payload)
+	}
+	require.Greater(t, len(w.Segments()), 3)
+	code, out, errOut := runCmd(t, "read", "-store=file:"+path)
+	require.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, want.String(), out)
 }

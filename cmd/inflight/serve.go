@@ -23,8 +23,10 @@ import (
 type serveFlags struct {
 	listen, store, fsync, metrics, logFormat string
 	fsyncEvery, statsEvery                   time.Duration
-	multicore, repair                        bool
+	multicore, repair, verify                bool
 	maxConns, maxFrame                       int
+	segmentBytes, retainBytes                int64
+	retainAge                                time.Duration
 	idleTimeout, readTimeout, shutdown       time.Duration
 }
 
@@ -37,7 +39,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		"(a NATS JetStream stream: this broker becomes a stateless gateway; tls:// requires TLS)")
 	fs.StringVar(&f.fsync, "fsync", "batch", "file store durability: batch (fsync before acking), interval, none")
 	fs.DurationVar(&f.fsyncEvery, "fsync-every", 100*time.Millisecond, "fsync interval for -fsync interval")
-	fs.BoolVar(&f.repair, "repair", false, "file store: if the file is corrupt, move the damaged remainder to PATH.corrupt-OFFSET and start")
+	fs.BoolVar(&f.repair, "repair", false, "file store: if the active segment is corrupt, move the damaged remainder to PATH.corrupt-OFFSET and start")
+	fs.BoolVar(&f.verify, "verify", false, "file store: read and check every segment before serving (sealed segments are not read at start otherwise)")
+	fs.Int64Var(&f.segmentBytes, "segment-bytes", 128<<20, "file store: roll the active segment PATH to PATH.<n> at this size (a restart replays one segment)")
+	fs.DurationVar(&f.retainAge, "retain-age", 0, "file store: remove sealed segments sealed longer ago than this (0: keep)")
+	fs.Int64Var(&f.retainBytes, "retain-bytes", 0, "file store: remove the oldest sealed segments while the store is larger than this (0: no limit)")
 	fs.DurationVar(&f.statsEvery, "stats-every", 5*time.Second, "stats line interval (0: none)")
 	fs.BoolVar(&f.multicore, "multicore", false, "one event loop per CPU")
 	fs.StringVar(&f.metrics, "metrics", "", "serve /metrics (Prometheus) and /healthz over HTTP on this address (empty: off)")

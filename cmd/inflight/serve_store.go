@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/inflightmq/inflight/broker"
 )
@@ -43,7 +44,7 @@ func checkServeFlags(fs *flag.FlagSet, f *serveFlags, stderr io.Writer) int {
 	}
 	switch {
 	case f.store == "mem" || isNATSStore(f.store):
-		for _, name := range []string{"fsync", "fsync-every", "repair"} {
+		for _, name := range []string{"fsync", "fsync-every", "repair", "verify", "segment-bytes", "retain-age", "retain-bytes"} {
 			if set[name] {
 				return usageError(fs, stderr, "-%s applies to -store file:PATH only, not to -store %s", name, redactStore(f.store))
 			}
@@ -57,6 +58,9 @@ func checkServeFlags(fs *flag.FlagSet, f *serveFlags, stderr io.Writer) int {
 		}
 		if set["fsync-every"] && f.fsync != "interval" {
 			return usageError(fs, stderr, "-fsync-every applies to -fsync interval only, not to -fsync %s", f.fsync)
+		}
+		if err := broker.CheckFileStoreOptions(broker.SegmentBytes(f.segmentBytes), broker.RetainAge(f.retainAge), broker.RetainBytes(f.retainBytes)); err != nil {
+			return usageError(fs, stderr, "%v", err)
 		}
 	default:
 		return usageError(fs, stderr, "-store must be mem, file:PATH or nats://HOST:PORT/STREAM, not %q", f.store)
@@ -81,7 +85,8 @@ func openStore(ctx context.Context, f *serveFlags, log *slog.Logger) (broker.Sto
 		store, closeStore = st, closeFn
 	default:
 		policy, _ := broker.ParseFsyncPolicy(f.fsync) // checked
-		opts := []broker.FileStoreOption{broker.Fsync(policy), broker.FsyncEvery(f.fsyncEvery)}
+		opts := []broker.FileStoreOption{broker.Fsync(policy), broker.FsyncEvery(f.fsyncEvery),
+			broker.SegmentBytes(f.segmentBytes), broker.RetainAge(f.retainAge), broker.RetainBytes(f.retainBytes)}
 		if f.repair {
 			opts = append(opts, broker.Repair())
 		}
@@ -96,13 +101,25 @@ func openStore(ctx context.Context, f *serveFlags, log *slog.Logger) (broker.Sto
 		}
 		rec := fst.Recovery()
 		log.Info("store opened", "store", f.store, "fsync", policy.String(), "entries", rec.Entries, "records", rec.Records,
-			"torn_tail_cut_bytes", rec.TruncatedBytes)
+			"sealed_segments", rec.Sealed, "removed_by_retention", rec.Removed, "torn_tail_cut_bytes", rec.TruncatedBytes)
 		if rec.UpgradedFrom != 0 {
 			log.Info("store format upgraded", "from", rec.UpgradedFrom)
 		}
 		if rec.SideFile != "" {
 			log.Warn("store repaired: the damaged remainder was moved aside; producers whose records were in it will see a lower last sequence ID",
 				"moved_bytes", rec.RepairedBytes, "side_file", rec.SideFile)
+		}
+		if f.verify {
+			start := time.Now()
+			if err := fst.Verify(); err != nil {
+				if errors.As(err, &ce) {
+					log.Error("a store segment is corrupt; the records before the damage read back with inflight read, the rest is left as it is",
+						"path", ce.Path, "offset", ce.Offset, "bytes_after", ce.Bytes, "why", ce.Why)
+				}
+				_ = fst.Close()
+				return nil, nil, err
+			}
+			log.Info("store verified", "segments", rec.Sealed+1, "took", time.Since(start).Round(time.Millisecond))
 		}
 		store, closeStore = fst, fst.Close
 	}

@@ -85,6 +85,40 @@ func TestServeCorruptStore(t *testing.T) {
 	assert.Equal(t, data[8:], side)
 }
 
+// TestServeVerify: damage in a sealed segment does not stop serve (it does
+// not read sealed segments at start); with -verify it is found, named, and
+// serve exits 1, the segment untouched.
+func TestServeVerify(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store")
+	st, err := broker.OpenFileStore(path, broker.SegmentBytes(4096))
+	require.NoError(t, err)
+	payload := make([]byte, 1500)
+	for seq := uint64(1); seq <= 10; seq++ {
+		require.NoError(t, st.Append("orders", "p", []broker.Record{{Seq: seq, Payload: payload}}))
+	}
+	require.NoError(t, st.Close())
+	sealed := path + ".00000000000000000002"
+	data, err := os.ReadFile(sealed)
+	require.NoError(t, err)
+	data[len(data)-10] ^= 0x01 // inside its last entry
+	require.NoError(t, os.WriteFile(sealed, data, 0o600))
+
+	ctx, stop := context.WithCancel(context.Background())
+	log := newWatchWriter()
+	wait := runAsync(t, ctx, log, io.Discard, "serve", "-listen=127.0.0.1:0", "-store=file:"+path, "-stats-every=0")
+	log.wait(t, regexp.MustCompile(`msg=listening`), 10*time.Second)
+	assert.Regexp(t, `sealed_segments=\d+`, log.String())
+	stop()
+	assert.Equal(t, exitOK, wait())
+
+	code, out, _ := runCmd(t, "serve", "-listen=127.0.0.1:0", "-store=file:"+path, "-verify", "-stats-every=0")
+	assert.Equal(t, exitFailure, code)
+	assert.Regexp(t, `level=ERROR .*corrupt.* path=`+regexp.QuoteMeta(sealed)+` offset=\d+ bytes_after=\d+`, out)
+	now, err := os.ReadFile(sealed)
+	require.NoError(t, err)
+	assert.Equal(t, data, now)
+}
+
 // failingStore fails every call with a failure for good once fail is set.
 type failingStore struct {
 	broker.Store

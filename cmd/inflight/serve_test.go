@@ -71,17 +71,37 @@ func startServe(t *testing.T, args string) (*exec.Cmd, string) {
 // the producer resends what was not acknowledged. Every acknowledged record
 // is in the file exactly once, nothing is stored twice, and the order holds.
 func TestServeSurvivesKill9(t *testing.T) {
+	serveKill9(t, "", 1)
+}
+
+// TestServeKill9WithSegments: the same with the smallest segments (4 KiB:
+// most batches of the producer get a segment of their own, so the store
+// rolls all the time) and three kills: a kill may land in the middle of a
+// roll.
+func TestServeKill9WithSegments(t *testing.T) {
+	path := serveKill9(t, " -segment-bytes=4096", 3, core.MaxBatchMessages(100))
+	sealed, err := filepath.Glob(path + ".????????????????????")
+	require.NoError(t, err)
+	assert.Greater(t, len(sealed), 50, "the store rolled")
+}
+
+// serveKill9 runs the kill -9 scenario with serve's extra flags, killing
+// the broker kills times while 20,000 messages are sent by a producer with
+// opts, and returns the store's path.
+func serveKill9(t *testing.T, extra string, kills int, opts ...core.Option) string {
 	if testing.Short() {
 		t.Skip("starts broker processes")
 	}
 	path := filepath.Join(t.TempDir(), "store.log")
-	cmd, addr := startServe(t, "-listen=127.0.0.1:0 -store=file:"+path+" -fsync=batch -stats-every=0")
+	args := "-store=file:" + path + " -fsync=batch -stats-every=0" + extra
+	cmd, addr := startServe(t, "-listen=127.0.0.1:0 "+args)
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 
 	d, err := tcp.NewDialer(addr)
 	require.NoError(t, err)
 	defer d.Close()
-	p, err := core.New(d, core.Name("kill9"), core.SendTimeout(time.Minute), core.ReconnectBackoff(5*time.Millisecond, 50*time.Millisecond))
+	p, err := core.New(d, append([]core.Option{core.Name("kill9"), core.SendTimeout(time.Minute),
+		core.ReconnectBackoff(5*time.Millisecond, 50*time.Millisecond)}, opts...)...)
 	require.NoError(t, err)
 
 	const n = 20000
@@ -89,8 +109,7 @@ func TestServeSurvivesKill9(t *testing.T) {
 	acked := map[uint64]uint64{} // seq -> message index
 	var failures []error
 	var wg sync.WaitGroup
-	killAt := make(chan struct{})
-	var once sync.Once
+	killAt := make(chan struct{}, kills) // one per kill, at n/(kills+1) acknowledgements apart
 	for i := range n {
 		wg.Add(1)
 		payload := binary.BigEndian.AppendUint64(make([]byte, 0, 64), uint64(i))
@@ -103,15 +122,21 @@ func TestServeSurvivesKill9(t *testing.T) {
 				return
 			}
 			acked[uint64(id)] = uint64(i)
-			if len(acked) == n/4 {
-				once.Do(func() { close(killAt) })
+			if len(acked)%(n/(kills+1)) == 0 && len(acked) < n {
+				killAt <- struct{}{}
 			}
 		}))
 	}
-	<-killAt
-	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
-	_ = cmd.Wait()
-	cmd, _ = startServe(t, "-listen="+addr+" -store=file:"+path+" -fsync=batch -stats-every=0")
+	for range kills {
+		select {
+		case <-killAt:
+		case <-time.After(time.Minute):
+			t.Fatal("no progress: the broker never acknowledged enough to be killed")
+		}
+		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+		_ = cmd.Wait()
+		cmd, _ = startServe(t, "-listen="+addr+" "+args)
+	}
 	wg.Wait()
 	require.NoError(t, p.Close(context.Background()))
 	require.Empty(t, failures)
@@ -123,6 +148,7 @@ func TestServeSurvivesKill9(t *testing.T) {
 	fst, err := broker.OpenFileStore(path)
 	require.NoError(t, err)
 	defer fst.Close()
+	require.NoError(t, fst.Verify())
 	seen := map[uint64]bool{}
 	lastIdx := int64(-1)
 	require.NoError(t, fst.Scan(func(_, producer string, rec broker.Record) error {
@@ -141,5 +167,6 @@ func TestServeSurvivesKill9(t *testing.T) {
 	for seq := range acked {
 		require.True(t, seen[seq], "acknowledged seq %d lost", seq)
 	}
-	t.Logf("%d records stored, %d acknowledged", len(seen), len(acked))
+	t.Logf("%d records stored, %d acknowledged, %d kills", len(seen), len(acked), kills)
+	return path
 }
