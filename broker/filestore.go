@@ -76,8 +76,8 @@ import (
 // it. Version 3 segments (snapshots) are refused by inflight before segments.
 // A version it does not know is refused with ErrCorrupt, file untouched.
 //
-// Durability follows the FsyncPolicy; a roll fsyncs the segment it seals
-// and the new one, whatever the policy. After a failed write or fsync the
+// Durability follows the FsyncPolicy; a roll fsyncs the new segment and,
+// but under FsyncNone, the segment it seals. After a failed write or fsync the
 // state of the file is unknown: the store refuses every later Append and
 // LastSeq with that first error, which wraps ErrStoreFailed; reopening it
 // recovers.

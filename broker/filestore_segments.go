@@ -5,7 +5,7 @@ package broker
 //
 // A roll, under f.mu, with no fsync in progress:
 //
-//	1. fsync PATH                         the segment to seal is durable
+//	1. fsync PATH (not under FsyncNone)    the segment to seal is durable
 //	2. write PATH.next: header (version 3) and a snapshot of every
 //	   (topic, producer)'s last sequence ID; lock it; fsync it
 //	3. link PATH -> PATH.<n>; fsync dir     the segment is sealed under its number
@@ -164,10 +164,17 @@ func (f *FileStore) rollLocked(size int64) error {
 		f.failed = fmt.Errorf("%w: roll %s: %s: %w", ErrStoreFailed, f.path, step, err)
 		return f.failed
 	}
-	if err := f.file.Sync(); err != nil {
-		return fail("fsync the segment to seal", err)
+	// Sealed, the segment is never fsynced again: under FsyncInterval its
+	// last interval would stay in the page cache. Under FsyncNone a machine
+	// crash may lose records anyway; the new segment's snapshot, fsynced
+	// below, then still holds their sequence IDs, so a resend is never
+	// stored twice.
+	if f.cfg.policy != FsyncNone {
+		if err := f.file.Sync(); err != nil {
+			return fail("fsync the segment to seal", err)
+		}
+		f.synced = f.end
 	}
-	f.synced = f.end
 	now := f.cfg.now()
 	head := append([]byte(fileMagic), 0, 0, 0, rolledVersion)
 	head = appendSnapshot(head, f.last, now)
