@@ -76,8 +76,9 @@ import (
 // it. Version 3 segments (snapshots) are refused by inflight before segments.
 // A version it does not know is refused with ErrCorrupt, file untouched.
 //
-// Durability follows the FsyncPolicy; a roll fsyncs the new segment and,
-// but under FsyncNone, the segment it seals. After a failed write or fsync the
+// Durability follows the FsyncPolicy; a roll fsyncs the segment it seals
+// and the new one, whatever the policy (the bulk of the first with the
+// store's lock released). After a failed write or fsync the
 // state of the file is unknown: the store refuses every later Append and
 // LastSeq with that first error, which wraps ErrStoreFailed; reopening it
 // recovers.
@@ -133,24 +134,16 @@ func OpenFileStore(path string, opts ...FileStoreOption) (*FileStore, error) {
 	}
 	f := &FileStore{path: path, cfg: cfg, readOnly: cfg.readOnly, last: make(map[stream]uint64)}
 	f.cond.L = &f.mu
-	sealed, err := listSealed(path)
-	if err != nil {
-		return nil, fmt.Errorf("inflight/broker: open store: %w", err)
+	var file *os.File
+	var created bool
+	var sealed []segment
+	if f.readOnly {
+		file, sealed, err = f.openReader()
+	} else {
+		file, created, sealed, err = f.openWriter()
 	}
-	file, created, err := f.openActive(len(sealed) > 0)
 	if err != nil {
 		return nil, err
-	}
-	if !f.readOnly {
-		// Under the lock: a roll in progress is someone else's.
-		if err := f.undoRoll(file, sealed); err != nil {
-			_ = file.Close()
-			return nil, err
-		}
-		if sealed, err = listSealed(path); err != nil {
-			_ = file.Close()
-			return nil, fmt.Errorf("inflight/broker: open store: %w", err)
-		}
 	}
 	f.file = file
 	if cfg.wrap != nil {
@@ -179,17 +172,97 @@ func OpenFileStore(path string, opts ...FileStoreOption) (*FileStore, error) {
 	return f, nil
 }
 
-// openActive opens (or, for a writer, creates) the active segment and, for a
-// writer, locks it. A store with sealed segments but no active one is
-// refused: a new empty one would forget every producer's last sequence ID.
-func (f *FileStore) openActive(haveSealed bool) (*os.File, bool, error) {
-	if f.readOnly {
+// openWriter opens (creating it if the store is new) and locks the active
+// segment, undoes what a crash left of a roll, and lists the sealed
+// segments.
+func (f *FileStore) openWriter() (*os.File, bool, []segment, error) {
+	sealed, err := listSealed(f.path) // before the lock: only to know the store is not new
+	if err != nil {
+		return nil, false, nil, fmt.Errorf("inflight/broker: open store: %w", err)
+	}
+	file, created, err := f.openActive(len(sealed) > 0)
+	if err != nil {
+		return nil, false, nil, err
+	}
+	// Under the lock: a roll in progress is no one else's, and only our
+	// retention removes segments.
+	if err := f.undoRoll(file, sealed); err != nil {
+		_ = file.Close()
+		return nil, false, nil, err
+	}
+	if sealed, err = listSealed(f.path); err == nil {
+		err = contiguous(f.path, sealed)
+	}
+	if err != nil {
+		_ = file.Close()
+		return nil, false, nil, fmt.Errorf("inflight/broker: open store: %w", err)
+	}
+	return file, created, sealed, nil
+}
+
+// openReader opens the active segment for reading and lists the sealed
+// segments older than it. A writer may roll meanwhile: the file the reader
+// opened may be sealed by then, and is dropped from the list with all that
+// follows it, so the reader sees the store as it was when it opened the
+// file, each record once. A listing made while the writer's retention
+// removes segments may show a hole: it is taken again. If retention removed
+// the file itself, the reader opens the new active segment.
+func (f *FileStore) openReader() (*os.File, []segment, error) {
+	var lastErr error
+	for range 10 {
 		file, err := os.Open(f.path)
 		if err != nil {
-			return nil, false, fmt.Errorf("inflight/broker: open store: %w", err)
+			return nil, nil, fmt.Errorf("inflight/broker: open store: %w", err)
 		}
-		return file, false, nil
+		sealed, err := f.sealedBefore(file)
+		if err == nil {
+			return file, sealed, nil
+		}
+		_ = file.Close()
+		if !errors.Is(err, errRelist) && !errors.Is(err, ErrCorrupt) {
+			return nil, nil, fmt.Errorf("inflight/broker: open store: %w", err)
+		}
+		lastErr = err
 	}
+	if errors.Is(lastErr, errRelist) {
+		lastErr = fmt.Errorf("%w: %s: the store changed under every attempt to read it", ErrCorrupt, f.path)
+	}
+	return nil, nil, fmt.Errorf("inflight/broker: open store: %w", lastErr)
+}
+
+// errRelist: the file a reader opened is neither the active segment nor a
+// sealed one any more.
+var errRelist = errors.New("removed while opening")
+
+// sealedBefore lists the sealed segments older than file (see openReader).
+func (f *FileStore) sealedBefore(file *os.File) ([]segment, error) {
+	mine, err := file.Stat()
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := listSealed(f.path)
+	if err != nil {
+		return nil, err
+	}
+	found := false
+	for i, s := range sealed {
+		if st, err := os.Stat(s.path); err == nil && os.SameFile(st, mine) {
+			sealed, found = sealed[:i], true
+			break
+		}
+	}
+	if !found {
+		if active, err := os.Stat(f.path); err != nil || !os.SameFile(active, mine) {
+			return nil, errRelist
+		}
+	}
+	return sealed, contiguous(f.path, sealed)
+}
+
+// openActive opens or creates the active segment of a writer and locks it.
+// A store with sealed segments but no active one is refused: a new empty
+// one would forget every producer's last sequence ID.
+func (f *FileStore) openActive(haveSealed bool) (*os.File, bool, error) {
 	// A roll replaces the file named path. Whoever opened the old one just
 	// before may lock it once the roller lets go: then it is a sealed
 	// segment, and we try again.
@@ -264,6 +337,22 @@ func (f *FileStore) load(created, repair bool) error {
 		}
 		if !bytes.HasPrefix(header[:], have) {
 			return fmt.Errorf("%w: %s: %d bytes, not a store file", ErrCorrupt, f.path, size)
+		}
+		if len(f.sealed) > 0 {
+			// A roll writes the new segment whole before it takes the name:
+			// this is outside damage. Taken as new, it would forget every
+			// producer's last sequence ID.
+			if !repair || f.readOnly {
+				return fmt.Errorf("%w: %s: %d bytes, but %d sealed segments: the active segment lost its snapshot (repair rebuilds it from them)",
+					ErrCorrupt, f.path, size, len(f.sealed))
+			}
+			end, err := f.rebuildActive()
+			if err != nil {
+				return err
+			}
+			f.end, f.synced, f.body = end, end, end
+			f.recovery.RepairedBytes = size // a header's beginning: no record
+			return nil
 		}
 		if f.readOnly {
 			f.end, f.body = fileHeaderSize, fileHeaderSize // nothing to read yet
@@ -344,14 +433,9 @@ func (f *FileStore) load(created, repair bool) error {
 	if v == rolledVersion && good == fileHeaderSize {
 		// Repair took the snapshot: the sealed segments still know every
 		// producer's last sequence ID. A new snapshot goes where it was.
-		if err := f.rebuildFromSealed(); err != nil {
+		if good, err = f.rebuildActive(); err != nil {
 			return err
 		}
-		snap := appendSnapshot(nil, f.last, f.cfg.now())
-		if _, err := f.file.WriteAt(snap, good); err != nil {
-			return fmt.Errorf("inflight/broker: open store: %s: rewrite the snapshot: %w", f.path, err)
-		}
-		good += int64(len(snap))
 		f.body = good
 	}
 	// Make the replayed entries durable: a previous run under FsyncNone may

@@ -83,8 +83,9 @@ func SegmentBytes(n int64) FileStoreOption {
 	})
 }
 
-// RetainAge removes a sealed segment once it was sealed longer than d ago
-// (its file's modification time; default 0: kept forever). The records in
+// RetainAge removes a sealed segment once its last entry was written longer
+// than d ago (its file's modification time: a store copied without the
+// times ages from the copy; default 0: kept forever). The records in
 // it are gone; every producer's last sequence ID stays in the snapshots, so
 // a resend of an old record is still recognized. The check runs at open,
 // at each roll, and every d/10 (within 10ms and 1 minute) in the store's

@@ -5,7 +5,7 @@ package broker
 //
 // A roll, under f.mu, with no fsync in progress:
 //
-//	1. fsync PATH (not under FsyncNone)    the segment to seal is durable
+//	1. fsync PATH                         the segment to seal is durable
 //	2. write PATH.next: header (version 3) and a snapshot of every
 //	   (topic, producer)'s last sequence ID; lock it; fsync it
 //	3. link PATH -> PATH.<n>; fsync dir     the segment is sealed under its number
@@ -35,17 +35,17 @@ import (
 
 // segment is a sealed segment.
 type segment struct {
-	num    uint64
-	path   string
-	size   int64
-	sealed time.Time // when it was sealed: its file's modification time, which nothing changes after the roll
+	num     uint64
+	path    string
+	size    int64
+	written time.Time // when its last entry was written: its file's modification time
 }
 
 // SegmentInfo describes one segment of a FileStore.
 type SegmentInfo struct {
-	Path   string
-	Bytes  int64
-	Sealed time.Time // zero for the active segment
+	Path    string
+	Bytes   int64
+	Written time.Time // a sealed segment's last write (its file's modification time, which RetainAge goes by); zero for the active segment
 }
 
 // sealedDigits is the width of a sealed segment's number in its name.
@@ -87,18 +87,23 @@ func listSealed(path string) ([]segment, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, segment{num: num, path: filepath.Join(dir, e.Name()), size: info.Size(), sealed: info.ModTime()})
+		out = append(out, segment{num: num, path: filepath.Join(dir, e.Name()), size: info.Size(), written: info.ModTime()})
 	}
 	slices.SortFunc(out, func(a, b segment) int { return cmp.Compare(a.num, b.num) })
-	// Retention removes the oldest first, so the numbers have no hole: a
-	// missing segment in the middle is lost records, not ours to skip.
-	for i := 1; i < len(out); i++ {
-		if out[i].num != out[i-1].num+1 {
-			return nil, fmt.Errorf("%w: %s: sealed segment %d missing (between %s and %s)", ErrCorrupt, path, out[i-1].num+1,
-				filepath.Base(out[i-1].path), filepath.Base(out[i].path))
+	return out, nil
+}
+
+// contiguous checks that the sealed segments' numbers have no hole.
+// Retention removes the oldest first, so a missing segment in the middle is
+// lost records, not something to skip.
+func contiguous(path string, sealed []segment) error {
+	for i := 1; i < len(sealed); i++ {
+		if sealed[i].num != sealed[i-1].num+1 {
+			return fmt.Errorf("%w: %s: sealed segment %d missing (between %s and %s)", ErrCorrupt, path, sealed[i-1].num+1,
+				filepath.Base(sealed[i-1].path), filepath.Base(sealed[i].path))
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // undoRoll removes what a roll that a crash interrupted left behind (see
@@ -141,8 +146,15 @@ func (f *FileStore) undoRoll(active *os.File, sealed []segment) error {
 // active one holds at least one entry (a larger entry gets a segment of its
 // own).
 func (f *FileStore) mustRollLocked(size int64) bool {
-	return f.end > f.body && f.end-f.base+size > f.cfg.segmentBytes
+	// Counted from the first record entry: the snapshot grows with every
+	// producer the store has seen, and must not make every Append roll.
+	return f.end > f.body && f.end-f.body+size > f.cfg.segmentBytes
 }
+
+// unlockedSealSync is how much unsynced data a roll fsyncs with f.mu
+// released (Appends that still fit go on meanwhile) before the last fsync
+// under the lock.
+const unlockedSealSync = 1 << 20
 
 // rollLocked seals the active segment and starts a new one (see the top of
 // this file), unless, once no fsync is in progress, an entry of size bytes
@@ -151,29 +163,39 @@ func (f *FileStore) mustRollLocked(size int64) bool {
 // it. A failure is sticky, like a failed write: the store is reopened to
 // recover.
 func (f *FileStore) rollLocked(size int64) error {
-	for f.syncing {
-		f.cond.Wait()
-	}
-	if err := f.usableLocked(); err != nil {
-		return err
-	}
-	if !f.mustRollLocked(size) {
-		return nil // another Append rolled while we waited
+	for tries := 0; ; tries++ {
+		for f.syncing {
+			f.cond.Wait()
+		}
+		if err := f.usableLocked(); err != nil {
+			return err
+		}
+		if !f.mustRollLocked(size) {
+			return nil // another Append rolled while we waited
+		}
+		// The segment to seal must be on disk before the new segment's
+		// snapshot vouches for its records (under FsyncNone and
+		// FsyncInterval most of it may be in the page cache only): the
+		// bulk of it is fsynced with f.mu released, as syncLocked does,
+		// then the rest under the lock.
+		if f.end-f.synced <= unlockedSealSync || tries == 3 {
+			break
+		}
+		if err := f.syncLocked(f.end); err != nil {
+			return err
+		}
 	}
 	fail := func(step string, err error) error {
 		f.failed = fmt.Errorf("%w: roll %s: %s: %w", ErrStoreFailed, f.path, step, err)
 		return f.failed
 	}
-	// Sealed, the segment is never fsynced again: under FsyncInterval its
-	// last interval would stay in the page cache. Under FsyncNone a machine
-	// crash may lose records anyway; the new segment's snapshot, fsynced
-	// below, then still holds their sequence IDs, so a resend is never
-	// stored twice.
-	if f.cfg.policy != FsyncNone {
-		if err := f.file.Sync(); err != nil {
-			return fail("fsync the segment to seal", err)
-		}
-		f.synced = f.end
+	if err := f.file.Sync(); err != nil {
+		return fail("fsync the segment to seal", err)
+	}
+	f.synced = f.end
+	written := f.cfg.now() // the sealed segment's last write, for RetainAge
+	if st, err := f.file.Stat(); err == nil {
+		written = st.ModTime()
 	}
 	now := f.cfg.now()
 	head := append([]byte(fileMagic), 0, 0, 0, rolledVersion)
@@ -200,7 +222,7 @@ func (f *FileStore) rollLocked(size int64) error {
 		_ = os.Remove(next)
 		return fail("write the new segment", err)
 	}
-	sealed := segment{num: f.next, path: sealedName(f.path, f.next), size: f.end - f.base, sealed: now}
+	sealed := segment{num: f.next, path: sealedName(f.path, f.next), size: f.end - f.base, written: written}
 	if err := os.Link(f.path, sealed.path); err != nil {
 		_ = nf.Close()
 		_ = os.Remove(next)
@@ -245,7 +267,7 @@ func (f *FileStore) retainLocked(now time.Time) int {
 	removed := 0
 	for len(f.sealed) > 0 {
 		s := f.sealed[0]
-		old := f.cfg.retainAge > 0 && now.Sub(s.sealed) > f.cfg.retainAge
+		old := f.cfg.retainAge > 0 && now.Sub(s.written) > f.cfg.retainAge
 		big := f.cfg.retainBytes > 0 && total > f.cfg.retainBytes
 		if !old && !big {
 			break
@@ -267,6 +289,25 @@ func (f *FileStore) retainLocked(now time.Time) int {
 // that aged out: a tenth of the age, within [10ms, 1min].
 func retainEvery(age time.Duration) time.Duration {
 	return min(max(age/10, 10*time.Millisecond), time.Minute)
+}
+
+// rebuildActive gives an active segment that lost its snapshot (with
+// Repair; what followed its header is in a side file already) a new one,
+// rebuilt from the sealed segments: it writes a version 3 header and the
+// snapshot from offset 0, fsyncs, and returns the offset after them.
+func (f *FileStore) rebuildActive() (int64, error) {
+	if err := f.rebuildFromSealed(); err != nil {
+		return 0, err
+	}
+	head := append([]byte(fileMagic), 0, 0, 0, rolledVersion)
+	head = appendSnapshot(head, f.last, f.cfg.now())
+	if _, err := f.file.WriteAt(head, 0); err != nil {
+		return 0, fmt.Errorf("inflight/broker: open store: %s: rewrite the snapshot: %w", f.path, err)
+	}
+	if err := f.file.Sync(); err != nil {
+		return 0, fmt.Errorf("inflight/broker: open store: %w", err)
+	}
+	return int64(len(head)), nil
 }
 
 // rebuildFromSealed recomputes every (topic, producer)'s last sequence ID
@@ -383,7 +424,7 @@ func (f *FileStore) Segments() []SegmentInfo {
 	}
 	out := make([]SegmentInfo, 0, len(f.sealed)+1)
 	for _, s := range f.sealed {
-		out = append(out, SegmentInfo{Path: s.path, Bytes: s.size, Sealed: s.sealed})
+		out = append(out, SegmentInfo{Path: s.path, Bytes: s.size, Written: s.written})
 	}
 	return append(out, SegmentInfo{Path: f.path, Bytes: f.end - f.base})
 }

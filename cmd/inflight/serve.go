@@ -42,7 +42,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&f.repair, "repair", false, "file store: if the active segment is corrupt, move the damaged remainder to PATH.corrupt-OFFSET and start")
 	fs.BoolVar(&f.verify, "verify", false, "file store: read and check every segment before serving (sealed segments are not read at start otherwise)")
 	fs.Int64Var(&f.segmentBytes, "segment-bytes", 128<<20, "file store: roll the active segment PATH to PATH.<n> at this size (a restart replays one segment)")
-	fs.DurationVar(&f.retainAge, "retain-age", 0, "file store: remove sealed segments sealed longer ago than this (0: keep)")
+	fs.DurationVar(&f.retainAge, "retain-age", 0, "file store: remove sealed segments last written longer ago than this (0: keep)")
 	fs.Int64Var(&f.retainBytes, "retain-bytes", 0, "file store: remove the oldest sealed segments while the store is larger than this (0: no limit)")
 	fs.DurationVar(&f.statsEvery, "stats-every", 5*time.Second, "stats line interval (0: none)")
 	fs.BoolVar(&f.multicore, "multicore", false, "one event loop per CPU")

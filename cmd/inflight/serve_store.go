@@ -119,7 +119,7 @@ func openStore(ctx context.Context, f *serveFlags, log *slog.Logger) (broker.Sto
 				_ = fst.Close()
 				return nil, nil, err
 			}
-			log.Info("store verified", "segments", rec.Sealed+1, "took", time.Since(start).Round(time.Millisecond))
+			log.Info("store verified", "segments", len(fst.Segments()), "took", time.Since(start).Round(time.Millisecond))
 		}
 		store, closeStore = fst, fst.Close
 	}
