@@ -3,7 +3,8 @@ package broker
 // Segments: how the active segment rolls, how a crash in the middle of a
 // roll is undone, and retention.
 //
-// A roll, under f.mu, with no fsync in progress:
+// A roll, under f.mu (released only while the bulk of step 1 is fsynced,
+// as the group commit does; never while the file is replaced):
 //
 //	1. fsync PATH                         the segment to seal is durable
 //	2. write PATH.next: header (version 3) and a snapshot of every
@@ -15,7 +16,9 @@ package broker
 // removes it. A crash between 3 and 4 leaves PATH.<n> and PATH as one file:
 // OpenFileStore removes the link PATH.<n> (PATH still names the data) and
 // the store goes on in PATH. After 4 the roll is complete. At every step
-// each record is named by PATH or PATH.<n>, so a crash loses nothing.
+// each record is named by PATH or PATH.<n>, so a crash loses nothing. A
+// reader, which undoes nothing, drops the sealed segment that is the file
+// it opened as PATH (see openReader).
 
 import (
 	"cmp"
