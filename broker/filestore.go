@@ -240,21 +240,22 @@ func (f *FileStore) sealedBefore(file *os.File) ([]segment, error) {
 	if err != nil {
 		return nil, err
 	}
+	// PATH first, then the list: a roll links the file before it renames
+	// over PATH, so a file that was PATH here is either not sealed in the
+	// list (no roll yet: all of it is older) or found in it.
+	active, err := os.Stat(f.path)
+	stillActive := err == nil && os.SameFile(active, mine)
 	sealed, err := listSealed(f.path)
 	if err != nil {
 		return nil, err
 	}
-	found := false
 	for i, s := range sealed {
 		if st, err := os.Stat(s.path); err == nil && os.SameFile(st, mine) {
-			sealed, found = sealed[:i], true
-			break
+			return sealed[:i], contiguous(f.path, sealed[:i])
 		}
 	}
-	if !found {
-		if active, err := os.Stat(f.path); err != nil || !os.SameFile(active, mine) {
-			return nil, errRelist
-		}
+	if !stillActive {
+		return nil, errRelist // sealed, then removed by retention
 	}
 	return sealed, contiguous(f.path, sealed)
 }

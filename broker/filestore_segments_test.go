@@ -20,6 +20,10 @@ import (
 
 const testSegment = 4 << 10 // the smallest SegmentBytes
 
+// waitTimeout bounds every wait on an event in these tests; hitting it
+// fails the test.
+const waitTimeout = 10 * time.Second
+
 // segmentCalls returns n Appends of 1 to 3 records of 100 bytes for
 // producers p0..p(producers-1), sequence IDs increasing per producer.
 func segmentCalls(n, producers int) []fileCall {
@@ -196,7 +200,7 @@ func TestRetention(t *testing.T) {
 		mu.Lock()
 		now = now.Add(2 * time.Minute)
 		mu.Unlock()
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(waitTimeout)
 		for len(s.Segments()) > 1 {
 			require.True(t, time.Now().Before(deadline), "sealed segments still there: %d", len(s.Segments())-1)
 			time.Sleep(5 * time.Millisecond)
@@ -486,11 +490,12 @@ func TestFileStoreReaderDuringRolls(t *testing.T) {
 	s := openFileStore(t, path, broker.SegmentBytes(testSegment), broker.Fsync(broker.FsyncNone))
 	defer s.Close()
 	require.NoError(t, s.Append(dflt, "p", seqRecs(1, recs("first"))))
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
+	const appends = 2000 // 400 bytes each: a roll every 10 or so
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
 		payload := strings.Repeat("x", 400)
-		for seq := uint64(2); ; seq++ {
+		for seq := uint64(2); seq <= appends; seq++ {
 			select {
 			case <-stop:
 				return
@@ -501,19 +506,33 @@ func TestFileStoreReaderDuringRolls(t *testing.T) {
 				return
 			}
 		}
-	})
-	defer func() { close(stop); wg.Wait() }()
-	for i := range 200 {
-		r, err := broker.OpenFileStore(path, broker.ReadOnly())
-		require.NoError(t, err, "reader %d", i)
-		seqs, err := scanSeqs(t, r)
-		require.NoError(t, err, "reader %d", i)
-		require.NoError(t, r.Close())
-		for j, seq := range seqs["p"] {
-			require.Equal(t, uint64(j+1), seq, "reader %d: record %d", i, j)
+	}()
+	defer func() { close(stop); <-done }()
+	// Readers open and read the whole store for as long as the writer
+	// writes, and at least 20 of them.
+	deadline := time.Now().Add(waitTimeout)
+	writing := func() bool {
+		select {
+		case <-done:
+			return false
+		default:
+			return true
 		}
 	}
-	assert.Greater(t, len(s.Segments()), 10, "the writer rolled meanwhile")
+	readers := 0
+	for ; writing() || readers < 20; readers++ {
+		require.True(t, time.Now().Before(deadline), "%d readers in %v", readers, waitTimeout)
+		r, err := broker.OpenFileStore(path, broker.ReadOnly())
+		require.NoError(t, err, "reader %d", readers)
+		seqs, err := scanSeqs(t, r)
+		require.NoError(t, err, "reader %d", readers)
+		require.NoError(t, r.Close())
+		for j, seq := range seqs["p"] {
+			require.Equal(t, uint64(j+1), seq, "reader %d: record %d", readers, j)
+		}
+	}
+	assert.Greater(t, len(s.Segments()), 100, "the writer rolled")
+	t.Logf("%d readers while the writer rolled %d times", readers, len(s.Segments())-1)
 }
 
 // TestFileStoreReaderMidRoll: a reader of a store left between the link and
