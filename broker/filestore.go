@@ -124,7 +124,9 @@ type FileStore struct {
 // that does not start with the FileStore header is refused with an error
 // wrapping ErrCorrupt and left untouched; an empty file, or one holding only
 // the beginning of the header (a creation cut short by a crash), is taken as
-// new. Options are validated before anything is touched. Everything
+// new, unless sealed segments exist (then it is refused: a roll writes the
+// new segment whole before it takes the name; Repair rebuilds its snapshot
+// from them). Options are validated before anything is touched. Everything
 // replayed is fsynced before OpenFileStore returns, whatever the policy.
 // With ReadOnly, see that option.
 func OpenFileStore(path string, opts ...FileStoreOption) (*FileStore, error) {
