@@ -89,14 +89,14 @@ type FileStore struct {
 	recovery Recovery    // set by OpenFileStore, read-only afterwards
 	shut     atomic.Bool // set by Close: a Scan in progress stops
 
-	mu     sync.Mutex
-	cond   sync.Cond // on mu: a sync finished, or a syncLocked caller left
-	file   storeFile // the active segment; replaced only by rollLocked, never while syncing
-	sealed []segment // the sealed segments, oldest first
-	next   uint64    // the number of the next sealed segment
-	last   map[stream]uint64
-	rr     wire.RecordReader // Append and replay: checks records' metadata
-	buf    []byte            // the entry being built, reused
+	mu      sync.Mutex
+	cond    sync.Cond // on mu: a sync finished, or a syncLocked caller left
+	file    storeFile // the active segment; replaced only by rollLocked, never while syncing
+	sealed  []segment // the sealed segments, oldest first
+	next    uint64    // the number of the next sealed segment
+	streams streams
+	rr      wire.RecordReader // Append and replay: checks records' metadata
+	buf     []byte            // the entry being built, reused
 	// Offsets are logical: counted over every segment this FileStore
 	// wrote, so that a roll never moves them backwards (syncLocked's
 	// callers compare them across a roll). The active segment's byte 0 is
@@ -134,7 +134,7 @@ func OpenFileStore(path string, opts ...FileStoreOption) (*FileStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &FileStore{path: path, cfg: cfg, readOnly: cfg.readOnly, last: make(map[stream]uint64)}
+	f := &FileStore{path: path, cfg: cfg, readOnly: cfg.readOnly, streams: make(streams)}
 	f.cond.L = &f.mu
 	var file *os.File
 	var created bool
@@ -166,6 +166,7 @@ func OpenFileStore(path string, opts ...FileStoreOption) (*FileStore, error) {
 	}
 	f.mu.Lock()
 	f.recovery.Removed = f.retainLocked(cfg.now())
+	f.recovery.Forgotten = f.forgetLocked(cfg.now())
 	f.mu.Unlock()
 	if cfg.policy == FsyncInterval || cfg.retainAge > 0 {
 		f.stop, f.done = make(chan struct{}), make(chan struct{})
@@ -387,7 +388,10 @@ func (f *FileStore) load(created, repair bool) error {
 	if v < 1 || v > rolledVersion {
 		return fmt.Errorf("%w: %s: format version %d, this inflight reads 1 to %d (written by a newer inflight?)", ErrCorrupt, f.path, v, rolledVersion)
 	}
-	seg, err := replaySegment(f.file, size, v, f.last, &f.rr)
+	// Entries carry no time: their producers count as seen now, the
+	// latest they can have appended (ForgetProducersAfter keeps them
+	// longer, never shorter, than their last Append says).
+	seg, err := replaySegment(f.file, size, v, f.cfg.now().UnixNano(), f.streams, &f.rr)
 	if err != nil {
 		return fmt.Errorf("inflight/broker: open store: %s: %w", f.path, err)
 	}
@@ -462,7 +466,7 @@ func (f *FileStore) LastSeq(topic, producer string) (uint64, error) {
 	if err := f.usableLocked(); err != nil {
 		return 0, err
 	}
-	return f.last[stream{topic, producer}], nil
+	return f.streams[stream{topic, producer}].last, nil
 }
 
 // usableLocked returns why the store cannot serve a call, or nil.
@@ -535,7 +539,7 @@ func (f *FileStore) Append(topic, producer string, recs []Record) error {
 		return f.failed
 	}
 	f.end += int64(len(buf))
-	f.last[k] = recs[len(recs)-1].Seq
+	f.streams[k] = streamState{last: recs[len(recs)-1].Seq, seen: f.cfg.now().UnixNano()}
 	if f.cfg.policy == FsyncBatch {
 		return f.syncLocked(f.end)
 	}
@@ -554,7 +558,7 @@ func (f *FileStore) checkLocked(k stream, recs []Record) error {
 	case recs[0].Seq == 0:
 		return errors.New("sequence ID 0")
 	}
-	if prev := f.last[k]; recs[0].Seq <= prev {
+	if prev := f.streams[k].last; recs[0].Seq <= prev {
 		return fmt.Errorf("%q/%q first sequence ID %d not above the last stored %d", k.topic, k.producer, recs[0].Seq, prev)
 	}
 	for i := 1; i < len(recs); i++ {

@@ -285,17 +285,34 @@ func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
 
 // A snapshot entry starts every segment a roll creates (version 3): the last
 // sequence ID of every (topic, producer) the store had seen when it rolled,
-// so that opening the store replays only the newest segment, and a
-// producer's last sequence ID outlives the segments retention removes.
+// and when that producer last appended, so that opening the store replays
+// only the newest segment, and a producer's last sequence ID outlives the
+// segments retention removes (until ForgetProducersAfter, if set).
 //
-//	| u8 1 | u64 rolled (Unix ns) | u32 n | n x (u8 topicLen | topic | u8 nameLen | name | u64 lastSeq) |
+//	| u8 1 | u64 rolled (Unix ns) | u32 n | n x (u8 topicLen | topic | u8 nameLen | name | u64 lastSeq | u64 seen (Unix ns)) |
 //
 // Streams are written sorted by topic, then name.
 
-// appendSnapshot appends a snapshot entry (header and body) of last, taken
-// at rolled, to buf.
-func appendSnapshot(buf []byte, last map[stream]uint64, rolled time.Time) []byte {
-	keys := slices.SortedFunc(maps.Keys(last), func(a, b stream) int {
+// streamState is what the store knows of one (topic, producer).
+type streamState struct {
+	last uint64 // its last stored sequence ID
+	seen int64  // Unix ns of its last Append, or later (a replay dates what it finds by the time of the replay)
+}
+
+// streams maps each (topic, producer) to its state.
+type streams map[stream]streamState
+
+// raise takes the larger of k's sequence IDs and times.
+func (m streams) raise(k stream, last uint64, seen int64) {
+	s := m[k]
+	s.last, s.seen = max(s.last, last), max(s.seen, seen)
+	m[k] = s
+}
+
+// appendSnapshot appends a snapshot entry (header and body) of m, taken at
+// rolled, to buf.
+func appendSnapshot(buf []byte, m streams, rolled time.Time) []byte {
+	keys := slices.SortedFunc(maps.Keys(m), func(a, b stream) int {
 		if c := cmp.Compare(a.topic, b.topic); c != 0 {
 			return c
 		}
@@ -311,7 +328,8 @@ func appendSnapshot(buf []byte, last map[stream]uint64, rolled time.Time) []byte
 		buf = append(buf, k.topic...)
 		buf = append(buf, byte(len(k.producer)))
 		buf = append(buf, k.producer...)
-		buf = binary.BigEndian.AppendUint64(buf, last[k])
+		buf = binary.BigEndian.AppendUint64(buf, m[k].last)
+		buf = binary.BigEndian.AppendUint64(buf, uint64(m[k].seen))
 	}
 	body := buf[start+entryHeaderSize:]
 	binary.BigEndian.PutUint32(buf[start:], uint32(len(body)))
@@ -319,16 +337,16 @@ func appendSnapshot(buf []byte, last map[stream]uint64, rolled time.Time) []byte
 	return buf
 }
 
-// parseSnapshot reads a snapshot body into last (taking, per stream, the
-// larger sequence ID) and returns the time of the roll.
-func parseSnapshot(body []byte, last map[stream]uint64) (time.Time, error) {
+// parseSnapshot reads a snapshot body into m (raising each stream) and
+// returns the time of the roll.
+func parseSnapshot(body []byte, m streams) (time.Time, error) {
 	if len(body) < 1+8+4 || body[0] != entrySnapshot {
 		return time.Time{}, errors.New("not a snapshot")
 	}
 	rolled := time.Unix(0, int64(binary.BigEndian.Uint64(body[1:])))
 	n := binary.BigEndian.Uint32(body[9:])
 	p := body[13:]
-	if uint64(n) > uint64(len(p))/(1+1+1+1+8) { // checked before the loop: a bad count costs nothing
+	if uint64(n) > uint64(len(p))/(1+1+1+1+8+8) { // checked before the loop: a bad count costs nothing
 		return time.Time{}, errors.New("snapshot count past its body")
 	}
 	for range n {
@@ -340,17 +358,15 @@ func parseSnapshot(body []byte, last map[stream]uint64) (time.Time, error) {
 		if err != nil {
 			return time.Time{}, err
 		}
-		if len(rest) < 8 {
+		if len(rest) < 16 {
 			return time.Time{}, errors.New("short snapshot")
 		}
-		seq := binary.BigEndian.Uint64(rest)
+		seq, seen := binary.BigEndian.Uint64(rest), int64(binary.BigEndian.Uint64(rest[8:]))
 		if seq == 0 {
 			return time.Time{}, errors.New("snapshot with sequence ID 0")
 		}
-		if k := (stream{string(topic), string(name)}); seq > last[k] {
-			last[k] = seq
-		}
-		p = rest[8:]
+		m.raise(stream{string(topic), string(name)}, seq, seen)
+		p = rest[16:]
 	}
 	if len(p) != 0 {
 		return time.Time{}, errors.New("bytes after the snapshot")

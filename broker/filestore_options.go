@@ -56,6 +56,7 @@ type fileConfig struct {
 	segmentBytes int64
 	retainAge    time.Duration
 	retainBytes  int64
+	forgetAfter  time.Duration
 	now          func() time.Time          // tests: the clock of rolls and retention
 	wrap         func(storeFile) storeFile // tests: fault injection
 }
@@ -97,6 +98,27 @@ func RetainAge(d time.Duration) FileStoreOption {
 			return fmt.Errorf("%w: RetainAge %v, want >= 0", ErrInvalidOption, d)
 		}
 		c.retainAge = d
+		return nil
+	})
+}
+
+// ForgetProducersAfter drops what the store knows of a (topic, producer)
+// that has not appended for d (default 0: never), so that a broker whose
+// producers come and go (the default producer name is random per process)
+// does not keep, in memory and in every snapshot, a last sequence ID for
+// each producer it ever saw. Forgotten, a producer's LastSeq is 0 again: a
+// resend of its old records would be stored twice, and a producer that
+// reconnects with messages it saw acknowledged reports core.ErrRecordsLost. So
+// d must be far above the longest a producer stays idle, and above the
+// longest a message may wait to be resent. The check runs at open and at
+// each roll; the producers found in the active segment at open count as
+// seen then.
+func ForgetProducersAfter(d time.Duration) FileStoreOption {
+	return fileOptionFunc(func(c *fileConfig) error {
+		if d < 0 {
+			return fmt.Errorf("%w: ForgetProducersAfter %v, want >= 0", ErrInvalidOption, d)
+		}
+		c.forgetAfter = d
 		return nil
 	})
 }
@@ -190,6 +212,7 @@ type Recovery struct {
 	Records        int    // records in them
 	Sealed         int    // sealed segments found beside it (not replayed)
 	Removed        int    // sealed segments retention removed at open
+	Forgotten      int    // producers ForgetProducersAfter dropped at open
 	TruncatedBytes int64  // bytes cut from the end: an incomplete final entry left by a crash (0 for a clean file)
 	UpgradedFrom   int    // the file's format version if Open upgraded it (1), else 0
 	RepairedBytes  int64  // with Repair: bytes moved from a corrupt file to SideFile

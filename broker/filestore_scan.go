@@ -103,7 +103,7 @@ func (f *FileStore) scanSegment(file io.ReaderAt, end int64, path string, sealed
 			return fmt.Errorf("inflight/broker: store scan: %s at %d: %w", path, start, err)
 		}
 		if v == rolledVersion && start == fileHeaderSize {
-			if _, err := parseSnapshot(body, map[stream]uint64{}); err != nil {
+			if _, err := parseSnapshot(body, streams{}); err != nil {
 				return corrupt(start, "malformed snapshot: "+err.Error())
 			}
 			continue

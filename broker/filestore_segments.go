@@ -202,7 +202,8 @@ func (f *FileStore) rollLocked(size int64) error {
 	}
 	now := f.cfg.now()
 	head := append([]byte(fileMagic), 0, 0, 0, rolledVersion)
-	head = appendSnapshot(head, f.last, now)
+	f.forgetLocked(now)
+	head = appendSnapshot(head, f.streams, now)
 
 	next := f.path + ".next"
 	nf, err := os.OpenFile(next, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -288,6 +289,22 @@ func (f *FileStore) retainLocked(now time.Time) int {
 	return removed
 }
 
+// forgetLocked drops the producers that have not appended for
+// ForgetProducersAfter (if set) and returns how many.
+func (f *FileStore) forgetLocked(now time.Time) int {
+	if f.cfg.forgetAfter <= 0 {
+		return 0
+	}
+	n := 0
+	for k, s := range f.streams {
+		if now.UnixNano()-s.seen > int64(f.cfg.forgetAfter) {
+			delete(f.streams, k)
+			n++
+		}
+	}
+	return n
+}
+
 // retainEvery is how often the maintenance goroutine looks for segments
 // that aged out: a tenth of the age, within [10ms, 1min].
 func retainEvery(age time.Duration) time.Duration {
@@ -303,7 +320,7 @@ func (f *FileStore) rebuildActive() (int64, error) {
 		return 0, err
 	}
 	head := append([]byte(fileMagic), 0, 0, 0, rolledVersion)
-	head = appendSnapshot(head, f.last, f.cfg.now())
+	head = appendSnapshot(head, f.streams, f.cfg.now())
 	if _, err := f.file.WriteAt(head, 0); err != nil {
 		return 0, fmt.Errorf("inflight/broker: open store: %s: rewrite the snapshot: %w", f.path, err)
 	}
@@ -323,7 +340,7 @@ func (f *FileStore) rebuildFromSealed() error {
 		if err != nil {
 			return fmt.Errorf("inflight/broker: open store: rebuild the snapshot: %w", err)
 		}
-		seg, err := replaySegmentFile(file, s.size, f.last, &rr)
+		seg, err := replaySegmentFile(file, s.size, f.cfg.now().UnixNano(), f.streams, &rr)
 		_ = file.Close()
 		if err == nil && seg.bad != nil {
 			err = &CorruptError{Path: s.path, Offset: seg.bad.off, Bytes: s.size - seg.bad.off, Why: seg.bad.why, Sealed: true}
@@ -346,12 +363,12 @@ type segReplay struct {
 
 // replaySegmentFile reads a segment's version from its header, then
 // replays it.
-func replaySegmentFile(file io.ReaderAt, size int64, last map[stream]uint64, rr *wire.RecordReader) (segReplay, error) {
+func replaySegmentFile(file io.ReaderAt, size, seen int64, m streams, rr *wire.RecordReader) (segReplay, error) {
 	v, err := segmentVersion(file, size)
 	if err != nil {
 		return segReplay{}, err
 	}
-	return replaySegment(file, size, v, last, rr)
+	return replaySegment(file, size, v, seen, m, rr)
 }
 
 // segmentVersion reads and checks a segment's header.
@@ -371,10 +388,10 @@ func segmentVersion(file io.ReaderAt, size int64) (uint32, error) {
 }
 
 // replaySegment reads the entries of a segment of the given version and
-// size, raising last to every (topic, producer)'s last sequence ID in it
-// (its snapshot included). It stops at the first bad entry (seg.bad). Only
-// a read error is an error.
-func replaySegment(file io.ReaderAt, size int64, version uint32, last map[stream]uint64, rr *wire.RecordReader) (segReplay, error) {
+// size, raising m to every (topic, producer)'s last sequence ID in it (its
+// snapshot included), dating the entries' producers by seen (Unix ns). It stops at the first bad entry
+// (seg.bad). Only a read error is an error.
+func replaySegment(file io.ReaderAt, size int64, version uint32, seen int64, m streams, rr *wire.RecordReader) (segReplay, error) {
 	r := newEntryReader(file, size)
 	out := segReplay{body: fileHeaderSize}
 	for {
@@ -392,7 +409,7 @@ func replaySegment(file io.ReaderAt, size int64, version uint32, last map[stream
 			return out, fmt.Errorf("replay at %d: %w", start, err)
 		}
 		if version == rolledVersion && start == fileHeaderSize {
-			if _, err := parseSnapshot(body, last); err != nil {
+			if _, err := parseSnapshot(body, m); err != nil {
 				out.bad = &badEntryError{start, "malformed snapshot: " + err.Error(), tailOther}
 				return out, nil
 			}
@@ -408,10 +425,7 @@ func replaySegment(file io.ReaderAt, size int64, version uint32, last map[stream
 			out.bad = &badEntryError{start, "malformed: " + err.Error(), tailOther}
 			return out, nil
 		}
-		k := stream{string(e.topic), string(e.name)}
-		if e.last > last[k] {
-			last[k] = e.last
-		}
+		m.raise(stream{string(e.topic), string(e.name)}, e.last, seen)
 		out.entries++
 		out.records += int(e.count)
 	}

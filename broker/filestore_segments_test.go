@@ -597,3 +597,53 @@ func TestFileStoreSnapshotDoesNotForceRolls(t *testing.T) {
 	}
 	assert.LessOrEqual(t, len(s.Segments())-before, 1, "rolls for 50 appends of one byte")
 }
+
+// TestFileStoreForgetsIdleProducers: ForgetProducersAfter drops, at a roll
+// and at open, the producers idle for longer, and keeps the others across
+// restarts (the snapshot carries when each last appended).
+func TestFileStoreForgetsIdleProducers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store")
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	opts := []broker.FileStoreOption{broker.SegmentBytes(testSegment), broker.Fsync(broker.FsyncNone),
+		broker.ForgetProducersAfter(time.Hour), broker.WithNow(clock)}
+	last := func(s *broker.FileStore, name string) uint64 {
+		seq, err := s.LastSeq(dflt, name)
+		require.NoError(t, err)
+		return seq
+	}
+	big := strings.Repeat("z", testSegment) // an Append that rolls
+
+	s := openFileStore(t, path, opts...)
+	require.NoError(t, s.Append(dflt, "idle", seqRecs(7, recs("x"))))
+	require.NoError(t, s.Append(dflt, "busy", seqRecs(1, recs("x"))))
+	require.NoError(t, s.Append(dflt, "busy", seqRecs(2, recs(big)))) // roll: both were seen just now
+	advance(50 * time.Minute)
+	require.NoError(t, s.Append(dflt, "busy", seqRecs(3, recs(big))))
+	assert.Equal(t, uint64(7), last(s, "idle"), "idle 50 minutes: kept")
+	advance(20 * time.Minute)
+	require.NoError(t, s.Append(dflt, "busy", seqRecs(4, recs(big))))
+	assert.Zero(t, last(s, "idle"), "idle 70 minutes: forgotten at the roll")
+	assert.Equal(t, uint64(4), last(s, "busy"))
+	require.NoError(t, s.Append(dflt, "other", seqRecs(1, recs(big)))) // busy's records all sealed now
+	require.NoError(t, s.Close())
+
+	// Across a restart: busy's time comes back from the snapshot.
+	s = openFileStore(t, path, opts...)
+	assert.Zero(t, s.Recovery().Forgotten)
+	assert.Zero(t, last(s, "idle"))
+	assert.Equal(t, uint64(4), last(s, "busy"))
+	require.NoError(t, s.Close())
+	advance(2 * time.Hour)
+	s = openFileStore(t, path, opts...)
+	defer s.Close()
+	assert.Equal(t, 1, s.Recovery().Forgotten, "busy idle for 2 hours when the store opens")
+	assert.Zero(t, last(s, "busy"))
+	assert.Equal(t, uint64(1), last(s, "other"), "found in the active segment: seen at open")
+	// Its records are still there: only what the store knows of it went.
+	seqs, err := scanSeqs(t, s)
+	require.NoError(t, err)
+	assert.Equal(t, []uint64{1, 2, 3, 4}, seqs["busy"])
+}

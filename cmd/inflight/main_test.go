@@ -64,6 +64,8 @@ func TestBadUsage(t *testing.T) {
 		{"serve", "-store=file:x", "-segment-bytes=100"},
 		{"serve", "-store=file:x", "-retain-age=-1s"},
 		{"serve", "-store=file:x", "-retain-bytes=-1"},
+		{"serve", "-forget-producers-after=720h"},
+		{"serve", "-store=file:x", "-forget-producers-after=-1h"},
 		{"serve", "-log-format=xml"},
 		{"serve", "-max-conns=0"},
 		{"serve", "-max-frame=10"},

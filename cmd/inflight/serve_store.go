@@ -44,7 +44,7 @@ func checkServeFlags(fs *flag.FlagSet, f *serveFlags, stderr io.Writer) int {
 	}
 	switch {
 	case f.store == "mem" || isNATSStore(f.store):
-		for _, name := range []string{"fsync", "fsync-every", "repair", "verify", "segment-bytes", "retain-age", "retain-bytes"} {
+		for _, name := range []string{"fsync", "fsync-every", "repair", "verify", "segment-bytes", "retain-age", "retain-bytes", "forget-producers-after"} {
 			if set[name] {
 				return usageError(fs, stderr, "-%s applies to -store file:PATH only, not to -store %s", name, redactStore(f.store))
 			}
@@ -59,7 +59,8 @@ func checkServeFlags(fs *flag.FlagSet, f *serveFlags, stderr io.Writer) int {
 		if set["fsync-every"] && f.fsync != "interval" {
 			return usageError(fs, stderr, "-fsync-every applies to -fsync interval only, not to -fsync %s", f.fsync)
 		}
-		if err := broker.CheckFileStoreOptions(broker.SegmentBytes(f.segmentBytes), broker.RetainAge(f.retainAge), broker.RetainBytes(f.retainBytes)); err != nil {
+		if err := broker.CheckFileStoreOptions(broker.SegmentBytes(f.segmentBytes), broker.RetainAge(f.retainAge),
+			broker.RetainBytes(f.retainBytes), broker.ForgetProducersAfter(f.forgetAfter)); err != nil {
 			return usageError(fs, stderr, "%v", err)
 		}
 	default:
@@ -86,7 +87,8 @@ func openStore(ctx context.Context, f *serveFlags, log *slog.Logger) (broker.Sto
 	default:
 		policy, _ := broker.ParseFsyncPolicy(f.fsync) // checked
 		opts := []broker.FileStoreOption{broker.Fsync(policy), broker.FsyncEvery(f.fsyncEvery),
-			broker.SegmentBytes(f.segmentBytes), broker.RetainAge(f.retainAge), broker.RetainBytes(f.retainBytes)}
+			broker.SegmentBytes(f.segmentBytes), broker.RetainAge(f.retainAge), broker.RetainBytes(f.retainBytes),
+			broker.ForgetProducersAfter(f.forgetAfter)}
 		if f.repair {
 			opts = append(opts, broker.Repair())
 		}
@@ -101,7 +103,7 @@ func openStore(ctx context.Context, f *serveFlags, log *slog.Logger) (broker.Sto
 		}
 		rec := fst.Recovery()
 		log.Info("store opened", "store", f.store, "fsync", policy.String(), "entries", rec.Entries, "records", rec.Records,
-			"sealed_segments", rec.Sealed, "removed_by_retention", rec.Removed, "torn_tail_cut_bytes", rec.TruncatedBytes)
+			"sealed_segments", rec.Sealed, "removed_by_retention", rec.Removed, "producers_forgotten", rec.Forgotten, "torn_tail_cut_bytes", rec.TruncatedBytes)
 		if rec.UpgradedFrom != 0 {
 			log.Info("store format upgraded", "from", rec.UpgradedFrom)
 		}
