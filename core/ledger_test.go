@@ -181,6 +181,89 @@ func TestLedgerTransitions(t *testing.T) {
 		assert.Len(t, r.delivered, 2)
 	})
 
+	t.Run("WrittenInRuns", func(t *testing.T) {
+		// nextBatch takes up to writeRun positions into Writing before it
+		// copies them: batches that end inside a run, at a byte limit or at
+		// a message that expired, hold exactly the records before it, in
+		// order, metadata included.
+		r := newLedgerRig(t, 256)
+		const keyed, late, total = 45, 3*writeRun + 5, 4*writeRun + 10
+		for i := range total {
+			msg := &Message{Payload: make([]byte, 1+i%50)}
+			msg.Payload[0] = byte(i)
+			size := len(msg.Payload)
+			if i == keyed {
+				msg.Key = []byte("key")
+				meta, err := wire.CheckMeta(msg.Key, nil, time.Time{})
+				require.NoError(t, err)
+				size += meta
+			}
+			pos, err := r.l.claim(int64(size))
+			require.NoError(t, err)
+			sent := int64(50)
+			if i == late {
+				sent = 0 // expires before the others
+			}
+			r.l.publish(pos, msg, func(MessageID, *Message, error) {}, nil, sent+ledgerTimeout, nil)
+		}
+		records := func() []wire.Record {
+			b, err := wire.DecodeBatch(r.bb.Finish())
+			require.NoError(t, err)
+			it, err := b.Records()
+			require.NoError(t, err)
+			var rr wire.RecordReader
+			var out []wire.Record
+			for rec, ok := it.NextRecord(&rr); ok; rec, ok = it.NextRecord(&rr) {
+				rec.Payload = slices.Clone(rec.Payload)
+				out = append(out, rec)
+			}
+			require.NoError(t, it.Err())
+			return out
+		}
+		check := func(from uint64, recs []wire.Record) {
+			t.Helper()
+			assert.Equal(t, r.l.seq(from), r.bb.FirstSeq())
+			for i, rec := range recs {
+				pos := int(from) + i
+				assert.Equal(t, 1+pos%50, len(rec.Payload), "position %d", pos)
+				assert.Equal(t, byte(pos), rec.Payload[0], "position %d", pos)
+				if pos == keyed {
+					assert.Equal(t, []byte("key"), rec.Key)
+				} else {
+					assert.Nil(t, rec.Key, "position %d", pos)
+				}
+				assert.Equal(t, ringbuf.Written, r.state(uint64(pos)))
+			}
+		}
+
+		// A byte limit inside the second run.
+		limit := wire.BatchHeaderSize
+		for i := range writeRun + 7 {
+			limit += wire.RecordOverhead(1+i%50) + 1 + i%50
+		}
+		next, n := r.l.nextBatch(&r.bb, 0, batchLimits{messages: 1000, bytes: limit, frame: wire.DefaultMaxFrameSize}, 120)
+		assert.Equal(t, writeRun+7, n)
+		assert.Equal(t, uint64(writeRun+7), next)
+		assert.Equal(t, ringbuf.Pending, r.state(next), "the first one past the limit is left as it was")
+		check(0, records())
+
+		// Across the keyed message, up to the one that expired.
+		from := next
+		next, n = r.write(from, wire.DefaultMaxFrameSize, 120)
+		assert.Equal(t, late-int(from), n)
+		assert.Equal(t, uint64(late+1), next, "the expired one is resolved, not written")
+		assert.Equal(t, ringbuf.Expired, r.state(late))
+		check(from, records())
+
+		// The rest, in runs, to the last published position.
+		from = next
+		next, n = r.write(from, wire.DefaultMaxFrameSize, 120)
+		assert.Equal(t, total-int(from), n)
+		assert.Equal(t, uint64(total), next)
+		check(from, records())
+		assert.Equal(t, total-1, r.l.unackedNow())
+	})
+
 	t.Run("RejectedInOrder", func(t *testing.T) {
 		r := newLedgerRig(t, 8)
 		_, _ = r.send(context.Background(), 10, 0, nil)
@@ -310,7 +393,7 @@ func TestLedgerRandomOperations(t *testing.T) {
 
 func ledgerProperty(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 42))
-	r := newLedgerRig(t, 1<<rng.IntN(5)+1)
+	r := newLedgerRig(t, 1<<rng.IntN(7)+1) // up to 65: batches span writeRuns
 	var now int64
 	var writer uint64 // the pump's position on the current connection
 	cancels := map[uint64]context.CancelFunc{}
@@ -375,7 +458,11 @@ func ledgerProperty(t *testing.T, seed uint64) {
 			check("enqueue")
 		case 2: // the pump writes a batch
 			from := max(writer, r.l.resendFrom())
-			next, n := r.l.nextBatch(&r.bb, from, batchLimits{messages: 1 + rng.IntN(8), bytes: 1 << 20, frame: 4096}, now)
+			lim := batchLimits{messages: 1 + rng.IntN(8), bytes: 1 << 20, frame: 4096}
+			if rng.IntN(2) == 0 {
+				lim.messages, lim.bytes = 1+rng.IntN(3*writeRun), 64+rng.IntN(4096)
+			}
+			next, n := r.l.nextBatch(&r.bb, from, lim, now)
 			for pos := next - uint64(n); pos < next; pos++ {
 				written[pos] = true
 			}

@@ -33,7 +33,13 @@ type Producer struct {
 	comp   *wire.Compressor // nil without compression; pump only
 	events *notifier        // nil without OnEvent and Logger
 
-	disp     dispatcher    // the callback goroutine's state
+	// The callback goroutine writes disp for every message it delivers,
+	// and every SendAsync reads the fields above: the padding keeps them on
+	// separate cache lines, or a sender and the dispatcher running on two
+	// cores would pass one line back and forth for each message.
+	_        [64]byte
+	disp     dispatcher // the callback goroutine's state
+	_        [64]byte
 	dispGoid atomic.Uint64 // the callback goroutine's ID
 
 	closing   atomic.Bool

@@ -8,7 +8,10 @@ import (
 
 // validate checks msg against the limits documented on Message and returns
 // the size it counts against MaxPendingBytes and the frame limit: the
-// payload plus the bytes its metadata takes on the wire (0 without any).
+// payload plus the bytes its metadata takes on the wire (0 without any, and
+// at least 1 with any, so the size exceeds len(msg.Payload) exactly when msg
+// has metadata: ledger.nextBatch relies on it to copy a plain record without
+// reading msg).
 // Errors wrap ErrInvalidMessage or ErrMessageTooLarge. It runs in SendAsync
 // on the caller's goroutine; it does not allocate unless it fails.
 func (c *config) validate(msg *Message) (int, error) {

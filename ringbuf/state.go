@@ -20,7 +20,8 @@ package ringbuf
 // transport goroutine, the sweeper and context.AfterFunc expire and cancel,
 // Close fails what is left, and the dispatcher delivers outcomes and moves
 // out-of-order failures to Done. Writing is held only while the writer
-// copies the value; resolvers that meet it wait for it to end (see
+// copies the value (the pump holds a run of up to 32 positions, copies them,
+// then moves them on); resolvers that meet it wait for it to end (see
 // Resolve), so the writer alone resolves a Writing slot.
 type State uint8
 
