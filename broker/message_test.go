@@ -249,14 +249,17 @@ func TestAllocsSessionBatch(t *testing.T) {
 func BenchmarkSessionBatch(b *testing.B) {
 	key := make([]byte, 16)
 	hs := []wire.Header{{Key: "trace-id", Value: []byte("0af7651916cd43dd")}, {Key: "source", Value: []byte("eu-1")}}
-	for _, meta := range []bool{false, true} {
-		b.Run(fmt.Sprint("meta=", meta), func(b *testing.B) {
+	for _, c := range []struct {
+		meta bool
+		per  int
+	}{{false, 100}, {true, 100}, {false, 4096}, {true, 4096}} {
+		meta, per := c.meta, c.per
+		b.Run(fmt.Sprintf("meta=%v/records=%d", meta, per), func(b *testing.B) {
 			br, err := broker.New(broker.NewCountingStore())
 			require.NoError(b, err)
 			s := br.NewSession(nopPeer{})
 			defer s.Close()
 			require.NoError(b, s.Handle(helloFrame(b, "p", wire.DefaultMaxFrameSize)))
-			const per = 100
 			var bb wire.BatchBuilder
 			var buf []byte
 			seq := uint64(1)
@@ -274,7 +277,7 @@ func BenchmarkSessionBatch(b *testing.B) {
 				if err := s.Handle(buf); err != nil {
 					b.Fatal(err)
 				}
-				seq += per
+				seq += uint64(per)
 			}
 			b.ReportMetric(float64(b.N*per)/b.Elapsed().Seconds(), "records/s")
 		})
