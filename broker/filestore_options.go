@@ -75,13 +75,7 @@ const minSegmentBytes = 4 << 10
 // segment, so n bounds the restart cost; each roll costs two fsyncs of the
 // directory and one of each segment.
 func SegmentBytes(n int64) FileStoreOption {
-	return fileOptionFunc(func(c *fileConfig) error {
-		if n < minSegmentBytes {
-			return fmt.Errorf("%w: SegmentBytes %d, want >= %d", ErrInvalidOption, n, minSegmentBytes)
-		}
-		c.segmentBytes = n
-		return nil
-	})
+	return atLeast("SegmentBytes", n, minSegmentBytes, func(c *fileConfig) *int64 { return &c.segmentBytes })
 }
 
 // RetainAge removes a sealed segment once its last entry was written longer
@@ -93,13 +87,7 @@ func SegmentBytes(n int64) FileStoreOption {
 // maintenance goroutine. The active segment is never removed: with little
 // traffic, records may outlive d until the segment fills.
 func RetainAge(d time.Duration) FileStoreOption {
-	return fileOptionFunc(func(c *fileConfig) error {
-		if d < 0 {
-			return fmt.Errorf("%w: RetainAge %v, want >= 0", ErrInvalidOption, d)
-		}
-		c.retainAge = d
-		return nil
-	})
+	return atLeast("RetainAge", d, 0, func(c *fileConfig) *time.Duration { return &c.retainAge })
 }
 
 // ForgetProducersAfter drops what the store knows of a (topic, producer)
@@ -114,24 +102,24 @@ func RetainAge(d time.Duration) FileStoreOption {
 // each roll; the producers found in the active segment at open count as
 // seen then.
 func ForgetProducersAfter(d time.Duration) FileStoreOption {
-	return fileOptionFunc(func(c *fileConfig) error {
-		if d < 0 {
-			return fmt.Errorf("%w: ForgetProducersAfter %v, want >= 0", ErrInvalidOption, d)
-		}
-		c.forgetAfter = d
-		return nil
-	})
+	return atLeast("ForgetProducersAfter", d, 0, func(c *fileConfig) *time.Duration { return &c.forgetAfter })
 }
 
 // RetainBytes removes the oldest sealed segments while the store is larger
 // than n bytes (default 0: no limit), at open and at each roll. The active
 // segment is never removed, so the store may exceed n by up to one segment.
 func RetainBytes(n int64) FileStoreOption {
+	return atLeast("RetainBytes", n, 0, func(c *fileConfig) *int64 { return &c.retainBytes })
+}
+
+// atLeast is an option that sets the field of fileConfig that field points
+// to to v, refusing a v below least with an error that names the option.
+func atLeast[T int64 | time.Duration](name string, v, least T, field func(*fileConfig) *T) FileStoreOption {
 	return fileOptionFunc(func(c *fileConfig) error {
-		if n < 0 {
-			return fmt.Errorf("%w: RetainBytes %d, want >= 0", ErrInvalidOption, n)
+		if v < least {
+			return fmt.Errorf("%w: %s %v, want >= %v", ErrInvalidOption, name, v, least)
 		}
-		c.retainBytes = n
+		*field(c) = v
 		return nil
 	})
 }
