@@ -288,29 +288,31 @@ func (l *ledger) resendFrom() uint64 { return max(l.acked.Load(), l.ring.Head())
 // handshake takes the broker's last stored seq for this name from a
 // HELLO_OK. The first one fixes seqBase (nothing was written yet, so what
 // the broker stored came before us); later ones acknowledge what the broker
-// stored while the connection was down. A seq beyond anything written is
-// ErrSequenceConflict.
-func (l *ledger) handshake(lastSeq uint64) error {
+// stored while the connection was down. It returns err (ErrSequenceConflict,
+// for a seq beyond anything written) when the connection cannot go on, and
+// lost (ErrRecordsLost) when the broker is below what it acknowledged: the
+// connection goes on, and the user is told.
+func (l *ledger) handshake(lastSeq uint64) (lost, err error) {
 	if !l.baseSet {
 		l.seqBase.Store(lastSeq)
 		l.baseSet = true
-		return nil
+		return nil, nil
 	}
 	base := l.seqBase.Load()
 	if acked := base + l.acked.Load(); lastSeq < acked {
 		// The broker lost records it acknowledged (a store repaired to a
 		// side file, a memory store restarted, a stale replica): nothing to
-		// resend, but the user must hear of it. The connection is fine.
-		return fmt.Errorf("%w: the broker's last seq is %d, but it acknowledged up to %d", ErrRecordsLost, lastSeq, acked)
+		// resend, but the user must hear of it.
+		return fmt.Errorf("%w: the broker's last seq is %d, but it acknowledged up to %d", ErrRecordsLost, lastSeq, acked), nil
 	}
 	if lastSeq <= base {
-		return nil
+		return nil, nil
 	}
 	if lastSeq-base > l.maxWritten.Load() {
-		return fmt.Errorf("%w: broker's last seq %d, ours at most %d", ErrSequenceConflict, lastSeq, base+l.maxWritten.Load())
+		return nil, fmt.Errorf("%w: broker's last seq %d, ours at most %d", ErrSequenceConflict, lastSeq, base+l.maxWritten.Load())
 	}
 	l.ackThrough(lastSeq)
-	return nil
+	return nil, nil
 }
 
 // waitResult says how waitPublished ended.

@@ -23,7 +23,7 @@ func BenchmarkLedger(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := l.handshake(0); err != nil {
+			if _, err := l.handshake(0); err != nil {
 				b.Fatal(err)
 			}
 			msgs := make([]*Message, round)

@@ -38,7 +38,8 @@ type ledgerRig struct {
 func newLedgerRig(t *testing.T, maxPending int) *ledgerRig {
 	l, err := newLedger(maxPending, 1<<20, ledgerTimeout, false)
 	require.NoError(t, err)
-	require.NoError(t, l.handshake(0)) // fixes seqBase
+	_, err = l.handshake(0) // fixes seqBase
+	require.NoError(t, err)
 	return &ledgerRig{t: t, l: l, delivered: map[uint64]ringbuf.State{}}
 }
 
@@ -294,15 +295,20 @@ func TestLedgerTransitions(t *testing.T) {
 		r.l.ackThrough(1)
 		assert.Equal(t, uint64(1), r.l.resendFrom())
 		// The connection died; the broker stored up to seq 3 meanwhile.
-		require.NoError(t, r.l.handshake(3))
+		lost, err := r.l.handshake(3)
+		require.NoError(t, err)
+		require.NoError(t, lost)
 		assert.Equal(t, uint64(3), r.l.resendFrom())
 		assert.Equal(t, ringbuf.Acked, r.state(2))
 		next, n := r.write(r.l.resendFrom(), wire.DefaultMaxFrameSize, 0)
 		assert.Equal(t, 1, n, "only the unacknowledged one is resent")
 		assert.Equal(t, uint64(4), next)
 		assert.Equal(t, 1, r.l.unackedNow(), "a resend is not counted twice")
-		err := r.l.handshake(99)
+		_, err = r.l.handshake(99)
 		assert.ErrorIs(t, err, ErrSequenceConflict)
+		lost, err = r.l.handshake(1)
+		assert.NoError(t, err, "the connection goes on")
+		assert.ErrorIs(t, lost, ErrRecordsLost, "the broker is below the 3 it acknowledged")
 	})
 
 	t.Run("SendNotifiedAtResolution", func(t *testing.T) {
@@ -501,7 +507,9 @@ func ledgerProperty(t *testing.T, seed uint64) {
 			check("cancel")
 		case 6: // reconnect: the broker says what it stored
 			writer = 0
-			require.NoError(t, r.l.handshake(min(brokerLast, r.l.seq(r.l.maxWritten.Load())-1)))
+			lost, err := r.l.handshake(min(brokerLast, r.l.seq(r.l.maxWritten.Load())-1))
+			require.NoError(t, err)
+			require.NoError(t, lost)
 			check("reconnect")
 		case 7, 8:
 			r.dispatch()

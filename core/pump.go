@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -152,10 +151,12 @@ func (p *Producer) handshake(s *session) error {
 		return ErrClosed
 	}
 
-	if err := p.led.handshake(ok.LastSeq); errors.Is(err, ErrRecordsLost) {
-		p.report(err)
-	} else if err != nil {
+	lost, err := p.led.handshake(ok.LastSeq)
+	if err != nil {
 		return err
+	}
+	if lost != nil {
+		p.report(lost)
 	}
 	s.lastSeq = ok.LastSeq
 	s.maxFrame = min(int(ok.MaxFrameSize), p.cfg.maxFrameSize)
