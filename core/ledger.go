@@ -355,7 +355,8 @@ type batchLimits struct {
 // every load and store before it: one per copy would expose each copy's cache
 // misses (lines written by the senders and read by the broker on the other
 // core) one after the other, while a run's copies overlap theirs. A run is
-// held in Writing for a few microseconds.
+// held in Writing while it is copied: a few microseconds for small messages,
+// at most the copy of one batch's bytes (MaxBatchBytes) for large ones.
 const writeRun = 32
 
 // nextBatch builds one BATCH frame in bb (in its own buffer) from consecutive
