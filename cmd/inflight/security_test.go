@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -165,4 +166,58 @@ func TestDemoTLS(t *testing.T) {
 	assert.Contains(t, out, "mutual TLS 1.3")
 	assert.Regexp(t, `intruder refused the producer's name\s+ok`, out)
 	assert.Contains(t, out, "all guarantees held")
+}
+
+// TestServeSIGHUPReloadsCertificate: serve over TLS presents the certificate
+// files as they are after a SIGHUP (a certificate renewed on disk, here by
+// another CA); files that no longer load leave the current certificate in
+// place, and serve goes on.
+func TestServeSIGHUPReloadsCertificate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker process")
+	}
+	dir := t.TempDir()
+	issue := func(name string) (*testcert.CA, tls.Certificate) {
+		ca, err := testcert.NewCA(name)
+		require.NoError(t, err)
+		cert, err := ca.Server()
+		require.NoError(t, err)
+		return ca, cert
+	}
+	caA, certA := issue("before")
+	caB, certB := issue("after")
+	certFile, keyFile := writePEM(t, dir, "server", certA)
+	cmd, addr, log := startServeLogged(t, "-listen=127.0.0.1:0 -stats-every=0 -tls-cert="+certFile+" -tls-key="+keyFile)
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+
+	// verifies reports whether the server's certificate chains to ca.
+	verifies := func(ca *testcert.CA) bool {
+		d := tls.Dialer{Config: &tls.Config{RootCAs: ca.Pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13}}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return false
+		}
+		_ = conn.Close()
+		return true
+	}
+	reloaded := regexp.MustCompile(`msg="SIGHUP: certificate reloaded"`)
+	refused := regexp.MustCompile(`level=ERROR msg="SIGHUP: the certificate files could not be reloaded; the current certificate stays"`)
+	require.True(t, verifies(caA))
+	require.False(t, verifies(caB))
+
+	writePEM(t, dir, "server", certB) // renewed on disk
+	require.True(t, verifies(caA), "nothing changes before the SIGHUP")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGHUP))
+	log.wait(t, reloaded, 10*time.Second)
+	assert.True(t, verifies(caB), "the renewed certificate")
+	assert.False(t, verifies(caA))
+
+	require.NoError(t, os.WriteFile(certFile, []byte("not a certificate"), 0o600))
+	require.NoError(t, cmd.Process.Signal(syscall.SIGHUP))
+	log.wait(t, refused, 10*time.Second)
+	assert.True(t, verifies(caB), "the current certificate stays")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait(), "serve exits 0")
 }

@@ -119,6 +119,13 @@ flags:
 		log.Error("cannot listen", "addr", f.listen, "err", err)
 		return exitFailure
 	}
+	// SIGHUP is taken before the line that says serve is ready: a SIGHUP
+	// sent once it is printed reloads, and never kills the process.
+	hup := make(chan os.Signal, 1)
+	if reload != nil {
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+	}
 	log.Info("listening", "addr", srv.Addr().String())
 	log.Info("security", "transport", sec.describe())
 	if f.metrics != "" {
@@ -132,11 +139,6 @@ flags:
 		log.Info("metrics", "metrics", "http://"+m.addr.String()+"/metrics", "health", "http://"+m.addr.String()+"/healthz")
 	}
 
-	hup := make(chan os.Signal, 1)
-	if reload != nil {
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
-	}
 	var tick <-chan time.Time
 	if f.statsEvery > 0 {
 		t := time.NewTicker(f.statsEvery)

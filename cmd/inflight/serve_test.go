@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -45,6 +46,15 @@ func serveChild() bool {
 // startServe starts a broker process and returns it with its address.
 func startServe(t *testing.T, args string) (*exec.Cmd, string) {
 	t.Helper()
+	cmd, addr, _ := startServeLogged(t, args)
+	return cmd, addr
+}
+
+// startServeLogged is startServe that also returns the process's log (its
+// standard output) as it comes.
+func startServeLogged(t *testing.T, args string) (*exec.Cmd, string, *watchWriter) {
+	t.Helper()
+	log := newWatchWriter()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), serveEnv+"="+args)
 	cmd.Stderr = os.Stderr
@@ -53,17 +63,19 @@ func startServe(t *testing.T, args string) (*exec.Cmd, string) {
 	require.NoError(t, cmd.Start())
 	lines := bufio.NewScanner(out)
 	for lines.Scan() {
+		_, _ = fmt.Fprintln(log, lines.Text())
 		if m := listeningLine.FindStringSubmatch(lines.Text()); m != nil {
 			addr := m[1]
 			go func() { // keep draining so the child never blocks on stdout
 				for lines.Scan() {
+					_, _ = fmt.Fprintln(log, lines.Text())
 				}
 			}()
-			return cmd, addr
+			return cmd, addr, log
 		}
 	}
 	t.Fatalf("broker process exited before listening: %v", lines.Err())
-	return nil, ""
+	return nil, "", nil
 }
 
 // TestServeSurvivesKill9: a file-backed broker is killed with SIGKILL while
