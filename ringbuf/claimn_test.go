@@ -106,8 +106,7 @@ func TestClaimNWaitsForRelease(t *testing.T) {
 // its order.
 func TestConcurrentClaimNLinearizable(t *testing.T) {
 	const producers, perProducer = 4, 20000
-	type item struct{ producer, seq int }
-	r, _ := New[item](64, 200)
+	r, _ := New[seqItem](64, 200)
 
 	var wg sync.WaitGroup
 	for p := range producers {
@@ -123,44 +122,14 @@ func TestConcurrentClaimNLinearizable(t *testing.T) {
 					return
 				}
 				for i := range n {
-					r.Slot(first + uint64(i)).Value = item{p, s + i}
+					r.Slot(first + uint64(i)).Value = seqItem{p, s + i}
 				}
 				r.PublishN(first, n)
 				s += n
 			}
 		})
 	}
-	consumed := make(chan struct{})
-	next := make([]int, producers)
-	total := 0
-	go func() {
-		defer close(consumed)
-		buf := make([]item, 0, 32)
-		for total < producers*perProducer {
-			var err error
-			buf, err = r.Drain(buf[:0], 32, nil)
-			if !assert.NoError(t, err) {
-				return
-			}
-			for _, it := range buf {
-				if it.seq != next[it.producer] {
-					t.Errorf("producer %d: got seq %d, want %d", it.producer, it.seq, next[it.producer])
-					return
-				}
-				next[it.producer]++
-				total++
-			}
-		}
-	}()
-	wg.Wait()
-	select {
-	case <-consumed:
-	case <-time.After(30 * time.Second):
-		t.Fatal("consumer stuck")
-	}
-	assert.Equal(t, producers*perProducer, total)
-	assert.Equal(t, 0, r.Len())
-	assert.Equal(t, int64(0), r.Bytes())
+	drainInOrder(t, r, producers, perProducer, &wg)
 }
 
 func TestClaimNAllocatesNothing(t *testing.T) {

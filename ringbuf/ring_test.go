@@ -313,8 +313,7 @@ func TestWaitHead(t *testing.T) {
 // out in the order it pushed them.
 func TestConcurrentProducersLinearizable(t *testing.T) {
 	const producers, perProducer = 8, 20000
-	type item struct{ producer, seq int }
-	r, _ := New[item](64, 1<<20)
+	r, _ := New[seqItem](64, 1<<20)
 
 	var wg sync.WaitGroup
 	for p := range producers {
@@ -324,17 +323,30 @@ func TestConcurrentProducersLinearizable(t *testing.T) {
 				if !assert.NoError(t, err) {
 					return
 				}
-				r.Slot(pos).Value = item{p, s}
+				r.Slot(pos).Value = seqItem{p, s}
 				r.Publish(pos)
 			}
 		})
 	}
+	drainInOrder(t, r, producers, perProducer, &wg)
+}
+
+// seqItem is an item of the linearizability tests: its producer and its
+// place in that producer's sequence.
+type seqItem struct{ producer, seq int }
+
+// drainInOrder is the one consumer of the linearizability tests: it drains r
+// while the producers run (wg waits for them) and checks that every item
+// comes out exactly once and each producer's items in their order, and that
+// the ring ends empty.
+func drainInOrder(t *testing.T, r *Ring[seqItem], producers, perProducer int, wg *sync.WaitGroup) {
+	t.Helper()
 	consumed := make(chan struct{})
 	next := make([]int, producers)
 	total := 0
 	go func() {
 		defer close(consumed)
-		buf := make([]item, 0, 32)
+		buf := make([]seqItem, 0, 32)
 		for total < producers*perProducer {
 			var err error
 			buf, err = r.Drain(buf[:0], 32, nil)
