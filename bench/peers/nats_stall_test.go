@@ -19,21 +19,7 @@ func TestNATSStall(t *testing.T) {
 	c := openNATSWindow(t, tr, 4)
 	c.opts = []jetstream.PublishOpt{jetstream.WithStallWait(time.Microsecond)}
 	payload := workload.Payload(1024)
-	if err := warm(c, tr, payload); err != nil {
-		t.Fatal(err)
-	}
-	tr.arm()
-	for i := range uint64(n) {
-		if err := tr.sending(i); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.send(payload); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := drain(c, tr, n); err != nil {
-		t.Fatal(err)
-	}
+	sendAll(t, c, tr, payload, n)
 	if c.stalls == 0 {
 		t.Error("no stall: the test did not exercise the wait")
 	}

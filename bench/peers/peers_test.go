@@ -16,21 +16,7 @@ func TestPeers(t *testing.T) {
 			payload := workload.Payload(100)
 			tr := newTracker(1)
 			c := sys.open(t, tr)
-			if err := warm(c, tr, payload); err != nil {
-				t.Fatal(err)
-			}
-			tr.arm()
-			for i := range uint64(n) {
-				if err := tr.sending(i); err != nil {
-					t.Fatal(err)
-				}
-				if err := c.send(payload); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := drain(c, tr, n); err != nil {
-				t.Fatal(err)
-			}
+			sendAll(t, c, tr, payload, n)
 			time.Sleep(10 * time.Millisecond) // nothing more may arrive
 			if got := tr.done.Load(); got != n {
 				t.Errorf("%d acknowledgements, want %d", got, n)
@@ -66,5 +52,27 @@ func TestTrackerSampling(t *testing.T) {
 	}
 	if tr.done.Load() != 10 || tr.warm.Load() != 1 || tr.lat.Count() != 3 { // i = 0, 4, 8
 		t.Errorf("done %d warm %d timed %d, want 10 1 3", tr.done.Load(), tr.warm.Load(), tr.lat.Count())
+	}
+}
+
+// sendAll warms c up, then sends payload n times through it as the tracker's
+// messages 0 to n-1 and waits until every one is acknowledged; it fails t on
+// any error.
+func sendAll(t *testing.T, c client, tr *tracker, payload []byte, n uint64) {
+	t.Helper()
+	if err := warm(c, tr, payload); err != nil {
+		t.Fatal(err)
+	}
+	tr.arm()
+	for i := range n {
+		if err := tr.sending(i); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.send(payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := drain(c, tr, n); err != nil {
+		t.Fatal(err)
 	}
 }
