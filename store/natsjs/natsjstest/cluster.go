@@ -35,19 +35,9 @@ type Cluster struct {
 // dir/n0, dir/n1, ... and waits until JetStream has a meta leader that every
 // server follows, at most 30 s. The caller stops them with Shutdown.
 func Start(dir string, n int, o Options) (*Cluster, error) {
-	if n < 1 || n > 7 {
-		return nil, fmt.Errorf("natsjstest: %d servers", n)
-	}
-	// Route ports must be known before any server starts, and client ports
-	// stay the same across Restart: take free ones. (Another process could
-	// grab one meanwhile; Start then fails.)
-	ports, err := freePorts(2 * n)
+	ports, routes, err := clusterPorts(n)
 	if err != nil {
 		return nil, err
-	}
-	var routes []string
-	for i := range n {
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[n+i]))
 	}
 	c := &Cluster{}
 	for i := range n {
@@ -206,6 +196,24 @@ func (c *Cluster) Shutdown() {
 	for i := range c.servers {
 		c.Stop(i)
 	}
+}
+
+// clusterPorts checks n (1 to 7 servers) and takes 2n free ports on
+// 127.0.0.1: server i listens for clients on ports[i] and for routes on
+// ports[n+i], whose URL is routes[i]. Route ports must be known before any
+// server starts, and client ports stay the same across a restart. (Another
+// process could grab one meanwhile; starting then fails.)
+func clusterPorts(n int) (ports []int, routes []string, err error) {
+	if n < 1 || n > 7 {
+		return nil, nil, fmt.Errorf("natsjstest: %d servers", n)
+	}
+	if ports, err = freePorts(2 * n); err != nil {
+		return nil, nil, err
+	}
+	for i := range n {
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[n+i]))
+	}
+	return ports, routes, nil
 }
 
 // freePorts returns k distinct free ports on 127.0.0.1.

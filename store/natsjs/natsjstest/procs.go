@@ -32,16 +32,9 @@ type Procs struct {
 // stores and logs under dir, and waits until JetStream answers, at most
 // 30 s. The caller stops them with Shutdown.
 func StartProcs(bin, dir string, n int) (*Procs, error) {
-	if n < 1 || n > 7 {
-		return nil, fmt.Errorf("natsjstest: %d servers", n)
-	}
-	ports, err := freePorts(2 * n)
+	ports, routes, err := clusterPorts(n)
 	if err != nil {
 		return nil, err
-	}
-	var routes []string
-	for i := range n {
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[n+i]))
 	}
 	p := &Procs{bin: bin, dir: dir, ports: ports[:n], procs: make([]*exec.Cmd, n)}
 	for i := range n {
