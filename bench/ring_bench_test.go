@@ -74,15 +74,11 @@ func BenchmarkRing(b *testing.B) {
 // ringRun is how many items a producer claims at once in ring-claimN.
 const ringRun = 64
 
-// queueBatchBench is queueBench for producers that claim runs of items.
+// queueBatchBench is queueBench for producers that claim runs of items
+// (ClaimN, PublishN) and a consumer that drains the ring.
 func queueBatchBench(b *testing.B, producers int, r *ringbuf.Ring[uint64]) {
-	b.ReportAllocs()
-	per := max(b.N/producers, 1)
-	total := per * producers
-	b.ResetTimer()
-	var wg sync.WaitGroup
-	for p := range producers {
-		wg.Go(func() {
+	runQueueBench(b, producers,
+		func(p, per int) {
 			var sizes [ringRun]int64 // zero bytes: limited by count, like a channel
 			for i := 0; i < per; {
 				first, n, err := r.ClaimN(sizes[:min(ringRun, per-i)], nil)
@@ -95,31 +91,37 @@ func queueBatchBench(b *testing.B, producers int, r *ringbuf.Ring[uint64]) {
 				r.PublishN(first, n)
 				i += n
 			}
+		},
+		func(total int) {
+			buf := make([]uint64, 0, 512)
+			for got := 0; got < total; {
+				buf, _ = r.Drain(buf[:0], 512, nil)
+				got += len(buf)
+			}
 		})
-	}
-	buf := make([]uint64, 0, 512)
-	for got := 0; got < total; {
-		buf, _ = r.Drain(buf[:0], 512, nil)
-		got += len(buf)
-	}
-	wg.Wait()
-	b.StopTimer()
-	b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "msgs/s")
 }
 
-// queueBench runs producers pushing b.N items in total and one consumer.
+// queueBench runs producers pushing b.N items in total, one at a time, and
+// one consumer.
 func queueBench(b *testing.B, producers int, push func(uint64), consume func(n int)) {
+	runQueueBench(b, producers, func(p, per int) {
+		for i := range per {
+			push(uint64(p*per + i))
+		}
+	}, consume)
+}
+
+// runQueueBench runs producers, producer p calling produce(p, per) to push
+// its per items, and consume for all of them on the benchmark's goroutine,
+// and reports msgs/s.
+func runQueueBench(b *testing.B, producers int, produce func(p, per int), consume func(n int)) {
 	b.ReportAllocs()
 	per := max(b.N/producers, 1)
 	total := per * producers
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for p := range producers {
-		wg.Go(func() {
-			for i := range per {
-				push(uint64(p*per + i))
-			}
-		})
+		wg.Go(func() { produce(p, per) })
 	}
 	consume(total)
 	wg.Wait()
