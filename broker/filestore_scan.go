@@ -79,55 +79,41 @@ func (f *FileStore) scanSegment(file io.ReaderAt, end int64, path string, sealed
 	if err != nil {
 		return fmt.Errorf("inflight/broker: store scan: %s: %w", path, err)
 	}
-	corrupt := func(off int64, why string) error {
-		return &CorruptError{Path: path, Offset: off, Bytes: end - off, Why: why, Sealed: sealed}
-	}
-	r := newEntryReader(file, end)
 	topic, name := "", ""
-	for {
-		if f.shut.Load() {
-			return ErrStoreClosed
-		}
-		start := r.off
-		body, err := r.next()
-		if err == io.EOF {
+	_, bad, err := segmentEntries(file, end, v, rr,
+		func(body []byte, _ int64) error {
+			_, err := parseSnapshot(body, streams{})
+			return err
+		},
+		func(e *entry) error {
+			if f.shut.Load() {
+				return ErrStoreClosed
+			}
+			if string(e.topic) != topic {
+				topic = string(e.topic)
+			}
+			if string(e.name) != name {
+				name = string(e.name)
+			}
+			for range e.count {
+				rr.Reset()
+				if err := fn(topic, name, e.nextRecord(rr)); err != nil {
+					return err
+				}
+			}
 			return nil
-		}
-		if errors.Is(err, os.ErrClosed) {
+		})
+	if bad != nil {
+		return &CorruptError{Path: path, Offset: bad.off, Bytes: end - bad.off, Why: bad.why, Sealed: sealed}
+	}
+	var readErr *segmentReadError
+	if errors.As(err, &readErr) {
+		if errors.Is(readErr.err, os.ErrClosed) {
 			return ErrStoreClosed
 		}
-		if bad, ok := err.(*badEntryError); ok {
-			return corrupt(start, bad.why)
-		}
-		if err != nil {
-			return fmt.Errorf("inflight/broker: store scan: %s at %d: %w", path, start, err)
-		}
-		if v == rolledVersion && start == fileHeaderSize {
-			if _, err := parseSnapshot(body, streams{}); err != nil {
-				return corrupt(start, "malformed snapshot: "+err.Error())
-			}
-			continue
-		}
-		if v == rolledVersion && body[0] != entryV2 {
-			return corrupt(start, "malformed: not a record entry")
-		}
-		e, err := parseEntry(body, rr)
-		if err != nil {
-			return corrupt(start, "malformed: "+err.Error())
-		}
-		if string(e.topic) != topic {
-			topic = string(e.topic)
-		}
-		if string(e.name) != name {
-			name = string(e.name)
-		}
-		for range e.count {
-			rr.Reset()
-			if err := fn(topic, name, e.nextRecord(rr)); err != nil {
-				return err
-			}
-		}
+		return fmt.Errorf("inflight/broker: store scan: %s %w", path, err)
 	}
+	return err // nil, ErrStoreClosed, or fn's error as fn returned it
 }
 
 // Verify reads every entry of every segment and checks it (its CRC, its

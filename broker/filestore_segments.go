@@ -389,45 +389,81 @@ func segmentVersion(file io.ReaderAt, size int64) (uint32, error) {
 
 // replaySegment reads the entries of a segment of the given version and
 // size, raising m to every (topic, producer)'s last sequence ID in it (its
-// snapshot included), dating the entries' producers by seen (Unix ns). It stops at the first bad entry
-// (seg.bad). Only a read error is an error.
+// snapshot included), dating the entries' producers by seen (Unix ns). It
+// stops at the first bad entry (seg.bad). Only a read error is an error.
 func replaySegment(file io.ReaderAt, size int64, version uint32, seen int64, m streams, rr *wire.RecordReader) (segReplay, error) {
-	r := newEntryReader(file, size)
 	out := segReplay{body: fileHeaderSize}
+	var err error
+	out.good, out.bad, err = segmentEntries(file, size, version, rr,
+		func(body []byte, next int64) error {
+			_, err := parseSnapshot(body, m)
+			out.body = next
+			return err
+		},
+		func(e *entry) error {
+			m.raise(stream{string(e.topic), string(e.name)}, e.last, seen)
+			out.entries++
+			out.records += int(e.count)
+			return nil
+		})
+	if err != nil {
+		return out, fmt.Errorf("replay %w", err)
+	}
+	return out, nil
+}
+
+// segmentReadError is a read error of segmentEntries, at the offset of the
+// entry it was reading.
+type segmentReadError struct {
+	off int64
+	err error
+}
+
+func (e *segmentReadError) Error() string {
+	return "at " + strconv.FormatInt(e.off, 10) + ": " + e.err.Error()
+}
+
+func (e *segmentReadError) Unwrap() error { return e.err }
+
+// segmentEntries reads and checks the entries of a segment of the given
+// version up to end: the snapshot a version 3 segment starts with goes to
+// snap (with the offset after it), every record entry, parsed and checked,
+// to each. It returns the offset after the last good entry and the bad entry
+// there (nil at a clean end): a torn, implausible or CRC-failing entry, a
+// snapshot snap refuses, a version 3 entry that is not a record entry, or a
+// body parseEntry refuses. err is a read error (a *segmentReadError) or
+// each's error, as each returned it; the walk stops at either.
+func segmentEntries(file io.ReaderAt, end int64, version uint32, rr *wire.RecordReader,
+	snap func(body []byte, next int64) error, each func(e *entry) error) (good int64, bad *badEntryError, err error) {
+	r := newEntryReader(file, end)
 	for {
 		start := r.off
-		out.good = start
 		body, err := r.next()
 		if err == io.EOF {
-			return out, nil
+			return start, nil, nil
 		}
 		if bad, ok := err.(*badEntryError); ok {
-			out.bad = bad
-			return out, nil
+			return start, bad, nil
 		}
 		if err != nil {
-			return out, fmt.Errorf("replay at %d: %w", start, err)
+			return start, nil, &segmentReadError{start, err}
 		}
 		if version == rolledVersion && start == fileHeaderSize {
-			if _, err := parseSnapshot(body, m); err != nil {
-				out.bad = &badEntryError{start, "malformed snapshot: " + err.Error(), tailOther}
-				return out, nil
+			if err := snap(body, r.off); err != nil {
+				return start, &badEntryError{start, "malformed snapshot: " + err.Error(), tailOther}, nil
 			}
-			out.body = r.off
 			continue
 		}
 		if version == rolledVersion && body[0] != entryV2 {
-			out.bad = &badEntryError{start, "malformed: not a record entry", tailOther}
-			return out, nil
+			return start, &badEntryError{start, "malformed: not a record entry", tailOther}, nil
 		}
 		e, err := parseEntry(body, rr)
 		if err != nil {
-			out.bad = &badEntryError{start, "malformed: " + err.Error(), tailOther}
-			return out, nil
+			return start, &badEntryError{start, "malformed: " + err.Error(), tailOther}, nil
 		}
-		m.raise(stream{string(e.topic), string(e.name)}, e.last, seen)
-		out.entries++
-		out.records += int(e.count)
+		if err := each(&e); err != nil {
+			return r.off, nil, err
+		}
 	}
 }
 
