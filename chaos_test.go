@@ -1,6 +1,7 @@
 package inflight_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -46,6 +47,8 @@ const chaosTolerance = time.Second
 //     others none;
 //  2. successes came in each sender's send order;
 //  3. every success is in the store exactly once, and nothing is stored twice;
+//     every stored record has the bytes that were sent, although each
+//     callback writes over its message's payload (the sender reusing it);
 //  4. no callback ran later than its message's deadline plus a tolerance;
 //  5. no goroutine is left and the heap returns to its baseline.
 //
@@ -115,6 +118,7 @@ type chaosMsg struct {
 	at            time.Time
 	start, ret    time.Time // SendAsync called and returned
 	kind          string    // how its context ends
+	payload       []byte    // a copy of what was sent
 }
 
 // runChaos runs one seed and reports whether all properties held.
@@ -182,19 +186,29 @@ func runChaos(t *testing.T, seed uint64, total *chaosTotals, cn chaosNet) (ok bo
 					time.AfterFunc(after, cancel)
 					m.kind = fmt.Sprint("cancel after ", after)
 				}
-				payload := make([]byte, 8+sr.IntN(200))
+				size := 8 + sr.IntN(200)
+				if sr.IntN(10) == 0 { // a larger one: several take the window's bytes
+					size = 2<<10 + sr.IntN(6<<10)
+				}
+				payload := make([]byte, size)
 				binary.BigEndian.PutUint32(payload, uint32(s))
 				binary.BigEndian.PutUint32(payload[4:], uint32(i))
 				for k := 8; k < len(payload); k++ {
 					payload[k] = byte(sr.Uint32())
 				}
+				m.payload = bytes.Clone(payload)
 				// No lock across SendAsync: it may wait for room, which only
 				// the callbacks (which take the lock) make.
-				err := p.SendAsync(ctx, &core.Message{Payload: payload}, func(id core.MessageID, _ *core.Message, err error) {
+				err := p.SendAsync(ctx, &core.Message{Payload: payload}, func(id core.MessageID, msg *core.Message, err error) {
 					mu.Lock()
 					defer mu.Unlock()
 					m.calls++
 					m.id, m.err, m.at = id, err, time.Now()
+					// The payload is the sender's again: reuse it. What the
+					// broker stores must not change.
+					for k := 8; k < len(msg.Payload); k++ {
+						msg.Payload[k] ^= 0xff
+					}
 				})
 				mu.Lock()
 				m.accepted, m.ret = err == nil, time.Now()
@@ -239,6 +253,11 @@ func runChaos(t *testing.T, seed uint64, total *chaosTotals, cn chaosNet) (ok bo
 		key := [2]uint32{binary.BigEndian.Uint32(rec.Payload), binary.BigEndian.Uint32(rec.Payload[4:])}
 		_, dup := stored[key]
 		require.False(t, dup, "message %v stored twice", key)
+		require.Less(t, int(key[0]), senders, "record of an unknown sender")
+		require.Less(t, int(key[1]), len(msgs[key[0]]), "record of an unknown message")
+		if m := msgs[key[0]][key[1]]; m == nil || !bytes.Equal(rec.Payload, m.payload) {
+			t.Fatalf("message %v stored with other bytes than were sent", key)
+		}
 		require.Greater(t, rec.Seq, lastSeq, "sequence IDs stored out of order or twice")
 		stored[key], lastSeq = rec.Seq, rec.Seq
 	}
