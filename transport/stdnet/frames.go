@@ -34,12 +34,21 @@ func (noWait) started() error { return nil }
 // its 4 bytes are in. A larger frame is read into a buffer that grows as its
 // bytes arrive, never to the size the prefix merely claims.
 type frameReader struct {
-	r    *bufio.Reader
-	max  int
-	big  []byte // reused for frames larger than r's buffer
-	wait waiter
-	grew func(held int) // if set, told what the reader holds after big grows
+	r         *bufio.Reader
+	max       int
+	big       []byte // reused for frames larger than r's buffer
+	lastLarge bool   // the last frame was read into big
+	wait      waiter
+	grew      func(held int) // if set, told what the reader holds after big grows
 }
+
+// keepLarge is the largest large-frame buffer a reader keeps between frames:
+// room for a batch of the producer's default size (1 MiB). A larger one,
+// grown for a larger frame, is dropped once a frame that fits the reader's
+// buffer has been read after it (a small batch, a heartbeat), so that a
+// connection does not hold the memory of one large frame for the rest of
+// its life, while a run of large frames reuses it.
+const keepLarge = 2 << 20
 
 func newFrameReader(r io.Reader, size, maxFrame int, w waiter) *frameReader {
 	return &frameReader{r: bufio.NewReaderSize(r, size), max: maxFrame, wait: w}
@@ -51,6 +60,10 @@ func newFrameReader(r io.Reader, size, maxFrame int, w waiter) *frameReader {
 // ErrReadTimeout when a read deadline the waiter set passed (before a frame
 // began, or within one).
 func (f *frameReader) next() ([]byte, error) {
+	if cap(f.big) > keepLarge && !f.lastLarge {
+		f.big = nil // the frame handed out from it is no longer valid anyway
+	}
+	f.lastLarge = false
 	if f.r.Buffered() == 0 {
 		if err := f.wait.idle(); err != nil {
 			return nil, err
@@ -80,6 +93,7 @@ func (f *frameReader) next() ([]byte, error) {
 		}
 	}
 	if size > f.r.Size() {
+		f.lastLarge = true
 		return f.readLarge(size)
 	}
 	frame, err := f.r.Peek(size)
