@@ -2,7 +2,6 @@ package broker
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -329,17 +328,14 @@ func (f *FileStore) load(created, repair bool) error {
 	if !st.Mode().IsRegular() {
 		return fmt.Errorf("inflight/broker: open store %s: not a regular file", f.path)
 	}
-	var header [fileHeaderSize]byte
-	copy(header[:], fileMagic)
-	binary.BigEndian.PutUint32(header[len(fileMagic):], fileVersion)
-
+	header := appendHeader(nil, fileVersion)
 	size := st.Size()
 	if size < fileHeaderSize {
 		have := make([]byte, size)
 		if _, err := f.file.ReadAt(have, 0); err != nil {
 			return fmt.Errorf("inflight/broker: open store: %w", err)
 		}
-		if !bytes.HasPrefix(header[:], have) {
+		if !bytes.HasPrefix(header, have) {
 			return fmt.Errorf("%w: %s: %d bytes, not a store file", ErrCorrupt, f.path, size)
 		}
 		if len(f.sealed) > 0 {
@@ -362,7 +358,7 @@ func (f *FileStore) load(created, repair bool) error {
 			f.end, f.body = fileHeaderSize, fileHeaderSize // nothing to read yet
 			return nil
 		}
-		if _, err := f.file.WriteAt(header[:], 0); err != nil {
+		if _, err := f.file.WriteAt(header, 0); err != nil {
 			return fmt.Errorf("inflight/broker: open store: write header: %w", err)
 		}
 		if err := f.file.Sync(); err != nil {
@@ -377,16 +373,9 @@ func (f *FileStore) load(created, repair bool) error {
 		return nil
 	}
 
-	var have [fileHeaderSize]byte
-	if _, err := f.file.ReadAt(have[:], 0); err != nil {
-		return fmt.Errorf("inflight/broker: open store: %w", err)
-	}
-	if string(have[:len(fileMagic)]) != fileMagic {
-		return fmt.Errorf("%w: %s: magic %q, not a store file", ErrCorrupt, f.path, have[:len(fileMagic)])
-	}
-	v := binary.BigEndian.Uint32(have[len(fileMagic):])
-	if v < 1 || v > rolledVersion {
-		return fmt.Errorf("%w: %s: format version %d, this inflight reads 1 to %d (written by a newer inflight?)", ErrCorrupt, f.path, v, rolledVersion)
+	v, err := segmentVersion(f.file, size)
+	if err != nil {
+		return fmt.Errorf("inflight/broker: open store: %s: %w", f.path, err)
 	}
 	// Entries carry no time: their producers count as seen now, the
 	// latest they can have appended (ForgetProducersAfter keeps them

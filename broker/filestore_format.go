@@ -18,6 +18,33 @@ import (
 	"github.com/inflightmq/inflight/wire"
 )
 
+// appendHeader appends a segment's header: the magic and the format
+// version.
+func appendHeader(dst []byte, version uint32) []byte {
+	return binary.BigEndian.AppendUint32(append(dst, fileMagic...), version)
+}
+
+// segmentVersion reads and checks a segment's header and returns its format
+// version: an ErrCorrupt for a file too short to hold one, another magic or
+// a version this inflight does not read; a read error as it is.
+func segmentVersion(file io.ReaderAt, size int64) (uint32, error) {
+	if size < fileHeaderSize {
+		return 0, fmt.Errorf("%w: %d bytes, not a store file", ErrCorrupt, size)
+	}
+	var have [fileHeaderSize]byte
+	if _, err := file.ReadAt(have[:], 0); err != nil {
+		return 0, err
+	}
+	if string(have[:len(fileMagic)]) != fileMagic {
+		return 0, fmt.Errorf("%w: magic %q, not a store file", ErrCorrupt, have[:len(fileMagic)])
+	}
+	v := binary.BigEndian.Uint32(have[len(fileMagic):])
+	if v < 1 || v > rolledVersion {
+		return 0, fmt.Errorf("%w: format version %d, this inflight reads 1 to %d (written by a newer inflight?)", ErrCorrupt, v, rolledVersion)
+	}
+	return v, nil
+}
+
 // File layout constants.
 const (
 	fileMagic       = "IFLT"

@@ -201,9 +201,8 @@ func (f *FileStore) rollLocked(size int64) error {
 		written = st.ModTime()
 	}
 	now := f.cfg.now()
-	head := append([]byte(fileMagic), 0, 0, 0, rolledVersion)
 	f.forgetLocked(now)
-	head = appendSnapshot(head, f.streams, now)
+	head := appendSnapshot(appendHeader(nil, rolledVersion), f.streams, now)
 
 	next := f.path + ".next"
 	nf, err := os.OpenFile(next, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -319,8 +318,7 @@ func (f *FileStore) rebuildActive() (int64, error) {
 	if err := f.rebuildFromSealed(); err != nil {
 		return 0, err
 	}
-	head := append([]byte(fileMagic), 0, 0, 0, rolledVersion)
-	head = appendSnapshot(head, f.streams, f.cfg.now())
+	head := appendSnapshot(appendHeader(nil, rolledVersion), f.streams, f.cfg.now())
 	if _, err := f.file.WriteAt(head, 0); err != nil {
 		return 0, fmt.Errorf("inflight/broker: open store: %s: rewrite the snapshot: %w", f.path, err)
 	}
@@ -346,7 +344,7 @@ func (f *FileStore) rebuildFromSealed() error {
 			err = &CorruptError{Path: s.path, Offset: seg.bad.off, Bytes: s.size - seg.bad.off, Why: seg.bad.why, Sealed: true}
 		}
 		if err != nil {
-			return fmt.Errorf("inflight/broker: open store: rebuild the snapshot: %w", err)
+			return fmt.Errorf("inflight/broker: open store: rebuild the snapshot: %s: %w", s.path, err)
 		}
 	}
 	return nil
@@ -369,22 +367,6 @@ func replaySegmentFile(file io.ReaderAt, size, seen int64, m streams, rr *wire.R
 		return segReplay{}, err
 	}
 	return replaySegment(file, size, v, seen, m, rr)
-}
-
-// segmentVersion reads and checks a segment's header.
-func segmentVersion(file io.ReaderAt, size int64) (uint32, error) {
-	var have [fileHeaderSize]byte
-	if size < fileHeaderSize {
-		return 0, fmt.Errorf("%w: %d bytes, not a store segment", ErrCorrupt, size)
-	}
-	if _, err := file.ReadAt(have[:], 0); err != nil {
-		return 0, err
-	}
-	v := uint32(have[4])<<24 | uint32(have[5])<<16 | uint32(have[6])<<8 | uint32(have[7])
-	if string(have[:len(fileMagic)]) != fileMagic || v < 1 || v > rolledVersion {
-		return 0, fmt.Errorf("%w: header %q, not a store segment this inflight reads", ErrCorrupt, have[:])
-	}
-	return v, nil
 }
 
 // replaySegment reads the entries of a segment of the given version and
