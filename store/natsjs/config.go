@@ -76,14 +76,8 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() error {
-	if c.Stream == "" || !validStreamName(c.Stream) {
-		return fmt.Errorf("%w: stream name %q", ErrInvalidConfig, c.Stream)
-	}
-	if c.Prefix == "" {
-		c.Prefix = "inflight"
-	}
-	if !validPrefix(c.Prefix) {
-		return fmt.Errorf("%w: subject prefix %q", ErrInvalidConfig, c.Prefix)
+	if err := checkNames(c.Stream, &c.Prefix); err != nil {
+		return err
 	}
 	if c.Layout != LayoutPacked && c.Layout != LayoutPerRecord {
 		return fmt.Errorf("%w: %v", ErrInvalidConfig, c.Layout)
@@ -111,6 +105,22 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("%w: MaxConflicts %d", ErrInvalidConfig, c.MaxConflicts)
 	case c.MaxConflicts == 0:
 		c.MaxConflicts = 16
+	}
+	return nil
+}
+
+// checkNames checks a stream name and a subject prefix, and fills in the
+// default prefix, "inflight", when it is empty. Config and StreamConfig
+// both name a stream this way.
+func checkNames(stream string, prefix *string) error {
+	if stream == "" || !validStreamName(stream) {
+		return fmt.Errorf("%w: stream name %q", ErrInvalidConfig, stream)
+	}
+	if *prefix == "" {
+		*prefix = "inflight"
+	}
+	if !validPrefix(*prefix) {
+		return fmt.Errorf("%w: subject prefix %q", ErrInvalidConfig, *prefix)
 	}
 	return nil
 }

@@ -90,14 +90,8 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c StreamConfig) (
 
 // setDefaults fills in the defaults and checks the fields.
 func (c *StreamConfig) setDefaults() error {
-	if c.Name == "" || !validStreamName(c.Name) {
-		return fmt.Errorf("%w: stream name %q", ErrInvalidConfig, c.Name)
-	}
-	if c.Prefix == "" {
-		c.Prefix = "inflight"
-	}
-	if !validPrefix(c.Prefix) {
-		return fmt.Errorf("%w: subject prefix %q", ErrInvalidConfig, c.Prefix)
+	if err := checkNames(c.Name, &c.Prefix); err != nil {
+		return err
 	}
 	switch {
 	case c.Replicas == 0:

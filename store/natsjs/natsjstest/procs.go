@@ -155,13 +155,7 @@ func (p *Procs) Restart(i int) error {
 // StreamLeader returns the index of the server leading stream, asking the
 // cluster through nc, or -1 (no leader, or no answer within a second).
 func (p *Procs) StreamLeader(js jetstream.JetStream, stream string) int {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		return -1
-	}
-	ci := s.CachedInfo().Cluster
+	ci := streamCluster(js, stream)
 	if ci == nil || ci.Leader == "" {
 		return -1
 	}
@@ -175,13 +169,7 @@ func (p *Procs) StreamLeader(js jetstream.JetStream, stream string) int {
 // ReplicasCurrent reports whether every replica of stream is online and
 // current, asking through js.
 func (p *Procs) ReplicasCurrent(js jetstream.JetStream, stream string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		return false
-	}
-	ci := s.CachedInfo().Cluster
+	ci := streamCluster(js, stream)
 	if ci == nil || ci.Leader == "" || len(ci.Replicas) != len(p.procs)-1 {
 		return false
 	}
@@ -191,6 +179,18 @@ func (p *Procs) ReplicasCurrent(js jetstream.JetStream, stream string) bool {
 		}
 	}
 	return true
+}
+
+// streamCluster returns what the cluster says of stream through js, or nil
+// (no answer within a second, or not clustered).
+func streamCluster(js jetstream.JetStream, stream string) *jetstream.ClusterInfo {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil
+	}
+	return s.CachedInfo().Cluster
 }
 
 // Shutdown kills every server. Idempotent.
