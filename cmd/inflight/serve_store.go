@@ -50,7 +50,8 @@ func checkServeFlags(fs *flag.FlagSet, f *serveFlags, stderr io.Writer) int {
 			}
 		}
 	case strings.HasPrefix(f.store, "file:") && len(f.store) > len("file:"):
-		if _, err := broker.ParseFsyncPolicy(f.fsync); err != nil {
+		opts, err := fileStoreOptions(f)
+		if err != nil {
 			return usageError(fs, stderr, "%v", err)
 		}
 		if f.fsyncEvery <= 0 {
@@ -59,8 +60,7 @@ func checkServeFlags(fs *flag.FlagSet, f *serveFlags, stderr io.Writer) int {
 		if set["fsync-every"] && f.fsync != "interval" {
 			return usageError(fs, stderr, "-fsync-every applies to -fsync interval only, not to -fsync %s", f.fsync)
 		}
-		if err := broker.CheckFileStoreOptions(broker.SegmentBytes(f.segmentBytes), broker.RetainAge(f.retainAge),
-			broker.RetainBytes(f.retainBytes), broker.ForgetProducersAfter(f.forgetAfter)); err != nil {
+		if err := broker.CheckFileStoreOptions(opts...); err != nil {
 			return usageError(fs, stderr, "%v", err)
 		}
 	default:
@@ -85,13 +85,7 @@ func openStore(ctx context.Context, f *serveFlags, log *slog.Logger) (broker.Sto
 		log.Info("store opened", "store", redactStore(f.store))
 		store, closeStore = st, closeFn
 	default:
-		policy, _ := broker.ParseFsyncPolicy(f.fsync) // checked
-		opts := []broker.FileStoreOption{broker.Fsync(policy), broker.FsyncEvery(f.fsyncEvery),
-			broker.SegmentBytes(f.segmentBytes), broker.RetainAge(f.retainAge), broker.RetainBytes(f.retainBytes),
-			broker.ForgetProducersAfter(f.forgetAfter)}
-		if f.repair {
-			opts = append(opts, broker.Repair())
-		}
+		opts, _ := fileStoreOptions(f) // checked by checkServeFlags
 		fst, err := broker.OpenFileStore(strings.TrimPrefix(f.store, "file:"), opts...)
 		var ce *broker.CorruptError
 		if errors.As(err, &ce) {
@@ -102,7 +96,7 @@ func openStore(ctx context.Context, f *serveFlags, log *slog.Logger) (broker.Sto
 			return nil, nil, err
 		}
 		rec := fst.Recovery()
-		log.Info("store opened", "store", f.store, "fsync", policy.String(), "entries", rec.Entries, "records", rec.Records,
+		log.Info("store opened", "store", f.store, "fsync", f.fsync, "entries", rec.Entries, "records", rec.Records,
 			"sealed_segments", rec.Sealed, "removed_by_retention", rec.Removed, "producers_forgotten", rec.Forgotten, "torn_tail_cut_bytes", rec.TruncatedBytes)
 		if rec.UpgradedFrom != 0 {
 			log.Info("store format upgraded", "from", rec.UpgradedFrom)
@@ -129,6 +123,23 @@ func openStore(ctx context.Context, f *serveFlags, log *slog.Logger) (broker.Sto
 		store = storeHook(store)
 	}
 	return store, closeStore, nil
+}
+
+// fileStoreOptions returns the file store options the flags name (an
+// -fsync that names no policy is an error): checkServeFlags checks them,
+// openStore opens the store with them.
+func fileStoreOptions(f *serveFlags) ([]broker.FileStoreOption, error) {
+	policy, err := broker.ParseFsyncPolicy(f.fsync)
+	if err != nil {
+		return nil, err
+	}
+	opts := []broker.FileStoreOption{broker.Fsync(policy), broker.FsyncEvery(f.fsyncEvery),
+		broker.SegmentBytes(f.segmentBytes), broker.RetainAge(f.retainAge), broker.RetainBytes(f.retainBytes),
+		broker.ForgetProducersAfter(f.forgetAfter)}
+	if f.repair {
+		opts = append(opts, broker.Repair())
+	}
+	return opts, nil
 }
 
 // redactStore is a -store value fit for a log line or a message: the query
