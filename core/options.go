@@ -212,10 +212,9 @@ func MaxBatchMessages(n int) Option {
 }
 
 // MaxBatchBytes sets the target size of one BATCH frame (default 1 MiB). A
-// single message larger than it still travels alone in a frame. Smaller
-// frames stay in the CPU's caches, larger ones take fewer system calls:
-// which wins depends on the transport and the payloads (the README's
-// Performance section has figures).
+// single message larger than it still travels alone in a frame. Which
+// size is fastest depends on the transport and the payloads (the README's
+// Performance section has measured figures).
 func MaxBatchBytes(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n < wire.MinMaxFrameSize || n > 1<<30 {
