@@ -32,6 +32,7 @@ const (
 	DefaultDialTimeout      = 5 * time.Second
 	DefaultHandshakeTimeout = 5 * time.Second
 	DefaultHeartbeat        = 2 * time.Second
+	DefaultFramesInFlight   = 4
 	DefaultTopic            = wire.DefaultTopic // "default"
 )
 
@@ -50,6 +51,7 @@ type config struct {
 	maxBatchMessages int
 	maxBatchBytes    int
 	maxFrameSize     int
+	framesInFlight   int
 	linger           time.Duration
 	codec            wire.Codec
 	level            wire.Level
@@ -75,6 +77,7 @@ func defaultConfig() config {
 		maxBatchMessages: DefaultMaxBatchMessages,
 		maxBatchBytes:    DefaultMaxBatchBytes,
 		maxFrameSize:     wire.DefaultMaxFrameSize,
+		framesInFlight:   DefaultFramesInFlight,
 		level:            wire.LevelFastest,
 		clock:            clock.System(),
 		onError:          func(error) {},
@@ -221,6 +224,27 @@ func MaxBatchBytes(n int) Option {
 			return invalid("MaxBatchBytes", n, fmt.Sprintf("must be in [%d, 2^30]", wire.MinMaxFrameSize))
 		}
 		c.maxBatchBytes = n
+		return nil
+	})
+}
+
+// MaxFramesInFlight sets how many BATCH frames may be unacknowledged on a
+// connection at once (default DefaultFramesInFlight): written, and their
+// RECEIPT not yet come. At the limit the producer writes nothing more until
+// a receipt arrives, and the messages sent meanwhile wait in the ring, to
+// leave in the next frame together. So a broker that takes longer to store
+// a frame (an fsync, a replicated write) gets bigger frames, not a deeper
+// queue of small ones, and the time a message waits stays about one store
+// round trip whatever the rate. Like Kafka's
+// max.in.flight.requests.per.connection, but frames are never reordered: a
+// connection delivers them in order, and a resend after a reconnect starts
+// at the oldest unresolved message. Heartbeat PINGs are not counted.
+func MaxFramesInFlight(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n <= 0 || n > 1024 {
+			return invalid("MaxFramesInFlight", n, "must be in [1, 1024]")
+		}
+		c.framesInFlight = n
 		return nil
 	})
 }

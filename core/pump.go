@@ -11,15 +11,13 @@ import (
 	"github.com/inflightmq/inflight/wire"
 )
 
-// framesInFlight is how many BATCH frames the pump lets a connection hold
-// before it waits for one to come back: the producer's own window, so a
-// transport without backpressure cannot make it buffer without bound.
-const framesInFlight = 4
-
 // runPump is the connection supervisor and the writer: dial, handshake,
 // write batches until the connection dies, back off, again, until Close.
 func (p *Producer) runPump() {
-	bufs := make(chan *transport.Buffer, framesInFlight)
+	// One buffer per frame the window lets be in flight: a frame's buffer
+	// comes back when the transport has written it, before its receipt,
+	// so the window, not the pool, is what makes the pump wait.
+	bufs := make(chan *transport.Buffer, p.cfg.framesInFlight)
 	backoff := p.cfg.backoffMin
 	connected := false
 	for !p.stopping() {
@@ -62,7 +60,7 @@ func (p *Producer) runPump() {
 	}
 }
 
-// refill tops the buffer pool up to framesInFlight. Buffers a dead
+// refill tops the buffer pool up to its capacity. Buffers a dead
 // connection never released are replaced; if one comes back late it is
 // dropped (the channel is full) or reused.
 func refill(bufs chan *transport.Buffer) chan *transport.Buffer {
@@ -187,6 +185,9 @@ func (p *Producer) writeLoop(s *session, bufs chan *transport.Buffer) {
 			}
 			return
 		}
+		if !p.awaitWindow(s) {
+			return
+		}
 		var buf *transport.Buffer
 		select {
 		case buf = <-bufs:
@@ -218,6 +219,36 @@ func (p *Producer) writeLoop(s *session, bufs chan *transport.Buffer) {
 		if err := s.conn.WriteFrame(buf); err != nil {
 			s.fail(err)
 			return
+		}
+		s.inFlight = append(s.inFlight, pos)
+	}
+}
+
+// awaitWindow waits until fewer than MaxFramesInFlight frames written on s
+// wait for their receipt. A frame is acknowledged once the ledger's acked
+// cursor reached its end (receipts are cumulative). It returns false if the
+// session died or the producer is stopping.
+func (p *Producer) awaitWindow(s *session) bool {
+	for {
+		acked := p.led.acked.Load()
+		done := 0
+		for done < len(s.inFlight) && s.inFlight[done] <= acked {
+			done++
+		}
+		if done > 0 {
+			s.inFlight = s.inFlight[:copy(s.inFlight, s.inFlight[done:])]
+		}
+		if len(s.inFlight) < p.cfg.framesInFlight {
+			return true
+		}
+		// A receipt arriving after the load above leaves a token: no
+		// wake-up is lost.
+		select {
+		case <-s.receipt:
+		case <-s.dead:
+			return false
+		case <-p.stop:
+			return false
 		}
 	}
 }

@@ -21,13 +21,21 @@ type session struct {
 	lastSeq  uint64       // the broker's, from HELLO_OK; pump only
 	inbound  atomic.Int64 // when the last frame arrived (producer ns)
 
+	// The window (see MaxFramesInFlight): the end position of every BATCH
+	// frame written on this connection and not yet known to be
+	// acknowledged, oldest first (pump only); receipt has a token after
+	// each RECEIPT, for a pump waiting for room.
+	inFlight []uint64
+	receipt  chan struct{} // capacity 1
+
 	once sync.Once
 	dead chan struct{} // closed by fail
 	err  error         // why; written before dead is closed
 }
 
 func newSession(p *Producer) *session {
-	return &session{p: p, helloOK: make(chan wire.HelloOK, 1), dead: make(chan struct{})}
+	return &session{p: p, helloOK: make(chan wire.HelloOK, 1), dead: make(chan struct{}),
+		inFlight: make([]uint64, 0, p.cfg.framesInFlight), receipt: make(chan struct{}, 1)}
 }
 
 // fail marks the session dead (the first reason wins). Safe from any
@@ -74,6 +82,10 @@ func (s *session) OnFrame(frame []byte) {
 			return
 		}
 		s.p.led.ackThrough(r.Seq)
+		select {
+		case s.receipt <- struct{}{}:
+		default:
+		}
 	case wire.TypeHelloOK:
 		h, err := wire.DecodeHelloOK(frame)
 		if err != nil {

@@ -1,0 +1,123 @@
+package core_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/transport"
+	"github.com/inflightmq/inflight/wire"
+)
+
+// windowWatch wraps a Dialer and follows, on every connection, the BATCH
+// frames written whose RECEIPT has not come back: the producer's window as
+// the wire sees it.
+type windowWatch struct {
+	transport.Dialer
+
+	mu      sync.Mutex
+	lasts   []uint64 // last seq of each frame in flight, on the current connection
+	most    int      // the most frames ever in flight at once
+	batches int
+}
+
+func (w *windowWatch) Dial(ctx context.Context, h transport.Handler) (transport.Conn, error) {
+	w.mu.Lock()
+	w.lasts = w.lasts[:0] // a new connection: a resend starts afresh
+	w.mu.Unlock()
+	c, err := w.Dialer.Dial(ctx, &watchHandler{Handler: h, w: w})
+	if err != nil {
+		return nil, err
+	}
+	return &watchConn{Conn: c, w: w}, nil
+}
+
+type watchConn struct {
+	transport.Conn
+	w *windowWatch
+}
+
+func (c *watchConn) WriteFrame(buf *transport.Buffer) error {
+	if t, err := wire.TypeOf(buf.Bytes); err == nil && t == wire.TypeBatch {
+		b, err := wire.DecodeBatch(buf.Bytes)
+		if err != nil {
+			return err
+		}
+		c.w.mu.Lock()
+		c.w.lasts = append(c.w.lasts, b.LastSeq())
+		c.w.most = max(c.w.most, len(c.w.lasts))
+		c.w.batches++
+		c.w.mu.Unlock()
+	}
+	return c.Conn.WriteFrame(buf)
+}
+
+type watchHandler struct {
+	transport.Handler
+	w *windowWatch
+}
+
+func (h *watchHandler) OnFrame(frame []byte) {
+	if t, err := wire.TypeOf(frame); err == nil && t == wire.TypeReceipt {
+		if r, err := wire.DecodeReceipt(frame); err == nil {
+			h.w.mu.Lock()
+			i := 0
+			for i < len(h.w.lasts) && h.w.lasts[i] <= r.Seq {
+				i++
+			}
+			h.w.lasts = h.w.lasts[i:]
+			h.w.mu.Unlock()
+		}
+	}
+	h.Handler.OnFrame(frame)
+}
+
+// TestProducerWindowByReceipts: with the broker's receipts delayed, the
+// frames in flight never exceed MaxFramesInFlight, and the messages sent
+// meanwhile leave in bigger frames instead of a queue of small ones.
+func TestProducerWindowByReceipts(t *testing.T) {
+	for _, window := range []int{1, 4} {
+		t.Run(fmt.Sprint("window=", window), func(t *testing.T) {
+			e := newEnv(t)
+			e.dialer.DelayReceipts(5 * time.Millisecond)
+			w := &windowWatch{Dialer: e.dialer}
+			p, err := core.New(w, core.Name("windowed"), core.MaxFramesInFlight(window),
+				core.ReconnectBackoff(time.Millisecond, 10*time.Millisecond))
+			require.NoError(t, err)
+			defer p.Close(context.Background())
+
+			// Sent in bursts, so that messages keep arriving while frames
+			// wait for their receipts.
+			const bursts, per = 40, 100
+			rec := newRecorder(bursts * per)
+			for b := range bursts {
+				for i := range per {
+					k := b*per + i
+					require.NoError(t, p.SendAsync(context.Background(), &core.Message{Payload: payload(k)}, rec.cb(k)))
+				}
+				time.Sleep(time.Millisecond)
+			}
+			rec.wait(t)
+			for k := range bursts * per {
+				require.NoError(t, rec.get(k).err, "message %d", k)
+			}
+			w.mu.Lock()
+			most, batches := w.most, w.batches
+			w.mu.Unlock()
+			assert.LessOrEqual(t, most, window, "frames in flight")
+			assert.Equal(t, window, most, "the window was never full: the test did not load it")
+			// Every frame waits ~5 ms for its receipt, so at most
+			// window frames leave per 5 ms: over 40 bursts 1 ms apart,
+			// frames carry many messages each.
+			perBatch := float64(bursts*per) / float64(batches)
+			assert.Greater(t, perBatch, 20.0, "%d batches for %d messages", batches, bursts*per)
+			t.Logf("window %d: %d batches, %.0f messages per batch", window, batches, perBatch)
+		})
+	}
+}
