@@ -19,6 +19,7 @@ import (
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
 	"github.com/inflightmq/inflight/internal/testcert"
+	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/transport/mem"
 	"github.com/inflightmq/inflight/transport/stdnet"
@@ -96,7 +97,7 @@ func newCertAuthNet(t *testing.T, opts ...broker.Option) authNet {
 	cfg, err := ca.ServerConfig()
 	require.NoError(t, err)
 	cfg.ClientAuth, cfg.ClientCAs = tls.VerifyClientCertIfGiven, ca.Pool
-	srv, err := stdnet.NewServer("127.0.0.1:0", b, stdnet.ServerTLS(cfg))
+	srv, err := server.New("127.0.0.1:0", b, server.TLS(cfg))
 	require.NoError(t, err)
 	t.Cleanup(func() { srv.Close(context.Background()) })
 	return authNet{name: "stdnet-mtls", store: store, broker: b,
@@ -320,7 +321,7 @@ func TestTokenNeverLogged(t *testing.T) {
 	require.NoError(t, err)
 	cfg, err := ca.ServerConfig()
 	require.NoError(t, err)
-	srv, err := stdnet.NewServer("127.0.0.1:0", b, stdnet.ServerTLS(cfg))
+	srv, err := server.New("127.0.0.1:0", b, server.TLS(cfg))
 	require.NoError(t, err)
 	defer srv.Close(context.Background())
 	sd, err := stdnet.NewDialer(srv.Addr().String(), stdnet.ClientTLS(ca.ClientConfig()))

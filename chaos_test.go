@@ -22,6 +22,7 @@ import (
 	"github.com/inflightmq/inflight/core"
 	"github.com/inflightmq/inflight/internal/faultproxy"
 	"github.com/inflightmq/inflight/internal/leakcheck"
+	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/transport/tcp"
 	"github.com/inflightmq/inflight/wire"
@@ -361,7 +362,7 @@ func (c memChaos) inject(r *rand.Rand) bool {
 // tcpChaos puts a fault proxy between the producer and a TCP broker.
 type tcpChaos struct {
 	st    *broker.MemoryStore
-	srv   *tcp.Server
+	srv   *server.Server
 	proxy *faultproxy.Proxy
 	d     *tcp.Dialer
 }
@@ -370,7 +371,7 @@ func newTCPChaos(t *testing.T) chaosNet {
 	st := broker.NewMemoryStore()
 	b, err := broker.New(st)
 	require.NoError(t, err)
-	srv, err := tcp.NewServer("127.0.0.1:0", b)
+	srv, err := server.New("127.0.0.1:0", b)
 	require.NoError(t, err)
 	proxy, err := faultproxy.New(srv.Addr().String())
 	require.NoError(t, err)

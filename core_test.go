@@ -17,6 +17,7 @@ import (
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
 	"github.com/inflightmq/inflight/internal/leakcheck"
+	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/transport/mem"
 	"github.com/inflightmq/inflight/transport/tcp"
@@ -285,7 +286,7 @@ type tcpFixture struct {
 	t      *testing.T
 	store  *broker.MemoryStore
 	addr   string
-	server *tcp.Server
+	server *server.Server
 	dialer *tcp.Dialer
 }
 
@@ -310,7 +311,7 @@ func (f *tcpFixture) Down() {
 func (f *tcpFixture) Up() {
 	b, err := broker.New(f.store)
 	require.NoError(f.t, err)
-	f.server, err = tcp.NewServer(f.addr, b)
+	f.server, err = server.New(f.addr, b)
 	require.NoError(f.t, err)
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/internal/faultproxy"
 	"github.com/inflightmq/inflight/internal/testcert"
+	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/transport/stdnet"
 )
@@ -40,7 +41,7 @@ type stdnetFixture struct {
 	addr   string
 	ca     *testcert.CA
 	mutual bool // the server requires a client certificate from ca
-	server *stdnet.Server
+	server *server.Server
 	dialer *stdnet.Dialer
 }
 
@@ -87,16 +88,16 @@ func (f *stdnetFixture) Down() {
 func (f *stdnetFixture) Up() {
 	b, err := broker.New(f.store)
 	require.NoError(f.t, err)
-	var opts []stdnet.ServerOption
+	var opts []server.Option
 	if f.ca != nil {
 		cfg, err := f.ca.ServerConfig()
 		require.NoError(f.t, err)
-		opts = append(opts, stdnet.ServerTLS(cfg))
+		opts = append(opts, server.TLS(cfg))
 		if f.mutual {
-			opts = append(opts, stdnet.RequireClientCert(f.ca.Pool))
+			opts = append(opts, server.RequireClientCert(f.ca.Pool))
 		}
 	}
-	f.server, err = stdnet.NewServer(f.addr, b, opts...)
+	f.server, err = server.New(f.addr, b, opts...)
 	require.NoError(f.t, err)
 }
 
@@ -109,7 +110,7 @@ func (f *stdnetFixture) Close() {
 // speaks TLS.
 type tlsChaos struct {
 	st    *broker.MemoryStore
-	srv   *stdnet.Server
+	srv   *server.Server
 	proxy *faultproxy.Proxy
 	d     *stdnet.Dialer
 }
@@ -121,7 +122,7 @@ func newTLSChaos(t *testing.T) chaosNet {
 	st := broker.NewMemoryStore()
 	b, err := broker.New(st)
 	require.NoError(t, err)
-	srv, err := stdnet.NewServer("127.0.0.1:0", b, stdnet.ServerTLS(cfg))
+	srv, err := server.New("127.0.0.1:0", b, server.TLS(cfg))
 	require.NoError(t, err)
 	proxy, err := faultproxy.New(srv.Addr().String())
 	require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/transport/tcp"
 )
 
@@ -32,7 +33,7 @@ func TestRSSBound(t *testing.T) {
 	const size = 1 << 10
 	store := broker.NewCountingStore()
 	b, _ := broker.New(store)
-	srv, err := tcp.NewServer("127.0.0.1:0", b)
+	srv, err := server.New("127.0.0.1:0", b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestRSSBound(t *testing.T) {
 			mu.Lock()
 			if up {
 				_ = srv.Close(context.Background())
-			} else if srv, err = tcp.NewServer(addr, b); err != nil {
+			} else if srv, err = server.New(addr, b); err != nil {
 				t.Error(err)
 			}
 			mu.Unlock()

@@ -44,9 +44,11 @@ func (p certPeer) VerifiedCertificates() []*x509.Certificate {
 	return []*x509.Certificate{{Subject: pkix.Name{CommonName: p.cn}}}
 }
 
-func newCertConn(b *broker.Broker, cn string) conn {
+func newCertConn(t testing.TB, b *broker.Broker, cn string) conn {
 	p := &fakePeer{}
-	return conn{Session: b.NewSession(certPeer{p, cn}), peer: p}
+	c := conn{Session: b.NewSession(certPeer{p, cn}), peer: p}
+	t.Cleanup(c.Close)
+	return c
 }
 
 // helloAs sends a HELLO with token (none if "") for topic and name, and
@@ -78,12 +80,12 @@ func TestUnauthenticatedRefused(t *testing.T) {
 		{"unknown token", "guess"},
 		{"token of another length", aliceToken + "x"},
 	} {
-		c := newConn(b)
+		c := newConn(t, b)
 		text := c.refused(t, tc.token, "orders", "till-1")
 		assert.NotContains(t, text, aliceToken, tc.name)
 		c.Close()
 	}
-	c := newCertConn(b, "intruder")
+	c := newCertConn(t, b, "intruder")
 	c.refused(t, "", "invoices", "billing")
 	c.Close()
 
@@ -91,13 +93,13 @@ func TestUnauthenticatedRefused(t *testing.T) {
 	assert.Empty(t, store.Streams())
 
 	// The right credentials are accepted.
-	ok := newConn(b)
+	ok := newConn(t, b)
 	defer ok.Close()
 	reply, err := ok.helloAs(t, aliceToken, "orders", "till-1")
 	require.NoError(t, err)
 	helloOK(t, reply)
 	assert.Equal(t, broker.Identity{Name: "alice", Method: broker.MethodToken}, ok.Identity())
-	cert := newCertConn(b, "billing.example.com")
+	cert := newCertConn(t, b, "billing.example.com")
 	defer cert.Close()
 	reply, err = cert.helloAs(t, "", "invoices", "billing")
 	require.NoError(t, err)
@@ -114,7 +116,7 @@ func TestIdentityCannotUseOthersName(t *testing.T) {
 		{aliceToken, "orders", "pos-1"},    // bob's name
 		{aliceToken, "invoices", "till-1"}, // a topic alice may not write
 	} {
-		c := newConn(b)
+		c := newConn(t, b)
 		text := c.refused(t, tc.token, tc.topic, tc.name)
 		assert.Contains(t, text, tc.name)
 		c.Close()
@@ -125,7 +127,7 @@ func TestIdentityCannotUseOthersName(t *testing.T) {
 	assert.ErrorIs(t, refusals[0].Err, broker.ErrUnauthorized)
 
 	// A certificate identity is held to its grants too.
-	c := newCertConn(b, "billing.example.com")
+	c := newCertConn(t, b, "billing.example.com")
 	c.refused(t, "", "orders", "till-1")
 	c.Close()
 	assert.Equal(t, uint64(5), b.Stats().Unauthorized)
@@ -134,7 +136,7 @@ func TestIdentityCannotUseOthersName(t *testing.T) {
 func TestNameTakeoverRefused(t *testing.T) {
 	var refusals []broker.Refusal
 	b, store := newBroker(t, broker.WithACL(testACL(t)), broker.OnRefused(func(r broker.Refusal) { refusals = append(refusals, r) }))
-	a := newConn(b)
+	a := newConn(t, b)
 	defer a.Close()
 	reply, err := a.helloAs(t, aliceToken, "orders", "shared")
 	require.NoError(t, err)
@@ -142,7 +144,7 @@ func TestNameTakeoverRefused(t *testing.T) {
 	require.Equal(t, uint64(3), a.send(t, 0, 1, 3))
 
 	// bob may use the name, but not while alice's session lives.
-	bob := newConn(b)
+	bob := newConn(t, b)
 	text := bob.refused(t, bobToken, "orders", "shared")
 	bob.Close()
 	assert.Contains(t, text, "another identity")
@@ -156,7 +158,7 @@ func TestNameTakeoverRefused(t *testing.T) {
 	assert.Equal(t, "alice", refusals[0].Holder.Name)
 
 	// The same identity reconnecting takes the name over, as before.
-	a2 := newConn(b)
+	a2 := newConn(t, b)
 	defer a2.Close()
 	reply, err = a2.helloAs(t, aliceToken, "orders", "shared")
 	require.NoError(t, err)
@@ -167,7 +169,7 @@ func TestNameTakeoverRefused(t *testing.T) {
 	// Once alice's sessions are gone, bob may use the name.
 	a.Close()
 	a2.Close()
-	bob = newConn(b)
+	bob = newConn(t, b)
 	defer bob.Close()
 	reply, err = bob.helloAs(t, bobToken, "orders", "shared")
 	require.NoError(t, err)
@@ -180,14 +182,14 @@ func TestNameTakeoverRefused(t *testing.T) {
 // Client certificates still tell identities apart.
 func TestTakeoverWithoutAuth(t *testing.T) {
 	b, _ := newBroker(t)
-	a, c := newConn(b), newConn(b)
+	a, c := newConn(t, b), newConn(t, b)
 	defer a.Close()
 	defer c.Close()
 	a.hello(t, "p")
 	c.hello(t, "p")
 	assert.True(t, a.peer.closed())
 
-	x, y := newCertConn(b, "x"), newCertConn(b, "y")
+	x, y := newCertConn(t, b, "x"), newCertConn(t, b, "y")
 	defer x.Close()
 	defer y.Close()
 	_, err := x.helloAs(t, "ignored", dflt, "q")
@@ -200,7 +202,7 @@ func TestDefaultDeny(t *testing.T) {
 	b, _ := newBroker(t, broker.Authenticate(func(broker.Credentials) (broker.Identity, error) {
 		return broker.Identity{Name: "x", Method: broker.MethodToken}, nil
 	}))
-	c := newConn(b)
+	c := newConn(t, b)
 	defer c.Close()
 	c.refused(t, "t", dflt, "p")
 
@@ -210,7 +212,7 @@ func TestDefaultDeny(t *testing.T) {
 		}
 		return nil
 	}))
-	c = newConn(b)
+	c = newConn(t, b)
 	defer c.Close()
 	text := c.refused(t, "", dflt, "p")
 	assert.Contains(t, text, "anonymous")

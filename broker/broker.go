@@ -15,6 +15,7 @@ type Broker struct {
 	maxFrame int
 	cfg      config
 	dec      *wire.Decompressor // shared by sessions; bounded by maxFrame
+	bufs     bufPool            // the buffers of queued frames
 
 	mu        sync.Mutex
 	producers map[stream]*producerState // only (topic, name) pairs with a live session
@@ -30,8 +31,9 @@ type Broker struct {
 }
 
 // producerState is the dedup state of one producer name. mu serializes the
-// name's HELLO and BATCH handling, so an old session's last batch and a new
-// session's HELLO see one consistent last stored sequence ID.
+// name's HELLOs and Appends (it is held during Store.Append), so an old
+// session's last Append and a new session's HELLO see one consistent last
+// stored sequence ID, and the Store gets one Append of a name at a time.
 type producerState struct {
 	mu      sync.Mutex
 	owner   *Session
@@ -52,7 +54,8 @@ func (ps *producerState) locked(fn func(*producerState) error) error {
 type Option interface{ apply(*config) error }
 
 type config struct {
-	maxFrame int
+	maxFrame  int
+	maxQueued int
 
 	auth         bool // Authenticate or Authorize given: default deny
 	authenticate func(Credentials) (Identity, error)
@@ -77,12 +80,34 @@ func MaxFrameSize(n int) Option {
 	})
 }
 
+// DefaultMaxQueuedBytes is the default of MaxQueuedBytes: room for the
+// frames a producer keeps in flight by default (core.DefaultFramesInFlight
+// frames of at most wire.DefaultMaxFrameSize).
+const DefaultMaxQueuedBytes = 16 << 20
+
+// MaxQueuedBytes sets how many bytes of checked BATCH frames (their records
+// blocks, decompressed) a session holds for its appender while an Append is
+// in flight (default DefaultMaxQueuedBytes; one frame is always taken,
+// whatever its size). Beyond it the session's Handle waits, and the
+// connection stops reading (TCP backpressure) until the Append in flight
+// returned. A producer's window (core.MaxFramesInFlight) keeps it below
+// the limit; a connection that waits here does not answer PINGs meanwhile.
+func MaxQueuedBytes(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < wire.MinMaxFrameSize || n > 1<<30 {
+			return fmt.Errorf("%w: MaxQueuedBytes %d not in [%d, %d]", ErrInvalidOption, n, wire.MinMaxFrameSize, 1<<30)
+		}
+		c.maxQueued = n
+		return nil
+	})
+}
+
 // New returns a Broker that stores into store.
 func New(store Store, opts ...Option) (*Broker, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: nil Store", ErrInvalidOption)
 	}
-	cfg := config{maxFrame: wire.DefaultMaxFrameSize}
+	cfg := config{maxFrame: wire.DefaultMaxFrameSize, maxQueued: DefaultMaxQueuedBytes}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil Option", ErrInvalidOption)
@@ -95,7 +120,8 @@ func New(store Store, opts ...Option) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Broker{store: store, maxFrame: cfg.maxFrame, cfg: cfg, dec: dec, producers: make(map[stream]*producerState)}, nil
+	return &Broker{store: store, maxFrame: cfg.maxFrame, cfg: cfg, dec: dec, bufs: bufPool{keep: cfg.maxFrame},
+		producers: make(map[stream]*producerState)}, nil
 }
 
 // MaxFrameSize returns the largest frame the broker accepts.
@@ -151,7 +177,7 @@ func (b *Broker) release(name stream, ps *producerState, s *Session) {
 // Stats is a snapshot of a Broker's counters.
 type Stats struct {
 	Sessions       int64  // live sessions
-	Batches        uint64 // BATCH frames accepted
+	Batches        uint64 // BATCH frames stored (or found duplicate) and acknowledged
 	Stored         uint64 // records appended to the store
 	Duplicates     uint64 // records skipped because already stored
 	ProtocolErrors uint64 // sessions failed for a protocol violation or store error

@@ -18,7 +18,7 @@ import (
 // stored record by record.
 func TestCompressedBatchesStored(t *testing.T) {
 	b, store := newBroker(t)
-	c := newConn(b)
+	c := newConn(t, b)
 	c.hello(t, "p")
 	first := uint64(1)
 	for _, codec := range []wire.Codec{wire.CodecZstd, wire.CodecS2, wire.CodecSnappy} {
@@ -70,9 +70,9 @@ func TestDecompressionBombRejected(t *testing.T) {
 		} {
 			t.Run(codec.String()+"/"+tc.name, func(t *testing.T) {
 				b, store := newBroker(t, broker.MaxFrameSize(limit))
-				good := newConn(b)
+				good := newConn(t, b)
 				good.hello(t, "good")
-				c := newConn(b)
+				c := newConn(t, b)
 				c.hello(t, "bomber")
 				frame := bombFrame(codec, tc.rawLen, data)
 

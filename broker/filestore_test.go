@@ -505,7 +505,7 @@ func TestFileStoreAsBrokerStore(t *testing.T) {
 	fs := openFileStore(t, path)
 	b, err := broker.New(fs)
 	require.NoError(t, err)
-	c := newConn(b)
+	c := newConn(t, b)
 	assert.Zero(t, c.hello(t, "p").LastSeq)
 	assert.Equal(t, uint64(5), c.send(t, 0, 1, 5))
 	assert.Equal(t, uint64(8), c.send(t, 0, 6, 3))
@@ -518,7 +518,7 @@ func TestFileStoreAsBrokerStore(t *testing.T) {
 	assert.Equal(t, broker.Recovery{Entries: 2, Records: 8}, fs.Recovery())
 	b, err = broker.New(fs)
 	require.NoError(t, err)
-	c = newConn(b)
+	c = newConn(t, b)
 	defer c.Close()
 	assert.Equal(t, uint64(8), c.hello(t, "p").LastSeq)
 	assert.Equal(t, uint64(8), c.send(t, 1, 6, 3), "a resend of the last batch is acknowledged")
@@ -541,9 +541,11 @@ func TestFileStoreAsBrokerStore(t *testing.T) {
 	// that the store is unavailable.
 	require.NoError(t, fs.Close())
 	reply, err := c.handle(t, batchFrame(1, 11, 1))
+	require.NoError(t, err, "found by the appender")
+	assert.Equal(t, wire.CodeStoreUnavailable, errorFrame(t, reply).Code)
+	_, err = c.handle(t, wire.AppendPing(nil, wire.Ping{Nonce: 1}))
 	require.ErrorIs(t, err, broker.ErrStore)
 	require.ErrorIs(t, err, broker.ErrStoreClosed)
-	assert.Equal(t, wire.CodeStoreUnavailable, errorFrame(t, reply).Code)
 }
 
 func TestFileStorePolicies(t *testing.T) {

@@ -90,8 +90,17 @@ func play(t *testing.T, b *broker.Broker, store *broker.MemoryStore, frames [][]
 	s := b.NewSession(p)
 	defer s.Close()
 	var acked uint64
+	asyncFailed := false // the appender sent an ERROR: later frames fail without a reply
 	for i, frame := range frames {
 		err := s.Handle(frame)
+		if typ, terr := wire.TypeOf(frame); terr == nil && typ == wire.TypeBatch && err == nil {
+			// A BATCH is answered by the session's appender: wait for it.
+			if reply := p.next(); reply != nil {
+				p.mu.Lock()
+				p.frames = append([][]byte{reply}, p.frames...)
+				p.mu.Unlock()
+			}
+		}
 		sent := p.take()
 		if len(sent) > 1 {
 			t.Fatalf("frame %d: %d replies", i, len(sent))
@@ -106,10 +115,18 @@ func play(t *testing.T, b *broker.Broker, store *broker.MemoryStore, frames [][]
 			}
 		}
 		switch {
-		case err == nil:
-			if reply == nil || typ == wire.TypeError {
-				t.Fatalf("frame %d: no error, reply %s", i, testkit.DescribeFrame(reply))
+		case err == nil && typ == wire.TypeError:
+			// A store failure found by the appender after Handle returned.
+			if e, derr := wire.DecodeError(reply); derr != nil || e.Code == 0 {
+				t.Fatalf("frame %d: bad ERROR %s", i, testkit.DescribeFrame(reply))
 			}
+			asyncFailed = true
+		case err == nil:
+			if reply == nil {
+				t.Fatalf("frame %d: no error, no reply", i)
+			}
+		case asyncFailed && reply == nil:
+			// The failure the appender reported before.
 		case errors.Is(err, broker.ErrProtocol), errors.Is(err, broker.ErrStore):
 			e, derr := wire.DecodeError(reply)
 			if derr != nil {

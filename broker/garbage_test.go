@@ -130,7 +130,7 @@ func TestGarbage(t *testing.T) {
 				opts = append(opts, broker.MaxFrameSize(tt.brokerMax))
 			}
 			b, store := newBroker(t, opts...)
-			c := newConn(b)
+			c := newConn(t, b)
 			defer c.Close()
 			if tt.afterHello {
 				c.hello(t, "p")
@@ -168,7 +168,7 @@ func TestRandomGarbage(t *testing.T) {
 			binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
 			frame[4] = byte(1 + rng.IntN(8)) // HELLO..PONG and one unknown
 		}
-		c := newConn(b)
+		c := newConn(t, b)
 		if i%3 == 0 {
 			c.hello(t, "p")
 		}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -42,6 +43,57 @@ func (p *fakePeer) Close() error {
 
 func (p *fakePeer) closed() bool { return p.closes.Load() > 0 }
 
+// next waits for the next frame sent and takes it, or returns nil once the
+// peer is closed with nothing sent. It gives up after 10s.
+func (p *fakePeer) next() []byte {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		p.mu.Lock()
+		if len(p.frames) > 0 {
+			f := p.frames[0]
+			p.frames = p.frames[1:]
+			p.mu.Unlock()
+			return f
+		}
+		p.mu.Unlock()
+		if p.closed() {
+			return nil
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	return nil
+}
+
+// waitUntil waits for cond, failing the test after 10s.
+func waitUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// waitSent waits until n frames were sent and not taken yet.
+func (p *fakePeer) waitSent(t testing.TB, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p.mu.Lock()
+		have := len(p.frames)
+		p.mu.Unlock()
+		if have >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %d frames sent (have %d)", n, have)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
 // take returns the frames sent since the last take and forgets them.
 func (p *fakePeer) take() [][]byte {
 	p.mu.Lock()
@@ -57,18 +109,27 @@ type conn struct {
 	peer *fakePeer
 }
 
-func newConn(b *broker.Broker) conn {
+// newConn starts a session; it is closed at the end of the test (Close is
+// idempotent), which stops its appender.
+func newConn(t testing.TB, b *broker.Broker) conn {
 	p := &fakePeer{}
-	return conn{Session: b.NewSession(p), peer: p}
+	c := conn{Session: b.NewSession(p), peer: p}
+	t.Cleanup(c.Close)
+	return c
 }
 
 // handle feeds frame to the session and returns its error and its reply:
 // the one frame it sent, or nil if it sent none. A session never sends more
-// than one frame per inbound frame.
+// than one frame per inbound frame handled alone. The reply to a BATCH (a
+// RECEIPT or an ERROR) comes from the session's appender: handle waits for
+// it.
 func (c conn) handle(t testing.TB, frame []byte) ([]byte, error) {
 	t.Helper()
 	var err error
 	require.NotPanics(t, func() { err = c.Handle(frame) })
+	if typ, terr := wire.TypeOf(frame); terr == nil && typ == wire.TypeBatch && err == nil {
+		c.peer.waitSent(t, 1)
+	}
 	sent := c.peer.take()
 	require.LessOrEqual(t, len(sent), 1, "frames sent for one inbound frame")
 	if len(sent) == 0 {

@@ -5,42 +5,51 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/wire"
 )
 
 // Peer is the transport's side of a session: where the session's outbound
-// frames go.
-type Peer interface {
-	// Send queues frame to the producer. frame is valid only during the
-	// call. Send is called from the session's goroutine.
-	Send(frame []byte) error
-	// Close closes the connection. It must be safe from any goroutine and
-	// idempotent: a session calls it on another session's peer when it
-	// takes over that session's producer name.
-	Close() error
-}
+// frames go (see transport.Peer: Send must be safe for concurrent use).
+type Peer = transport.Peer
 
-// Session is the broker's half of one connection. Handle and Close must be
-// called from one goroutine at a time (a connection's reader).
+// Session is the broker's half of one connection. Two goroutines work for
+// it:
+//
+//	the transport's reader      Handle: HELLO, PING, BATCH checked and copied  -> queue
+//	the session's appender      queue -> Store.Append (many frames at once) -> RECEIPT
+//
+// So the Store is never called on a transport's goroutine, a connection
+// keeps reading (and answering PINGs) while an Append is in flight, and
+// every frame that arrived meanwhile goes into the next Append: one write
+// and one fsync for all of them (see appender.go). Handle and Close must be
+// called from one goroutine at a time (the connection's reader).
 type Session struct {
-	b      *Broker
-	peer   Peer
-	name   string
-	topic  string
-	id     Identity       // set by HELLO
-	prod   *producerState // set by HELLO
+	b     *Broker
+	peer  Peer
+	name  string
+	topic string
+	id    Identity          // set by HELLO
+	prod  *producerState    // set by HELLO
+	out   []byte            // the reader's outbound frames, reused
+	check wire.RecordReader // the reader's, to check records' metadata
+
 	closed atomic.Bool
-	out    []byte            // reused for outbound frames
-	raw    []byte            // reused for decompressed records blocks
-	recs   []Record          // reused record views into the current frame
-	rr     wire.RecordReader // reused header memory and interned header keys
+	q      queue // the frames handed to the appender (appender.go)
 }
 
-// NewSession starts a session whose replies go to peer.
+// NewSession starts a session whose replies go to peer. Accept is the
+// same for a transport that knows the broker only as a
+// transport.Acceptor.
 func (b *Broker) NewSession(peer Peer) *Session {
 	b.sessions.Add(1)
-	return &Session{b: b, peer: peer, out: make([]byte, 0, 64)}
+	s := &Session{b: b, peer: peer, out: make([]byte, 0, 64)}
+	s.q.init()
+	return s
 }
+
+// Accept implements transport.Acceptor: it returns NewSession(peer).
+func (b *Broker) Accept(peer transport.Peer) transport.Session { return b.NewSession(peer) }
 
 // Producer returns the producer name announced by HELLO, or "".
 func (s *Session) Producer() string { return s.name }
@@ -52,11 +61,20 @@ func (s *Session) Topic() string { return s.topic }
 // (anonymous before one).
 func (s *Session) Identity() Identity { return s.id }
 
-// Handle processes one complete inbound frame (length prefix included). A
-// non-nil error means the connection must be closed: ErrProtocol, ErrStore,
-// ErrUnauthorized or ErrReplaced (see each), or the Peer's Send error. For
-// ErrProtocol, ErrStore and ErrUnauthorized the session has already sent an
-// ERROR frame saying why.
+// Handle processes one complete inbound frame (length prefix included),
+// valid only during the call. A HELLO is answered before Handle returns (it
+// reads the producer's last stored sequence ID from the Store); a PING too.
+// A BATCH is checked (CRC, records, limits), copied and handed to the
+// session's appender, which stores it together with whatever else is
+// waiting and then sends the RECEIPT; Handle waits only while more than
+// MaxQueuedBytes are already waiting.
+//
+// A non-nil error means the connection must be closed: ErrProtocol,
+// ErrStore, ErrUnauthorized or ErrReplaced (see each), or the Peer's Send
+// error. For ErrProtocol, ErrStore and ErrUnauthorized the session has
+// already sent an ERROR frame saying why. A store failure is found by the
+// appender: it sends the ERROR frame, closes the Peer, and Handle returns
+// the failure from then on.
 func (s *Session) Handle(frame []byte) error {
 	if s.closed.Load() {
 		return ErrSessionClosed
@@ -77,6 +95,9 @@ func (s *Session) Handle(frame []byte) error {
 		p, err := wire.DecodePing(frame)
 		if err != nil {
 			return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
+		}
+		if err := s.q.failure(); err != nil {
+			return err
 		}
 		return s.send(wire.AppendPong(s.out[:0], wire.Pong{Nonce: p.Nonce}))
 	default:
@@ -106,6 +127,8 @@ func (s *Session) hello(frame []byte) error {
 		last   uint64
 	)
 	key := stream{h.Topic, h.Producer}
+	// The name's lock is held by an Append of another session of this name
+	// in flight: this waits for it, so that last counts what it stores.
 	err = s.b.withProducer(key, func(p *producerState) error {
 		ps = p
 		if p.owner != nil && p.ownerID.Name != id.Name {
@@ -133,115 +156,92 @@ func (s *Session) hello(frame []byte) error {
 		return s.fail(fmt.Errorf("%w: %w", ErrStore, err))
 	}
 	s.prod, s.name, s.topic, s.id = ps, h.Producer, h.Topic, id
+	s.q.queued = last
 	if old != nil {
 		// The producer reconnected before its old connection was noticed
 		// dead, or two producers of one identity share a name. The newest
-		// wins; the old session's next frame fails with ErrReplaced.
+		// wins; the old session's appender stores nothing more, and its
+		// next frame fails with ErrReplaced.
 		s.b.takeovers.Add(1)
+		old.q.fail(ErrReplaced, s.b)
 		old.peer.Close()
 	}
 	maxFrame := min(uint32(s.b.maxFrame), h.MaxFrameSize)
 	return s.send(wire.AppendHelloOK(s.out[:0], wire.HelloOK{LastSeq: last, MaxFrameSize: maxFrame}))
 }
 
+// batch checks a BATCH, copies its records block (decompressed) into a
+// buffer of the broker's pool and queues it for the appender.
 func (s *Session) batch(frame []byte) error {
 	if s.prod == nil {
 		return s.fail(fmt.Errorf("%w: %w: BATCH before HELLO", ErrProtocol, errHelloRequired))
+	}
+	if err := s.q.failure(); err != nil {
+		return err
 	}
 	b, err := wire.DecodeBatch(frame)
 	if err != nil {
 		return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
 	}
-	// A compressed block is decoded within the frame limit, checked before
-	// anything is allocated: a decompression bomb fails this session only.
-	if b, s.raw, err = b.Decompress(s.b.dec, s.raw); err != nil {
+	last := b.LastSeq()
+	if last <= s.q.queued {
+		// Every record is stored or queued already (a resend): its
+		// receipt follows the Append of what is queued, or comes now.
+		return s.q.push(s, queuedFrame{batch: wire.Batch{Count: b.Count}, last: last})
+	}
+	var buf *[]byte
+	if b.Codec == wire.CodecNone {
+		buf = s.b.bufs.get(len(b.Data))
+		*buf = append((*buf)[:0], b.Data...)
+		b.Data = *buf
+	} else {
+		// A compressed block is decoded within the frame limit, checked
+		// before anything is allocated: a decompression bomb fails this
+		// session only.
+		buf = s.b.bufs.get(0)
+		if b, *buf, err = b.Decompress(s.b.dec, (*buf)[:0]); err != nil {
+			s.b.bufs.put(buf)
+			return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
+		}
+	}
+	if err := checkRecords(&b, &s.check); err != nil {
+		s.b.bufs.put(buf)
 		return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
 	}
-	recs, err := s.records(&b)
-	defer func() { clear(recs); s.recs = recs[:0] }() // drop references to the frame
-	if err != nil {
-		return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
+	skip := 0
+	if b.FirstSeq <= s.q.queued {
+		skip = int(s.q.queued - b.FirstSeq + 1)
 	}
-
-	var skip int
-	var ack uint64
-	err = s.prod.locked(func(ps *producerState) error {
-		if ps.owner != s {
-			return ErrReplaced
-		}
-		first, last := b.FirstSeq, b.LastSeq()
-		if first <= ps.last {
-			skip = len(recs)
-			if last > ps.last {
-				skip = int(ps.last - first + 1)
-			}
-		}
-		if skip < len(recs) {
-			if err := s.b.store.Append(s.topic, s.name, recs[skip:]); err != nil {
-				return fmt.Errorf("%w: %w", ErrStore, err)
-			}
-			ps.last = last
-		}
-		ack = ps.last
-		return nil
-	})
-	switch {
-	case errors.Is(err, ErrReplaced):
-		return err
-	case err != nil:
-		return s.fail(err)
-	}
-
-	s.b.batches.Add(1)
-	s.b.stored.Add(uint64(len(recs) - skip))
-	if skip > 0 {
-		s.b.duplicates.Add(uint64(skip))
-	}
-	return s.send(wire.AppendReceipt(s.out[:0], wire.Receipt{Seq: ack}))
+	return s.q.push(s, queuedFrame{buf: buf, batch: b, skip: skip, last: last})
 }
 
-// records reads the records of a CodecNone batch into s.recs, whose
-// capacity it reuses: no allocation per record once warm. The caller clears
-// what it returns. On error the
-// records read so far are returned too, for the caller to clear.
-func (s *Session) records(b *wire.Batch) ([]Record, error) {
-	recs := s.recs[:0]
+// checkRecords reads every record of a CodecNone batch with rr, so that a
+// malformed one fails the session before anything of the batch is queued.
+func checkRecords(b *wire.Batch, rr *wire.RecordReader) error {
 	it, err := b.Records()
 	if err != nil {
-		return recs, err
+		return err
 	}
-	s.rr.Reset()
-	seq := b.FirstSeq
 	for raw, ok := it.Next(); ok; raw, ok = it.Next() {
-		// s.recs is all zero between batches (batch clears what it used), so
-		// a record without metadata needs only its Seq and Payload written.
-		if len(recs) < cap(recs) {
-			recs = recs[:len(recs)+1]
-		} else {
-			recs = append(recs, Record{})
+		if _, plain := wire.PlainPayload(raw); plain {
+			continue
 		}
-		r := &recs[len(recs)-1]
-		r.Seq = seq
-		if p, plain := wire.PlainPayload(raw); plain { // no metadata: the common case, kept cheap
-			r.Payload = p
-		} else {
-			w, err := s.rr.Read(raw)
-			if err != nil {
-				return recs, err
-			}
-			r.Payload, r.Key, r.Headers, r.EventTime = w.Payload, w.Key, w.Headers, w.EventTime
+		rr.Reset()
+		if _, err := rr.Read(raw); err != nil {
+			return err
 		}
-		seq++
 	}
-	return recs, it.Err()
+	return it.Err()
 }
 
+// send sends a frame built in s.out; the reader's goroutine only.
 func (s *Session) send(frame []byte) error {
 	s.out = frame[:0]
 	return s.peer.Send(frame)
 }
 
-// fail reports err to the producer in an ERROR frame and returns it.
+// fail reports err to the producer in an ERROR frame and returns it (the
+// reader's goroutine).
 func (s *Session) fail(err error) error {
 	s.b.protocolErrors.Add(1)
 	_ = s.send(wire.AppendError(s.out[:0], wire.Error{Code: codeOf(err), Text: err.Error()}))
@@ -285,12 +285,16 @@ func codeOf(err error) wire.ErrorCode {
 	return wire.CodeOf(err)
 }
 
-// Close ends the session: it releases the producer name if this session
-// still holds it. Idempotent; not concurrent with Handle.
+// Close ends the session: the appender stores what is queued (a producer
+// that reconnects learns from HELLO_OK what was stored), then stops, and
+// the session releases its producer name if it still holds it. Close
+// returns when the appender has stopped: after the Append in flight, if
+// any, returned. Idempotent; not concurrent with Handle.
 func (s *Session) Close() {
 	if s.closed.Swap(true) {
 		return
 	}
+	s.q.stop()
 	s.b.sessions.Add(-1)
 	if s.prod != nil {
 		s.b.release(stream{s.topic, s.name}, s.prod, s)

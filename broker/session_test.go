@@ -40,7 +40,7 @@ func TestHelloOK(t *testing.T) {
 			if tt.stored > 0 {
 				require.NoError(t, store.Append(dflt, "p", seqRecs(tt.stored-1, [][]byte{[]byte("a"), []byte("b")})))
 			}
-			c := newConn(b)
+			c := newConn(t, b)
 			defer c.Close()
 
 			reply, err := c.handle(t, helloFrame(t, "p", tt.producerMax))
@@ -56,7 +56,7 @@ func TestHelloOK(t *testing.T) {
 
 func TestBatchBeforeHello(t *testing.T) {
 	b, store := newBroker(t)
-	c := newConn(b)
+	c := newConn(t, b)
 	defer c.Close()
 
 	reply, err := c.handle(t, batchFrame(0, 1, 3))
@@ -72,7 +72,7 @@ func TestSecondHello(t *testing.T) {
 	for _, second := range []string{"p", "q"} {
 		t.Run("then "+second, func(t *testing.T) {
 			b, _ := newBroker(t)
-			c := newConn(b)
+			c := newConn(t, b)
 			defer c.Close()
 			c.hello(t, "p")
 
@@ -101,7 +101,7 @@ func TestDedup(t *testing.T) {
 		{first: 10, n: 20, wantReceipt: 29}, // 10..29: 27..29 new
 	}
 	b, store := newBroker(t)
-	c := newConn(b)
+	c := newConn(t, b)
 	defer c.Close()
 	c.hello(t, "p")
 	for gen, st := range steps {
@@ -136,7 +136,7 @@ func TestDedup(t *testing.T) {
 // 1..10, 20..25.
 func TestDedupBrief(t *testing.T) {
 	b, store := newBroker(t)
-	c := newConn(b)
+	c := newConn(t, b)
 	defer c.Close()
 	c.hello(t, "p")
 	var receipts []uint64
@@ -151,7 +151,7 @@ func TestDedupBrief(t *testing.T) {
 
 func TestPing(t *testing.T) {
 	b, _ := newBroker(t)
-	c := newConn(b)
+	c := newConn(t, b)
 	defer c.Close()
 	for i, nonce := range []uint64{0, 1, 0xdeadbeefcafe, ^uint64(0)} {
 		if i == 2 {
@@ -167,12 +167,12 @@ func TestPing(t *testing.T) {
 
 func TestTakeover(t *testing.T) {
 	b, store := newBroker(t)
-	a := newConn(b)
+	a := newConn(t, b)
 	defer a.Close()
 	require.Zero(t, a.hello(t, "p").LastSeq)
 	require.Equal(t, uint64(10), a.send(t, 0, 1, 10))
 
-	bb := newConn(b)
+	bb := newConn(t, b)
 	defer bb.Close()
 	require.Equal(t, uint64(10), bb.hello(t, "p").LastSeq, "B continues from A's last stored seq")
 	assert.True(t, a.peer.closed(), "A's peer closed by the takeover")
@@ -193,7 +193,7 @@ func TestTakeover(t *testing.T) {
 	// third session still takes over from B.
 	a.Close()
 	assert.Equal(t, uint64(16), bb.send(t, 3, 16, 1))
-	c := newConn(b)
+	c := newConn(t, b)
 	defer c.Close()
 	assert.Equal(t, uint64(16), c.hello(t, "p").LastSeq)
 	assert.True(t, bb.peer.closed())
@@ -205,12 +205,12 @@ func TestTakeover(t *testing.T) {
 // sends again, the old session must still be refused.
 func TestTakeoverAfterRelease(t *testing.T) {
 	b, store := newBroker(t)
-	a := newConn(b)
+	a := newConn(t, b)
 	defer a.Close()
 	a.hello(t, "p")
 	a.send(t, 0, 1, 3)
 
-	c := newConn(b)
+	c := newConn(t, b)
 	c.hello(t, "p")
 	c.Close()
 
@@ -222,24 +222,29 @@ func TestTakeoverAfterRelease(t *testing.T) {
 
 func TestStoreFailure(t *testing.T) {
 	b, store := newBroker(t)
-	c := newConn(b)
+	c := newConn(t, b)
 	c.hello(t, "p")
 	require.Equal(t, uint64(5), c.send(t, 0, 1, 5))
 
 	diskFull := errors.New("disk full")
 	store.FailAppends(diskFull)
+	// The appender finds the failure: it answers the BATCH with an ERROR,
+	// closes the peer, and the session's next frame returns the failure.
 	reply, err := c.handle(t, batchFrame(1, 4, 6)) // 4..9
-	require.ErrorIs(t, err, broker.ErrStore)
-	require.ErrorIs(t, err, diskFull)
-	assert.NotErrorIs(t, err, broker.ErrProtocol)
+	require.NoError(t, err)
 	e := errorFrame(t, reply) // the only reply: no receipt
 	assert.Equal(t, wire.CodeStore, e.Code)
 	assert.Contains(t, e.Text, "disk full")
+	waitUntil(t, "the peer closed", c.peer.closed)
+	_, err = c.handle(t, wire.AppendPing(nil, wire.Ping{Nonce: 1}))
+	require.ErrorIs(t, err, broker.ErrStore)
+	require.ErrorIs(t, err, diskFull)
+	assert.NotErrorIs(t, err, broker.ErrProtocol)
 	assert.Equal(t, seqRange(1, 5), seqs(store, "p"))
 	c.Close() // the transport closes the connection
 
 	store.FailAppends(nil)
-	c2 := newConn(b)
+	c2 := newConn(t, b)
 	defer c2.Close()
 	require.Equal(t, uint64(5), c2.hello(t, "p").LastSeq)
 	require.Equal(t, uint64(9), c2.send(t, 1, 4, 6))
@@ -263,7 +268,7 @@ func TestStoreLastSeqFailure(t *testing.T) {
 	boom := errors.New("boom")
 	b, err := broker.New(failingStore{Store: broker.NewMemoryStore(), err: boom})
 	require.NoError(t, err)
-	c := newConn(b)
+	c := newConn(t, b)
 	defer c.Close()
 	reply, err := c.handle(t, helloFrame(t, "p", wire.DefaultMaxFrameSize))
 	require.ErrorIs(t, err, broker.ErrStore)
@@ -278,15 +283,18 @@ func TestStoreLastSeqFailure(t *testing.T) {
 
 func TestPeerSendError(t *testing.T) {
 	b, store := newBroker(t)
-	c := newConn(b)
+	c := newConn(t, b)
 	defer c.Close()
 	c.hello(t, "p")
 	gone := errors.New("peer gone")
 	c.peer.mu.Lock()
 	c.peer.sendErr = gone
 	c.peer.mu.Unlock()
-	err := c.Handle(batchFrame(0, 1, 2))
-	require.ErrorIs(t, err, gone)
+	require.NoError(t, c.Handle(batchFrame(0, 1, 2)))
+	// The appender could not send the receipt: the session fails with the
+	// peer's error.
+	waitUntil(t, "the peer closed", c.peer.closed)
+	require.ErrorIs(t, c.Handle(wire.AppendPing(nil, wire.Ping{Nonce: 1})), gone)
 	// The records were stored before the receipt could not be sent: a
 	// resend on the next connection is deduplicated.
 	assert.Equal(t, seqRange(1, 2), seqs(store, "p"))
@@ -295,8 +303,8 @@ func TestPeerSendError(t *testing.T) {
 func TestSessionClose(t *testing.T) {
 	b, store := newBroker(t)
 	assert.Zero(t, b.Stats().Sessions)
-	a := newConn(b)
-	idle := newConn(b)
+	a := newConn(t, b)
+	idle := newConn(t, b)
 	assert.Equal(t, int64(2), b.Stats().Sessions)
 
 	a.hello(t, "p")
@@ -319,7 +327,7 @@ func TestSessionClose(t *testing.T) {
 
 	// The name was released: a new session gets it without a takeover and
 	// learns the last seq from the store.
-	c := newConn(b)
+	c := newConn(t, b)
 	assert.Equal(t, int64(2), b.Stats().Sessions)
 	assert.Equal(t, uint64(7), c.hello(t, "p").LastSeq)
 	assert.Zero(t, b.Stats().Takeovers)
@@ -328,7 +336,7 @@ func TestSessionClose(t *testing.T) {
 	// The same with a fresh broker on the same store (a restart).
 	b2, err := broker.New(store)
 	require.NoError(t, err)
-	c2 := newConn(b2)
+	c2 := newConn(t, b2)
 	assert.Equal(t, uint64(7), c2.hello(t, "p").LastSeq)
 	c2.Close()
 
@@ -369,15 +377,21 @@ func TestConcurrentProducers(t *testing.T) {
 					return
 				}
 			}
+			s.Close() // stores what is queued, then returns
+			// Frames that arrived while an Append ran share its receipt:
+			// receipts increase, each at a frame's end, up to the last.
 			frames := p.take()
-			if !assert.Len(t, frames, batches+1, name) {
-				return
-			}
-			for k, f := range frames[1:] {
+			var last uint64
+			for _, f := range frames[1:] {
 				r, err := wire.DecodeReceipt(f)
-				assert.NoError(t, err)
-				assert.Equal(t, uint64((k+1)*perBatch), r.Seq, "%s receipt %d", name, k)
+				if !assert.NoError(t, err) {
+					return
+				}
+				assert.Greater(t, r.Seq, last, name)
+				assert.Zero(t, r.Seq%perBatch, name)
+				last = r.Seq
 			}
+			assert.Equal(t, uint64(batches*perBatch), last, name)
 		})
 	}
 	wg.Wait()
@@ -458,7 +472,13 @@ func session(b *broker.Broker, w, lastSeq, overlap, perBatch int) (uint64, error
 		if err := s.Handle(batchFrame(0, next, n)); err != nil {
 			return acked, err
 		}
-		r, err := wire.DecodeReceipt(p.take()[0])
+		// The receipt comes from the appender; a takeover meanwhile
+		// closes the peer instead.
+		reply := p.next()
+		if reply == nil {
+			return acked, broker.ErrReplaced
+		}
+		r, err := wire.DecodeReceipt(reply)
 		if err != nil {
 			return acked, err
 		}

@@ -6,11 +6,19 @@ import (
 	"github.com/inflightmq/inflight/wire"
 )
 
-// Store decides when a record counts as stored. The broker calls Append for
-// a (topic, producer) from one goroutine at a time (calls for different
-// pairs may run concurrently) and acknowledges records only after Append
-// returned nil. Sequence IDs, and so deduplication, are per (topic,
-// producer).
+// Store decides when a record counts as stored. The broker acknowledges
+// records only after Append returned nil. Sequence IDs, and so
+// deduplication, are per (topic, producer).
+//
+// Append may block: for an fsync, a replicated write, a network round trip.
+// The broker never calls the Store on a transport's goroutine: each
+// session appends from a goroutine of its own, so a slow Append holds up
+// its own connection's receipts and nothing else. It calls Append and
+// LastSeq for a (topic, producer) from one goroutine at a time; calls for
+// different pairs run concurrently, and a Store that commits concurrent
+// Appends together (one write, one fsync) serves many producers at the
+// cost of one. One Append carries every record of that producer that
+// arrived while its previous Append ran, from one or several frames.
 type Store interface {
 	// LastSeq returns the highest sequence ID stored for (topic, producer), or 0.
 	LastSeq(topic, producer string) (uint64, error)

@@ -14,8 +14,8 @@ import (
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
 	"github.com/inflightmq/inflight/internal/hist"
+	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/transport"
-	"github.com/inflightmq/inflight/transport/stdnet"
 	"github.com/inflightmq/inflight/transport/tcp"
 )
 
@@ -178,7 +178,7 @@ func (b *demoBroker) up() error {
 		addr = "127.0.0.1:0"
 	}
 	if b.sec != nil {
-		bopts, sopts, err := b.sec.server()
+		bopts, sopts, err := b.sec.serverOptions()
 		if err != nil {
 			return err
 		}
@@ -186,7 +186,7 @@ func (b *demoBroker) up() error {
 		if err != nil {
 			return err
 		}
-		srv, err := stdnet.NewServer(addr, br, sopts...)
+		srv, err := server.New(addr, br, sopts...)
 		if err != nil {
 			return err
 		}
@@ -197,7 +197,7 @@ func (b *demoBroker) up() error {
 	if err != nil {
 		return err
 	}
-	srv, err := tcp.NewServer(addr, br)
+	srv, err := server.New(addr, br)
 	if err != nil {
 		return err
 	}

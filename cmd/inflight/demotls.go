@@ -12,6 +12,7 @@ import (
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
 	"github.com/inflightmq/inflight/internal/testcert"
+	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/transport/stdnet"
 )
 
@@ -45,14 +46,14 @@ func newDemoSecurity() (*demoSecurity, error) {
 	return &demoSecurity{ca: ca, acl: acl}, nil
 }
 
-// server returns the options of the broker and of its stdnet server.
-func (s *demoSecurity) server() ([]broker.Option, []stdnet.ServerOption, error) {
+// serverOptions returns the options of the broker and of its server.
+func (s *demoSecurity) serverOptions() ([]broker.Option, []server.Option, error) {
 	cfg, err := s.ca.ServerConfig()
 	if err != nil {
 		return nil, nil, err
 	}
 	return []broker.Option{broker.WithACL(s.acl)},
-		[]stdnet.ServerOption{stdnet.ServerTLS(cfg), stdnet.RequireClientCert(s.ca.Pool)}, nil
+		[]server.Option{server.TLS(cfg), server.RequireClientCert(s.ca.Pool)}, nil
 }
 
 // dialer returns a TLS dialer to addr presenting a client certificate

@@ -19,7 +19,7 @@ func TestBadFlagValuesExit2(t *testing.T) {
 		{[]string{"serve", "-listen", "127.0.0.1:99999"}, "-listen"},
 		{[]string{"serve", "-metrics", "nonsense"}, "-metrics"},
 		{[]string{"serve", "-stats-every", "often"}, "-stats-every"},
-		{[]string{"serve", "-multicore=maybe"}, "-multicore"},
+		{[]string{"serve", "-repair=maybe"}, "-repair"},
 		{[]string{"produce", "-addr", "nonsense"}, "-addr"},
 		{[]string{"produce", "-addr", "host:port"}, "-addr"},
 		{[]string{"produce", "-n", "many"}, "-n"},

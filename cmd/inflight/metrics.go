@@ -79,8 +79,8 @@ type metricsServer struct {
 	done chan struct{}
 }
 
-// metricsHandler routes /metrics and /healthz. srv is a tcp.Server, or a
-// stdnet.Server in tcp terms (see stdnetServer).
+// metricsHandler routes /metrics and /healthz; srv is the broker's
+// server.Server.
 func metricsHandler(b *broker.Broker, srv inflightprom.ServerSource, health func() error) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(

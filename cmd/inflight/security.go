@@ -1,18 +1,17 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/transport/stdnet"
 	"github.com/inflightmq/inflight/transport/tcp"
@@ -61,18 +60,18 @@ func (s *serverSecurity) brokerOptions() ([]broker.Option, error) {
 }
 
 // serverOptions loads the certificate, its key and the client CAs.
-func (s *serverSecurity) serverOptions() ([]stdnet.ServerOption, error) {
+func (s *serverSecurity) serverOptions() ([]server.Option, error) {
 	cert, err := tls.LoadX509KeyPair(s.cert, s.key)
 	if err != nil {
 		return nil, fmt.Errorf("-tls-cert/-tls-key: %w", err)
 	}
-	opts := []stdnet.ServerOption{stdnet.ServerTLS(&tls.Config{Certificates: []tls.Certificate{cert}})}
+	opts := []server.Option{server.TLS(&tls.Config{Certificates: []tls.Certificate{cert}})}
 	if s.clientCA != "" {
 		pool, err := loadPool(s.clientCA)
 		if err != nil {
 			return nil, fmt.Errorf("-tls-client-ca: %w", err)
 		}
-		opts = append(opts, stdnet.RequireClientCert(pool))
+		opts = append(opts, server.RequireClientCert(pool))
 	}
 	return opts, nil
 }
@@ -88,24 +87,6 @@ func loadPool(path string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("%s: no PEM certificate", path)
 	}
 	return pool, nil
-}
-
-// server is what serve needs of tcp.Server and stdnet.Server.
-type server interface {
-	Addr() net.Addr
-	Close(ctx context.Context) error
-	// Stats in tcp's terms: what the stats line and metrics show.
-	Stats() tcp.ServerStats
-}
-
-// stdnetServer adapts a stdnet.Server to server; TLS handshakes that
-// failed count as connection errors.
-type stdnetServer struct{ *stdnet.Server }
-
-func (s stdnetServer) Stats() tcp.ServerStats {
-	st := s.Server.Stats()
-	return tcp.ServerStats{Conns: st.Conns, Accepted: st.Accepted, Refused: st.Refused, Timeouts: st.Timeouts,
-		Errors: st.Errors + st.HandshakeErrors, MaxBuffered: st.MaxBuffered}
 }
 
 // clientSecurity is produce's -tls, -tls-ca, -tls-cert, -tls-key and

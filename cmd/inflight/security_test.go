@@ -144,7 +144,6 @@ func TestSecurityBadUsage(t *testing.T) {
 		{"serve", "-tls-cert=x"},
 		{"serve", "-tls-key=x"},
 		{"serve", "-tls-client-ca=x"},
-		{"serve", "-tls-cert=x", "-tls-key=y", "-multicore"},
 		{"produce", "-tls-cert=x"},
 		{"produce", "-token-file=/no/such/file"},
 	} {

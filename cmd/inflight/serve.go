@@ -13,9 +13,8 @@ import (
 	"time"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/store/natsjs"
-	"github.com/inflightmq/inflight/transport/stdnet"
-	"github.com/inflightmq/inflight/transport/tcp"
 	"github.com/inflightmq/inflight/wire"
 )
 
@@ -23,7 +22,7 @@ import (
 type serveFlags struct {
 	listen, store, fsync, metrics, logFormat string
 	fsyncEvery, statsEvery                   time.Duration
-	multicore, repair, verify                bool
+	repair, verify                           bool
 	maxConns, maxFrame                       int
 	segmentBytes, retainBytes                int64
 	retainAge, forgetAfter                   time.Duration
@@ -46,7 +45,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Int64Var(&f.retainBytes, "retain-bytes", 0, "file store: remove the oldest sealed segments while the store is larger than this (0: no limit)")
 	fs.DurationVar(&f.forgetAfter, "forget-producers-after", 0, "file store: forget the last sequence ID of a producer idle this long (0: never; see the README)")
 	fs.DurationVar(&f.statsEvery, "stats-every", 5*time.Second, "stats line interval (0: none)")
-	fs.BoolVar(&f.multicore, "multicore", false, "one event loop per CPU")
 	fs.StringVar(&f.metrics, "metrics", "", "serve /metrics (Prometheus) and /healthz over HTTP on this address (empty: off)")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log lines as text (key=value) or json")
 	fs.IntVar(&f.maxConns, "max-conns", 10000, "most open connections; more are refused with an ERROR frame")
@@ -80,9 +78,6 @@ flags:
 	}
 	if err := sec.check(); err != nil {
 		return usageError(fs, stderr, "%v", err)
-	}
-	if f.multicore && sec.tls() {
-		return usageError(fs, stderr, "-multicore is for gnet's event loops, not TLS (which has a goroutine per connection)")
 	}
 	log := newLogger(stdout, f.logFormat)
 
@@ -152,6 +147,7 @@ flags:
 			st, ss := b.Stats(), srv.Stats()
 			log.Info("stats", "conns", ss.Conns, "batches", st.Batches, "stored", st.Stored,
 				"duplicates_skipped", st.Duplicates, "errors", ss.Errors, "timeouts", ss.Timeouts,
+				"tls_handshake_errors", ss.HandshakeErrors,
 				"refused", st.Unauthorized+st.TakeoversRefused)
 		case <-hup:
 			if err := reload(); err != nil {
@@ -172,7 +168,7 @@ flags:
 
 // shutdown closes the server (bounded by timeout) and the store, and
 // returns code, or exitFailure if either failed.
-func shutdown(srv server, closeStore func() error, timeout time.Duration, log *slog.Logger, code int) int {
+func shutdown(srv *server.Server, closeStore func() error, timeout time.Duration, log *slog.Logger, code int) int {
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := srv.Close(sctx); err != nil {
@@ -194,24 +190,26 @@ func newLogger(w io.Writer, format string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, nil))
 }
 
-// startServer starts the server: stdnet over TLS with -tls-cert, else gnet's
-// tcp. reload (nil without TLS) reloads the certificate files.
-func startServer(f *serveFlags, b *broker.Broker, sec *serverSecurity) (server, func() error, error) {
-	if !sec.tls() {
-		srv, err := tcp.NewServer(f.listen, b, tcp.Multicore(f.multicore), tcp.MaxConns(f.maxConns),
-			tcp.IdleTimeout(f.idleTimeout), tcp.ReadTimeout(f.readTimeout))
-		return srv, nil, err
+// startServer starts the server, over TLS with -tls-cert. reload (nil
+// without TLS) reloads the certificate files.
+func startServer(f *serveFlags, b *broker.Broker, sec *serverSecurity) (*server.Server, func() error, error) {
+	opts := []server.Option{server.MaxConns(f.maxConns), server.IdleTimeout(f.idleTimeout), server.ReadTimeout(f.readTimeout)}
+	var reload func() error
+	if sec.tls() {
+		tlsOpts, err := sec.serverOptions()
+		if err != nil {
+			return nil, nil, err
+		}
+		opts = append(opts, tlsOpts...)
 	}
-	opts, err := sec.serverOptions()
+	srv, err := server.New(f.listen, b, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
-	opts = append(opts, stdnet.MaxConns(f.maxConns), stdnet.IdleTimeout(f.idleTimeout), stdnet.ReadTimeout(f.readTimeout))
-	srv, err := stdnet.NewServer(f.listen, b, opts...)
-	if err != nil {
-		return nil, nil, err
+	if sec.tls() {
+		reload = func() error { return srv.ReloadCertificateFiles(sec.cert, sec.key) }
 	}
-	return stdnetServer{srv}, func() error { return srv.ReloadCertificateFiles(sec.cert, sec.key) }, nil
+	return srv, reload, nil
 }
 
 // describe says how producers connect and what they may do.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/internal/testcert"
+	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/transport/mem"
 	"github.com/inflightmq/inflight/transport/stdnet"
@@ -28,9 +29,9 @@ type Env struct {
 }
 
 // Open starts a broker behind transport "mem" (a mem.Dialer), "tcp" (a
-// tcp.Server on 127.0.0.1:0 and a tcp.Dialer to it), "stdnet" (the same
-// with stdnet) or "stdnet-tls" (stdnet over TLS 1.3, with a certificate
-// from a CA made for the run). Close stops both.
+// server.Server on 127.0.0.1:0 and a tcp.Dialer to it), "stdnet" (the same
+// with a stdnet.Dialer) or "stdnet-tls" (stdnet over TLS 1.3, with a
+// certificate from a CA made for the run). Close stops both.
 func Open(name string) (*Env, error) {
 	store := broker.NewCountingStore()
 	b, err := broker.New(store)
@@ -42,21 +43,9 @@ func Open(name string) (*Env, error) {
 		d := mem.NewDialer(b)
 		return &Env{Dialer: d, Store: store, Cut: d.DropConnections, close: func() { d.Close() }}, nil
 	case "tcp":
-		srv, err := tcp.NewServer("127.0.0.1:0", b)
-		if err != nil {
-			return nil, err
-		}
-		d, err := tcp.NewDialer(srv.Addr().String())
-		if err != nil {
-			srv.Close(context.Background())
-			return nil, err
-		}
-		return &Env{Dialer: d, Store: store, Cut: srv.CloseConns, close: func() {
-			d.Close()
-			srv.Close(context.Background())
-		}}, nil
+		return serve(store, b, nil, func(addr string) (dialer, error) { return tcp.NewDialer(addr) })
 	case "stdnet":
-		return openStdnet(store, b, nil, nil)
+		return serve(store, b, nil, func(addr string) (dialer, error) { return stdnet.NewDialer(addr) })
 	case "stdnet-tls":
 		ca, err := testcert.NewCA("loopback")
 		if err != nil {
@@ -66,18 +55,26 @@ func Open(name string) (*Env, error) {
 		if err != nil {
 			return nil, err
 		}
-		return openStdnet(store, b, []stdnet.ServerOption{stdnet.ServerTLS(cfg)},
-			[]stdnet.DialOption{stdnet.ClientTLS(ca.ClientConfig())})
+		return serve(store, b, []server.Option{server.TLS(cfg)}, func(addr string) (dialer, error) {
+			return stdnet.NewDialer(addr, stdnet.ClientTLS(ca.ClientConfig()))
+		})
 	}
 	return nil, fmt.Errorf("loopback: unknown transport %q (want one of %v)", name, Transports)
 }
 
-func openStdnet(store *broker.CountingStore, b *broker.Broker, sopts []stdnet.ServerOption, dopts []stdnet.DialOption) (*Env, error) {
-	srv, err := stdnet.NewServer("127.0.0.1:0", b, sopts...)
+// dialer is a transport.Dialer that is closed.
+type dialer interface {
+	transport.Dialer
+	Close() error
+}
+
+// serve starts a server for b and a dialer to it.
+func serve(store *broker.CountingStore, b *broker.Broker, opts []server.Option, dial func(addr string) (dialer, error)) (*Env, error) {
+	srv, err := server.New("127.0.0.1:0", b, opts...)
 	if err != nil {
 		return nil, err
 	}
-	d, err := stdnet.NewDialer(srv.Addr().String(), dopts...)
+	d, err := dial(srv.Addr().String())
 	if err != nil {
 		srv.Close(context.Background())
 		return nil, err

@@ -4,7 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/inflightmq/inflight/broker"
-	"github.com/inflightmq/inflight/transport/tcp"
+	"github.com/inflightmq/inflight/server"
 )
 
 // BrokerSource is what NewBrokerCollector reads; *broker.Broker is one.
@@ -16,7 +16,7 @@ func NewBrokerCollector(b BrokerSource) prometheus.Collector {
 	t := table[broker.Stats]{prefix: "inflight_broker_"}
 	t.gauge("sessions", "Live producer sessions.",
 		func(s broker.Stats) float64 { return float64(s.Sessions) })
-	t.counter("batches_total", "BATCH frames accepted.",
+	t.counter("batches_total", "BATCH frames stored (or found duplicate) and acknowledged.",
 		func(s broker.Stats) float64 { return float64(s.Batches) })
 	t.counter("stored_records_total", "Records appended to the store.",
 		func(s broker.Stats) float64 { return float64(s.Stored) })
@@ -33,24 +33,26 @@ func NewBrokerCollector(b BrokerSource) prometheus.Collector {
 	return &statsCollector[broker.Stats]{stats: b.Stats, metrics: t.out}
 }
 
-// ServerSource is what NewServerCollector reads; *tcp.Server is one.
-type ServerSource interface{ Stats() tcp.ServerStats }
+// ServerSource is what NewServerCollector reads; *server.Server is one.
+type ServerSource interface{ Stats() server.Stats }
 
-// NewServerCollector returns a collector of a TCP server's Stats. Safe for
+// NewServerCollector returns a collector of a server.Server's Stats. Safe for
 // concurrent scrapes.
 func NewServerCollector(srv ServerSource) prometheus.Collector {
-	t := table[tcp.ServerStats]{prefix: "inflight_server_"}
+	t := table[server.Stats]{prefix: "inflight_server_"}
 	t.gauge("connections", "Open connections.",
-		func(s tcp.ServerStats) float64 { return float64(s.Conns) })
+		func(s server.Stats) float64 { return float64(s.Conns) })
 	t.counter("connections_accepted_total", "Connections accepted.",
-		func(s tcp.ServerStats) float64 { return float64(s.Accepted) })
+		func(s server.Stats) float64 { return float64(s.Accepted) })
 	t.counter("connections_refused_total", "Connections refused by MaxConns.",
-		func(s tcp.ServerStats) float64 { return float64(s.Refused) })
+		func(s server.Stats) float64 { return float64(s.Refused) })
 	t.counter("connection_timeouts_total", "Connections closed by ReadTimeout or IdleTimeout.",
-		func(s tcp.ServerStats) float64 { return float64(s.Timeouts) })
+		func(s server.Stats) float64 { return float64(s.Timeouts) })
 	t.counter("connection_errors_total", "Connections closed for a protocol or store error.",
-		func(s tcp.ServerStats) float64 { return float64(s.Errors) })
+		func(s server.Stats) float64 { return float64(s.Errors) })
+	t.counter("tls_handshake_errors_total", "TLS handshakes that failed (bad certificate, timeout, not TLS).",
+		func(s server.Stats) float64 { return float64(s.HandshakeErrors) })
 	t.gauge("max_buffered_bytes", "Most bytes one connection left buffered (an incomplete frame).",
-		func(s tcp.ServerStats) float64 { return float64(s.MaxBuffered) })
-	return &statsCollector[tcp.ServerStats]{stats: srv.Stats, metrics: t.out}
+		func(s server.Stats) float64 { return float64(s.MaxBuffered) })
+	return &statsCollector[server.Stats]{stats: srv.Stats, metrics: t.out}
 }

@@ -16,8 +16,8 @@ import (
 	"github.com/inflightmq/inflight/core"
 	"github.com/inflightmq/inflight/internal/leakcheck"
 	inflightprom "github.com/inflightmq/inflight/metrics/prometheus"
+	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/transport/mem"
-	"github.com/inflightmq/inflight/transport/tcp"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leakcheck.Options()...) }
@@ -31,9 +31,9 @@ type fakeBroker broker.Stats
 
 func (f fakeBroker) Stats() broker.Stats { return broker.Stats(f) }
 
-type fakeServer tcp.ServerStats
+type fakeServer server.Stats
 
-func (f fakeServer) Stats() tcp.ServerStats { return tcp.ServerStats(f) }
+func (f fakeServer) Stats() server.Stats { return server.Stats(f) }
 
 // TestCollectorsExportEveryField: each Stats field appears under its name,
 // with its value, and the metrics pass the Prometheus naming lint.
@@ -53,9 +53,10 @@ func TestCollectorsExportEveryField(t *testing.T) {
 			inflight_broker_duplicate_records_total 1
 			inflight_broker_unauthorized_total 3
 			inflight_broker_takeovers_refused_total 4`},
-		{inflightprom.NewServerCollector(fakeServer{Conns: 4, Refused: 5}), `
+		{inflightprom.NewServerCollector(fakeServer{Conns: 4, Refused: 5, HandshakeErrors: 6}), `
 			inflight_server_connections 4
-			inflight_server_connections_refused_total 5`},
+			inflight_server_connections_refused_total 5
+			inflight_server_tls_handshake_errors_total 6`},
 	} {
 		problems, err := testutil.CollectAndLint(tc.c)
 		require.NoError(t, err)
@@ -67,7 +68,7 @@ func TestCollectorsExportEveryField(t *testing.T) {
 	}
 	assert.Equal(t, 12, testutil.CollectAndCount(inflightprom.NewProducerCollector(fakeProducer{})))
 	assert.Equal(t, 8, testutil.CollectAndCount(inflightprom.NewBrokerCollector(fakeBroker{})))
-	assert.Equal(t, 6, testutil.CollectAndCount(inflightprom.NewServerCollector(fakeServer{})))
+	assert.Equal(t, 7, testutil.CollectAndCount(inflightprom.NewServerCollector(fakeServer{})))
 }
 
 // TestCollectorsReadLiveCounters: a real producer and broker, scraped after

@@ -12,6 +12,7 @@ import (
 
 	"github.com/inflightmq/inflight/core"
 	"github.com/inflightmq/inflight/internal/hist"
+	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/store/natsjs"
 	"github.com/inflightmq/inflight/store/natsjs/natsjstest"
 	"github.com/inflightmq/inflight/transport"
@@ -88,7 +89,7 @@ func benchLoadRun(b *testing.B, c *natsjstest.Cluster, l natsjs.Layout, producer
 	br, _ := gateway(b, c, natsjs.Config{Layout: l}, nil)
 	var d transport.Dialer
 	if viaTCP {
-		srv, err := tcp.NewServer("127.0.0.1:0", br)
+		srv, err := server.New("127.0.0.1:0", br)
 		if err != nil {
 			b.Fatal(err)
 		}

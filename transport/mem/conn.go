@@ -8,7 +8,6 @@ import (
 
 	"github.com/smallnest/chanx"
 
-	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/wire"
 )
@@ -20,15 +19,16 @@ const inboundQueue = 256
 
 // conn is one in-process connection.
 //
-//	producer --WriteFrame--> in --serve()--> broker.Session.Handle
+//	producer --WriteFrame--> in --serve()--> Session.Handle
 //	producer <--OnFrame-- deliver() <--out (unbounded)-- Session's Peer.Send
 //
-// serve owns the session and is the only sender on out, so it closes out.In
-// when it stops; deliver drains out and then calls OnClose.
+// serve owns the session. The session sends on out from serve's goroutine
+// and from its own (receipts), which it stops in Close; serve closes out.In
+// after that, when it stops; deliver drains out and then calls OnClose.
 type conn struct {
 	d       *Dialer
 	h       transport.Handler
-	session *broker.Session
+	session transport.Session
 	in      chan *transport.Buffer
 	out     *chanx.UnboundedChan[outFrame]
 
@@ -42,7 +42,7 @@ type outFrame struct {
 	at time.Time // deliver no earlier than this
 }
 
-func newConn(d *Dialer, b *broker.Broker, h transport.Handler) *conn {
+func newConn(d *Dialer, b transport.Acceptor, h transport.Handler) *conn {
 	c := &conn{
 		d:    d,
 		h:    h,
@@ -50,7 +50,7 @@ func newConn(d *Dialer, b *broker.Broker, h transport.Handler) *conn {
 		out:  chanx.NewUnboundedChan[outFrame](context.Background(), 16),
 		done: make(chan struct{}),
 	}
-	c.session = b.NewSession(peer{c})
+	c.session = b.Accept(peer{c})
 	return c
 }
 
@@ -121,6 +121,10 @@ func (c *conn) serve() {
 			return
 		}
 		if n := c.d.dropAfter.Load(); n > 0 && frames >= n {
+			// What the session was handed is stored and acknowledged
+			// first (Close waits for it), so the cut falls after the
+			// nth frame's reply, whenever its store answers.
+			c.session.Close()
 			c.close(ErrDropped)
 			return
 		}
@@ -176,7 +180,8 @@ func (c *conn) deliver() {
 type peer struct{ c *conn }
 
 // Send copies frame toward the producer, or drops it if it is a RECEIPT and
-// DropReceipts is on. Called only from serve.
+// DropReceipts is on. Called from serve and from the session's goroutine,
+// which the session stops before serve closes out.In.
 func (p peer) Send(frame []byte) error {
 	c := p.c
 	select {
@@ -205,8 +210,9 @@ func (p peer) Send(frame []byte) error {
 }
 
 // Close is called by the broker when another session takes over this
-// connection's producer name.
+// connection's producer name, or after it sent an ERROR frame for a failed
+// store. The frames sent before are delivered before OnClose.
 func (p peer) Close() error {
-	p.c.close(broker.ErrReplaced)
+	p.c.close(ErrClosedByBroker)
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/internal/gate"
 	"github.com/inflightmq/inflight/transport"
 )
@@ -16,7 +15,7 @@ import (
 // the call.
 type Dialer struct {
 	mu     sync.Mutex
-	broker *broker.Broker
+	broker transport.Acceptor
 	conns  map[*conn]struct{}
 	closed bool
 	wg     sync.WaitGroup // the goroutines of every connection
@@ -31,8 +30,10 @@ type Dialer struct {
 	dials        atomic.Int64
 }
 
-// NewDialer returns a Dialer whose connections are served by b.
-func NewDialer(b *broker.Broker) *Dialer {
+// NewDialer returns a Dialer whose connections are served by b, a
+// *broker.Broker or any other transport.Acceptor: each connection is a
+// session b accepts.
+func NewDialer(b transport.Acceptor) *Dialer {
 	return &Dialer{broker: b, conns: make(map[*conn]struct{})}
 }
 
@@ -68,7 +69,7 @@ func (d *Dialer) Dial(ctx context.Context, h transport.Handler) (transport.Conn,
 // SetBroker makes later dials reach b (existing connections keep their
 // broker). With RefuseDials and DropConnections it models a broker restart;
 // give the new broker the old one's Store to keep its data.
-func (d *Dialer) SetBroker(b *broker.Broker) {
+func (d *Dialer) SetBroker(b transport.Acceptor) {
 	d.mu.Lock()
 	d.broker = b
 	d.mu.Unlock()
@@ -87,8 +88,8 @@ func (d *Dialer) DropConnections() {
 
 // DropAfterFrames makes every connection, open or future, close with
 // ErrDropped once its broker side has processed n frames in total (HELLO
-// included); the frames after the nth are never processed. n <= 0 turns it
-// off.
+// included), and sent their replies; the frames after the nth are never
+// processed. n <= 0 turns it off.
 func (d *Dialer) DropAfterFrames(n int) { d.dropAfter.Store(int64(max(n, 0))) }
 
 // DropReceipts makes the broker's RECEIPT frames vanish instead of reaching

@@ -327,3 +327,34 @@ func writeMaybe(t testing.TB, c transport.Conn, frame []byte) {
 		require.ErrorIs(t, err, transport.ErrClosed)
 	}
 }
+
+// receipts returns the sequence IDs of fs, which must all be RECEIPTs, and
+// checks that they increase: the broker acknowledges every frame stored
+// together with one receipt, so there may be fewer receipts than frames.
+func receipts(t testing.TB, fs [][]byte) []uint64 {
+	t.Helper()
+	var seqs []uint64
+	for _, f := range fs {
+		seq := receipt(t, f)
+		if n := len(seqs); n > 0 {
+			require.Greater(t, seq, seqs[n-1], "receipts increase")
+		}
+		seqs = append(seqs, seq)
+	}
+	return seqs
+}
+
+// waitReceipt waits until a RECEIPT of seq or more has arrived and returns
+// every frame received so far.
+func (r *recorder) waitReceipt(t testing.TB, seq uint64) [][]byte {
+	t.Helper()
+	waitUntil(t, func() bool {
+		for _, f := range r.frames() {
+			if rc, err := wire.DecodeReceipt(f); err == nil && rc.Seq >= seq {
+				return true
+			}
+		}
+		return false
+	}, "a receipt of %d", seq)
+	return r.frames()
+}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 
+	"github.com/inflightmq/inflight/internal/frames"
 	"github.com/inflightmq/inflight/transport"
 )
 
@@ -133,9 +134,9 @@ func (c *clientConn) write() {
 // Handler until the connection closes (frames still buffered then are not
 // delivered), then reports the close, after the last OnFrame.
 func (c *clientConn) read() {
-	fr := newFrameReader(c.rw, 16<<10, c.d.cfg.maxFrame, noWait{})
+	fr := frames.NewReader(c.rw, 16<<10, c.d.cfg.maxFrame, frames.NoWait{})
 	for c.open() {
-		frame, err := fr.next()
+		frame, err := fr.Next()
 		if err != nil {
 			c.shut(c.explain(err))
 			break

@@ -1,30 +1,29 @@
-// Package tcp carries inflight frames over TCP with gnet v2: a client
-// Dialer for producers and a Server that serves a broker.Broker.
+// Package tcp is a producer's transport over TCP with gnet v2: a Dialer
+// whose connections share one gnet event loop. The broker's side is
+// package server.
 //
-// Both sides parse frames in gnet's OnTraffic by peeking at the 4-byte length
+// Frames are parsed in gnet's OnTraffic by peeking at the 4-byte length
 // prefix first, so a frame is copied at most once and a length over the
 // limit is refused before its body is buffered.
 //
 // Writing: gnet's AsyncWrite has no backpressure (its callback means
-// "written or buffered"). The client therefore keeps every outbound buffer
+// "written or buffered"). The Dialer therefore keeps every outbound buffer
 // until its bytes have left gnet's outbound buffer for the socket, and only
-// then releases it to the producer, whose pool of buffers is the window: a
-// peer that stops reading stops the producer's pump instead of growing
-// memory. Correctness never depends on gnet calling back: after a close, held
+// then releases it to the producer; the producer's window (frames
+// unacknowledged, core.MaxFramesInFlight) bounds how many it hands over.
+// Correctness never depends on gnet calling back: after a close, held
 // buffers are simply abandoned.
 //
 // Goroutines: a Dialer owns one gnet client (its event loop and ticker),
-// started by NewDialer and stopped by Close. A Server owns one gnet engine,
-// started by NewServer and stopped by Close. Handlers (the producer's
-// receipt resolver, the broker's sessions) run on the event loops.
+// started by NewDialer and stopped by Close. The producer's Handler (its
+// receipt resolver) runs on the event loop.
 //
 // Scheduling: a gnet event loop waits for events in epoll_wait, a system
 // call, and keeps its P (one of GOMAXPROCS) while it waits, until the
 // runtime's sysmon takes the P back, which can take from 20 µs to 10 ms
 // when the process is otherwise idle. When every P is held this way, the
 // other goroutines (senders, the producer's pump and callbacks) wait that
-// long. Give the process more Ps than it has event loops: each Dialer has
-// one, a Server one (or one per core with Multicore). Measured with a
-// producer and a broker in one process at 100k msgs/s
-// (BenchmarkFixedRate/tcp): p99 0.9-2.2 ms at GOMAXPROCS=2, 0.3-0.5 ms at 3.
+// long. Each Dialer has one event loop; the broker's server has none (a
+// goroutine blocked in a read holds no P). BenchmarkFixedRate/tcp in bench/
+// measures the tail this leaves at 100k msgs/s.
 package tcp

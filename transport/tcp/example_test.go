@@ -7,6 +7,7 @@ import (
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/transport/tcp"
 )
 
@@ -17,7 +18,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv, err := tcp.NewServer("127.0.0.1:0", b) // port 0: any free port
+	srv, err := server.New("127.0.0.1:0", b) // port 0: any free port
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/internal/leakcheck"
-	"github.com/inflightmq/inflight/transport/tcp"
+	"github.com/inflightmq/inflight/server"
 )
 
 // shared is one server for the tests that do not stop it: a gnet engine
@@ -18,14 +18,14 @@ import (
 var shared struct {
 	store  *broker.MemoryStore
 	broker *broker.Broker
-	server *tcp.Server
+	server *server.Server
 }
 
 func TestMain(m *testing.M) {
 	shared.store = broker.NewMemoryStore()
 	shared.broker, _ = broker.New(shared.store)
 	var err error
-	shared.server, err = tcp.NewServer("127.0.0.1:0", shared.broker, tcp.ReadTimeout(200*time.Millisecond))
+	shared.server, err = server.New("127.0.0.1:0", shared.broker, server.ReadTimeout(200*time.Millisecond))
 	if err != nil {
 		panic(err)
 	}

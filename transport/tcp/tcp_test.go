@@ -17,6 +17,7 @@ import (
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/transport/tcp"
 	"github.com/inflightmq/inflight/wire"
 )
@@ -29,7 +30,7 @@ import (
 func TestTCPBrokerRestartSameAddress(t *testing.T) {
 	store := broker.NewMemoryStore()
 	b1, _ := broker.New(store)
-	srv, err := tcp.NewServer("127.0.0.1:0", b1)
+	srv, err := server.New("127.0.0.1:0", b1)
 	require.NoError(t, err)
 	addr := srv.Addr().String()
 
@@ -83,7 +84,7 @@ func TestTCPBrokerRestartSameAddress(t *testing.T) {
 		send(i)
 	}
 	b2, _ := broker.New(store)
-	srv2, err := tcp.NewServer(addr, b2)
+	srv2, err := server.New(addr, b2)
 	require.NoError(t, err)
 	defer srv2.Close(context.Background())
 	wg.Wait()
@@ -228,55 +229,6 @@ func TestTCPManyProducersOneBroker(t *testing.T) {
 	}
 }
 
-// TestTCPBadPeers: garbage, an oversized length prefix, a bad CRC and a
-// slowloris sender each get an ERROR frame and are closed, alone; a good
-// producer on the same server is unaffected, and the server never buffers
-// more than a frame per connection.
-func TestTCPBadPeers(t *testing.T) {
-	addr := shared.server.Addr().String()
-	p, _ := newProducer(t, addr)
-	before := shared.server.Stats()
-	cases := []struct {
-		name string
-		run  func(r *rawConn)
-		code wire.ErrorCode
-	}{
-		{"garbage", func(r *rawConn) { r.write([]byte{0, 0, 0, 5, 0xee, 1, 2, 3, 4}) }, wire.CodeProtocol},
-		{"oversized length prefix", func(r *rawConn) { r.write([]byte{0xff, 0xff, 0xff, 0xff}) }, wire.CodeFrameTooLarge},
-		{"batch before hello", func(r *rawConn) { r.write(batchFrame(1, []byte("x"))) }, wire.CodeHelloRequired},
-		{"bad CRC", func(r *rawConn) {
-			r.hello("bad-crc")
-			f := batchFrame(1, []byte("payload"))
-			f[len(f)-1] ^= 0xff
-			r.write(f)
-		}, wire.CodeChecksum},
-		{"slowloris", func(r *rawConn) {
-			h, _ := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "slow", Topic: wire.DefaultTopic})
-			r.write(h[:3]) // a length prefix, never completed
-		}, wire.CodeProtocol},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			r := dialRaw(t, addr)
-			tc.run(r)
-			r.expectError(tc.code)
-			_, err := p.Send(context.Background(), &core.Message{Payload: []byte(tc.name)})
-			require.NoError(t, err, "the good producer is unaffected")
-		})
-	}
-	// A slowloris that sent a complete length prefix and part of a body.
-	r := dialRaw(t, addr)
-	r.write([]byte{0, 0, 0, 100, byte(wire.TypeHello), 0})
-	r.expectError(wire.CodeProtocol)
-
-	st := shared.server.Stats()
-	assert.GreaterOrEqual(t, st.Errors-before.Errors, int64(4))
-	assert.GreaterOrEqual(t, st.Timeouts-before.Timeouts, int64(2))
-	assert.Less(t, st.MaxBuffered, int64(shared.broker.MaxFrameSize()), "buffered bytes per connection stay under the frame limit")
-	assert.Equal(t, 0, shared.store.Len("bad-crc"))
-	assert.Equal(t, len(cases), shared.store.Len(p.Name()))
-}
-
 // TestTCPStalledReaderBoundsMemory: a broker that stops reading must stop
 // the producer's pump, not grow the client's memory: the bytes handed to
 // the transport stay within the producer's window plus the kernel's socket
@@ -356,14 +308,6 @@ func TestTCPOptions(t *testing.T) {
 	assert.ErrorIs(t, err, tcp.ErrInvalidOption)
 	_, err = tcp.NewDialer("127.0.0.1:1", tcp.MaxInboundFrame(10))
 	assert.ErrorIs(t, err, tcp.ErrInvalidOption)
-	_, err = tcp.NewServer("127.0.0.1:0", nil)
-	assert.ErrorIs(t, err, tcp.ErrInvalidOption)
-	for _, o := range []tcp.ServerOption{tcp.MaxConns(0), tcp.ReadTimeout(0), tcp.IdleTimeout(-1), nil} {
-		_, err = tcp.NewServer("127.0.0.1:0", shared.broker, o)
-		assert.ErrorIs(t, err, tcp.ErrInvalidOption)
-	}
-	_, err = tcp.NewServer("256.0.0.1:0", shared.broker)
-	assert.Error(t, err, "a bad address fails to listen")
 }
 
 func TestTCPDialerClosed(t *testing.T) {

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/store/natsjs"
-	"github.com/inflightmq/inflight/transport/tcp"
 )
 
 func main() {
@@ -46,7 +46,7 @@ func run(listen, storeURL string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := tcp.NewServer(listen, b)
+	srv, err := server.New(listen, b)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package stdnet_test
+package server_test
 
 import (
 	"context"
@@ -13,26 +13,22 @@ import (
 	"github.com/inflightmq/inflight/transport/tcp"
 )
 
-// TestInterop: stdnet and tcp speak the same frames; each client works with
-// the other's server.
-func TestInterop(t *testing.T) {
-	t.Run("tcp dialer, stdnet server", func(t *testing.T) {
+// TestBothDialers: the producer transports speak the same frames; each
+// works with the server.
+func TestBothDialers(t *testing.T) {
+	t.Run("tcp", func(t *testing.T) {
 		e := newEnv(t, false)
 		d, err := tcp.NewDialer(e.addr())
 		require.NoError(t, err)
 		defer d.Close()
 		sendSome(t, d, e.store)
 	})
-	t.Run("stdnet dialer, tcp server", func(t *testing.T) {
-		store := broker.NewMemoryStore()
-		b, _ := broker.New(store)
-		srv, err := tcp.NewServer("127.0.0.1:0", b)
-		require.NoError(t, err)
-		defer srv.Close(context.Background())
-		d, err := stdnet.NewDialer(srv.Addr().String())
+	t.Run("stdnet", func(t *testing.T) {
+		e := newEnv(t, false)
+		d, err := stdnet.NewDialer(e.addr())
 		require.NoError(t, err)
 		defer d.Close()
-		sendSome(t, d, store)
+		sendSome(t, d, e.store)
 	})
 }
 

@@ -1,4 +1,4 @@
-package tcp_test
+package server_test
 
 import (
 	"context"
@@ -13,19 +13,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inflightmq/inflight/broker"
-	"github.com/inflightmq/inflight/transport/tcp"
+	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/wire"
 )
 
-// TestTCPServerCloseLeavesNoHalfOpenConns: clients that connect while the
+// TestCloseLeavesNoHalfOpenConns: clients that connect while the
 // server is closing are answered, closed or refused, never left hanging
-// (gnet leaks sockets it accepts while its engine stops; Close stops
-// accepting first).
-func TestTCPServerCloseLeavesNoHalfOpenConns(t *testing.T) {
+// (Close stops accepting first).
+func TestCloseLeavesNoHalfOpenConns(t *testing.T) {
 	var hung, total atomic.Int64
 	for range 5 {
 		b, _ := broker.New(broker.NewMemoryStore())
-		srv, err := tcp.NewServer("127.0.0.1:0", b)
+		srv, err := server.New("127.0.0.1:0", b)
 		require.NoError(t, err)
 		addr := srv.Addr().String()
 		stop := make(chan struct{})

@@ -1,10 +1,9 @@
-package stdnet_test
+package server_test
 
 import (
 	"context"
 	"crypto/tls"
 	"net"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +13,7 @@ import (
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
-	"github.com/inflightmq/inflight/transport/stdnet"
+	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/wire"
 )
 
@@ -24,7 +23,7 @@ var modes = []struct {
 	tls  bool
 }{{"plain", false}, {"tls", true}}
 
-func TestStdnetSendAndReceive(t *testing.T) {
+func TestSendAndReceive(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			e := newEnv(t, m.tls)
@@ -44,15 +43,15 @@ func TestStdnetSendAndReceive(t *testing.T) {
 	}
 }
 
-// TestStdnetBadPeers: garbage, an oversized length prefix, a frame before
+// TestBadPeers: garbage, an oversized length prefix, a frame before
 // HELLO, a bad CRC, a slowloris sender and an idle one each get an ERROR
 // frame and are closed, alone; a good producer on the same server is
 // unaffected, and no connection buffers more than a frame.
-func TestStdnetBadPeers(t *testing.T) {
+func TestBadPeers(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
-			e := newEnv(t, m.tls, stdnet.ReadTimeout(100*time.Millisecond), stdnet.IdleTimeout(300*time.Millisecond),
-				stdnet.HandshakeTimeout(waitTimeout)) // handshakes are slow under -race on a busy machine
+			e := newEnv(t, m.tls, server.ReadTimeout(100*time.Millisecond), server.IdleTimeout(300*time.Millisecond),
+				server.HandshakeTimeout(waitTimeout)) // handshakes are slow under -race on a busy machine
 			p, _ := newProducer(t, e.addr(), e.dialOpts(), core.Heartbeat(50*time.Millisecond))
 			cases := []struct {
 				name string
@@ -93,12 +92,12 @@ func TestStdnetBadPeers(t *testing.T) {
 	}
 }
 
-// TestStdnetMaxConns: a connection beyond the limit gets an ERROR frame and
+// TestMaxConns: a connection beyond the limit gets an ERROR frame and
 // is closed; the ones within it are served.
-func TestStdnetMaxConns(t *testing.T) {
+func TestMaxConns(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
-			e := newEnv(t, m.tls, stdnet.MaxConns(1))
+			e := newEnv(t, m.tls, server.MaxConns(1))
 			first := dialRaw(t, e)
 			first.hello(uniqueName("first"))
 			dialRaw(t, e).expectError(wire.CodeProtocol)
@@ -110,83 +109,14 @@ func TestStdnetMaxConns(t *testing.T) {
 	}
 }
 
-// TestStdnetStalledReaderBoundsMemory: a broker that stops reading must stop
-// the producer's pump, not grow the client's memory.
-func TestStdnetStalledReaderBoundsMemory(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer ln.Close()
-	defer close(stop)
-	wg.Go(func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		silentHello(c)
-		<-stop // never read again
-	})
-
-	const size, n = 64 << 10, 2000 // 128 MiB offered
-	p, _ := newProducer(t, ln.Addr().String(), nil, core.MaxPendingBytes(1<<30), core.MaxPending(n), core.SendTimeout(time.Minute), core.Heartbeat(time.Minute))
-	payload := make([]byte, size)
-	var ms0 runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&ms0)
-	for range n {
-		require.NoError(t, p.SendAsync(context.Background(), &core.Message{Payload: payload}, func(core.MessageID, *core.Message, error) {}))
-	}
-	last, still := uint64(0), 0
-	waitUntil(t, "the pump to stall", func() bool {
-		time.Sleep(20 * time.Millisecond)
-		w := p.Stats().BytesWire
-		if w == last && w > 0 {
-			still++
-		} else {
-			still = 0
-		}
-		last = w
-		return still >= 10
-	})
-	var ms1 runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&ms1)
-	written := p.Stats().BytesWire
-	t.Logf("offered %d MiB, handed to the transport %.1f MiB, heap grew %.1f MiB",
-		size*n>>20, float64(written)/(1<<20), (float64(ms1.HeapInuse)-float64(ms0.HeapInuse))/(1<<20))
-	assert.Less(t, written, uint64(48<<20), "the window bounds what is handed to the transport")
-	assert.Less(t, int64(ms1.HeapInuse)-int64(ms0.HeapInuse), int64(48<<20), "no unbounded buffering in the client")
-}
-
-// silentHello answers the HELLO and returns.
-func silentHello(c net.Conn) {
-	buf := make([]byte, 0, 512)
-	tmp := make([]byte, 512)
-	for {
-		frame, _, err := wire.Split(buf, wire.DefaultMaxFrameSize)
-		if err != nil || frame != nil {
-			break
-		}
-		n, err := c.Read(tmp)
-		if err != nil {
-			return
-		}
-		buf = append(buf, tmp[:n]...)
-	}
-	_, _ = c.Write(wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize}))
-}
-
-// TestStdnetServerClose: Close stops accepting, ends every connection and
+// TestClose: Close stops accepting, ends every connection and
 // its goroutines (goleak checks at exit), and a second Close returns nil.
 // A producer connected at the time reconnects to the next server on the
 // same address and delivers everything exactly once.
-func TestStdnetServerClose(t *testing.T) {
+func TestClose(t *testing.T) {
 	store := broker.NewMemoryStore()
 	b, _ := broker.New(store)
-	srv, err := stdnet.NewServer("127.0.0.1:0", b)
+	srv, err := server.New("127.0.0.1:0", b)
 	require.NoError(t, err)
 	addr := srv.Addr().String()
 	p, _ := newProducer(t, addr, nil, core.SendTimeout(5*time.Second))
@@ -209,39 +139,23 @@ func TestStdnetServerClose(t *testing.T) {
 
 	send(n/2, n)
 	b2, _ := broker.New(store)
-	srv2, err := stdnet.NewServer(addr, b2)
+	srv2, err := server.New(addr, b2)
 	require.NoError(t, err)
 	defer srv2.Close(context.Background())
 	wg.Wait()
 	require.Equal(t, n, store.Len(p.Name()), "each message stored exactly once")
 }
 
-func TestStdnetOptions(t *testing.T) {
+func TestOptions(t *testing.T) {
 	b, _ := broker.New(broker.NewMemoryStore())
-	_, err := stdnet.NewDialer("no-port")
-	assert.ErrorIs(t, err, stdnet.ErrInvalidOption)
-	for _, o := range []stdnet.DialOption{stdnet.ConnectTimeout(0), stdnet.MaxInboundFrame(10), stdnet.WriteQueue(0), stdnet.ClientTLS(nil), nil} {
-		_, err = stdnet.NewDialer("127.0.0.1:1", o)
-		assert.ErrorIs(t, err, stdnet.ErrInvalidOption)
+	_, err := server.New("127.0.0.1:0", nil)
+	assert.ErrorIs(t, err, server.ErrInvalidOption)
+	for _, o := range []server.Option{server.MaxConns(0), server.ReadTimeout(0), server.IdleTimeout(-1),
+		server.WriteTimeout(0), server.HandshakeTimeout(0), server.TLS(nil), server.TLS(&tls.Config{}), server.RequireClientCert(nil),
+		server.RequireClientCert(newCA(t).Pool), nil} {
+		_, err = server.New("127.0.0.1:0", b, o)
+		assert.ErrorIs(t, err, server.ErrInvalidOption)
 	}
-	_, err = stdnet.NewServer("127.0.0.1:0", nil)
-	assert.ErrorIs(t, err, stdnet.ErrInvalidOption)
-	for _, o := range []stdnet.ServerOption{stdnet.MaxConns(0), stdnet.ReadTimeout(0), stdnet.IdleTimeout(-1),
-		stdnet.WriteTimeout(0), stdnet.HandshakeTimeout(0), stdnet.ServerTLS(nil), stdnet.ServerTLS(&tls.Config{}), stdnet.RequireClientCert(nil),
-		stdnet.RequireClientCert(newCA(t).Pool), nil} {
-		_, err = stdnet.NewServer("127.0.0.1:0", b, o)
-		assert.ErrorIs(t, err, stdnet.ErrInvalidOption)
-	}
-	_, err = stdnet.NewServer("256.0.0.1:0", b)
+	_, err = server.New("256.0.0.1:0", b)
 	assert.Error(t, err, "a bad address fails to listen")
-}
-
-func TestStdnetDialerClosed(t *testing.T) {
-	e := newEnv(t, false)
-	d, err := stdnet.NewDialer(e.addr())
-	require.NoError(t, err)
-	require.NoError(t, d.Close())
-	require.NoError(t, d.Close())
-	_, err = d.Dial(context.Background(), nil)
-	assert.ErrorIs(t, err, stdnet.ErrDialerClosed)
 }

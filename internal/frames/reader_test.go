@@ -1,4 +1,4 @@
-package stdnet
+package frames
 
 import (
 	"bytes"
@@ -27,26 +27,26 @@ func TestFrameReaderDropsLargeBuffer(t *testing.T) {
 	for _, n := range []int{3 << 20, 3 << 20, 10, 10, 3 << 20} {
 		stream.Write(batchOf(n))
 	}
-	f := newFrameReader(&stream, bufSize, 4<<20, noWait{})
+	f := NewReader(&stream, bufSize, 4<<20, NoWait{})
 
-	frame, err := f.next()
+	frame, err := f.Next()
 	require.NoError(t, err)
 	require.Greater(t, len(frame), 3<<20)
 	first := &f.big[:1][0]
-	_, err = f.next() // the second large frame, already arriving: same buffer
+	_, err = f.Next() // the second large frame, already arriving: same buffer
 	require.NoError(t, err)
 	require.Same(t, first, &f.big[:1][0], "a run of large frames reallocated the buffer")
 
-	_, err = f.next() // small, right after a large one
+	_, err = f.Next() // small, right after a large one
 	require.NoError(t, err)
-	_, err = f.next() // small after small: the large buffer goes
+	_, err = f.Next() // small after small: the large buffer goes
 	require.NoError(t, err)
-	require.Equal(t, bufSize, f.buffered())
+	require.Equal(t, bufSize, f.Held())
 
-	_, err = f.next() // a large frame again grows it
+	_, err = f.Next() // a large frame again grows it
 	require.NoError(t, err)
-	require.Greater(t, f.buffered(), 3<<20)
-	_, err = f.next()
+	require.Greater(t, f.Held(), 3<<20)
+	_, err = f.Next()
 	require.ErrorIs(t, err, io.EOF)
 }
 
@@ -56,10 +56,10 @@ func TestFrameReaderKeepsDefaultBatchBuffer(t *testing.T) {
 	stream.Write(batchOf(1 << 20))
 	stream.Write(batchOf(10))
 	stream.Write(batchOf(10))
-	f := newFrameReader(&stream, 64<<10, 4<<20, noWait{})
+	f := NewReader(&stream, 64<<10, 4<<20, NoWait{})
 	for range 3 {
-		_, err := f.next()
+		_, err := f.Next()
 		require.NoError(t, err)
 	}
-	require.Greater(t, f.buffered(), 1<<20)
+	require.Greater(t, f.Held(), 1<<20)
 }

@@ -1,4 +1,4 @@
-package stdnet
+package server
 
 import (
 	"crypto/tls"
@@ -7,12 +7,13 @@ import (
 	"time"
 )
 
-// ServerOption configures a Server.
-type ServerOption interface{ applyServer(*serverConfig) error }
+// Option configures a Server. Options are made by the functions below and
+// checked by New, which returns ErrInvalidOption for a value out of range.
+type Option interface{ apply(*serverConfig) error }
 
-type serverOptionFunc func(*serverConfig) error
+type optionFunc func(*serverConfig) error
 
-func (f serverOptionFunc) applyServer(c *serverConfig) error { return f(c) }
+func (f optionFunc) apply(c *serverConfig) error { return f(c) }
 
 type serverConfig struct {
 	maxConns     int
@@ -31,8 +32,8 @@ func defaultServerConfig() serverConfig {
 
 // MaxConns limits open connections (default 10000); a connection beyond it
 // gets an ERROR frame and is closed.
-func MaxConns(n int) ServerOption {
-	return serverOptionFunc(func(c *serverConfig) error {
+func MaxConns(n int) Option {
+	return optionFunc(func(c *serverConfig) error {
 		if n <= 0 {
 			return fmt.Errorf("%w: MaxConns %d must be positive", ErrInvalidOption, n)
 		}
@@ -44,33 +45,33 @@ func MaxConns(n int) ServerOption {
 // ReadTimeout bounds how long a frame may stay incomplete once its first
 // bytes arrived (default 10s): a sender that trickles (slowloris) gets an
 // ERROR frame and is closed.
-func ReadTimeout(d time.Duration) ServerOption {
+func ReadTimeout(d time.Duration) Option {
 	return durationOption("ReadTimeout", d, func(c *serverConfig) { c.readTimeout = d })
 }
 
 // IdleTimeout closes a connection that sent nothing for d (default 60s).
 // Producers send a PING after a heartbeat interval of silence, so a live
 // producer is never idle that long.
-func IdleTimeout(d time.Duration) ServerOption {
+func IdleTimeout(d time.Duration) Option {
 	return durationOption("IdleTimeout", d, func(c *serverConfig) { c.idleTimeout = d })
 }
 
 // HandshakeTimeout bounds a TLS handshake, from accept to its end (default
 // 10s); a client slower than that is closed. It also bounds the handshake
 // that carries a MaxConns refusal.
-func HandshakeTimeout(d time.Duration) ServerOption {
+func HandshakeTimeout(d time.Duration) Option {
 	return durationOption("HandshakeTimeout", d, func(c *serverConfig) { c.handshake = d })
 }
 
 // WriteTimeout bounds one write of replies to a producer (default 10s): a
 // producer that stops reading its receipts is closed.
-func WriteTimeout(d time.Duration) ServerOption {
+func WriteTimeout(d time.Duration) Option {
 	return durationOption("WriteTimeout", d, func(c *serverConfig) { c.writeTimeout = d })
 }
 
 // durationOption validates a positive duration before set stores it.
-func durationOption(name string, d time.Duration, set func(*serverConfig)) ServerOption {
-	return serverOptionFunc(func(c *serverConfig) error {
+func durationOption(name string, d time.Duration, set func(*serverConfig)) Option {
+	return optionFunc(func(c *serverConfig) error {
 		if d <= 0 {
 			return fmt.Errorf("%w: %s %v must be positive", ErrInvalidOption, name, d)
 		}
@@ -79,18 +80,18 @@ func durationOption(name string, d time.Duration, set func(*serverConfig)) Serve
 	})
 }
 
-// ServerTLS makes the Server speak TLS with cfg (default: plain TCP). The
+// TLS makes the Server speak TLS with cfg (default: plain TCP). The
 // Server uses a clone. If cfg.MinVersion is zero it is TLS 1.3. cfg needs a
 // certificate: with exactly one in cfg.Certificates (and no GetCertificate
 // or GetConfigForClient of its own) the Server can swap it while running,
 // see Server.ReloadCertificate.
-func ServerTLS(cfg *tls.Config) ServerOption {
-	return serverOptionFunc(func(c *serverConfig) error {
+func TLS(cfg *tls.Config) Option {
+	return optionFunc(func(c *serverConfig) error {
 		if cfg == nil {
-			return fmt.Errorf("%w: nil ServerTLS config", ErrInvalidOption)
+			return fmt.Errorf("%w: nil TLS config", ErrInvalidOption)
 		}
 		if len(cfg.Certificates) == 0 && cfg.GetCertificate == nil && cfg.GetConfigForClient == nil {
-			return fmt.Errorf("%w: ServerTLS config without a certificate", ErrInvalidOption)
+			return fmt.Errorf("%w: TLS config without a certificate", ErrInvalidOption)
 		}
 		c.tls = cfg.Clone()
 		if c.tls.MinVersion == 0 {
@@ -102,9 +103,9 @@ func ServerTLS(cfg *tls.Config) ServerOption {
 
 // RequireClientCert turns on mutual TLS: a client must present a
 // certificate that pool verifies, or its handshake fails
-// (tls.RequireAndVerifyClientCert). It needs ServerTLS.
-func RequireClientCert(pool *x509.CertPool) ServerOption {
-	return serverOptionFunc(func(c *serverConfig) error {
+// (tls.RequireAndVerifyClientCert). It needs TLS.
+func RequireClientCert(pool *x509.CertPool) Option {
+	return optionFunc(func(c *serverConfig) error {
 		if pool == nil {
 			return fmt.Errorf("%w: nil RequireClientCert pool", ErrInvalidOption)
 		}

@@ -1,4 +1,6 @@
-package stdnet
+// Package frames splits a byte stream into inflight frames: the reader
+// that the broker's server and the standard-library dialer share.
+package frames
 
 import (
 	"bufio"
@@ -10,36 +12,43 @@ import (
 	"github.com/inflightmq/inflight/wire"
 )
 
-// waiter is told when a frameReader is about to block on the socket, so
-// that a server can flush its replies and arm the right read deadline.
-type waiter interface {
-	// idle: no byte of the next frame has arrived yet.
-	idle() error
-	// started: a frame has begun and its remaining bytes are awaited;
+// Waiter is told when a Reader is about to block on its stream, so that a
+// server can arm the right read deadline. An error it returns is returned
+// by Next.
+type Waiter interface {
+	// Idle: no byte of the next frame has arrived yet.
+	Idle() error
+	// Started: a frame has begun and its remaining bytes are awaited;
 	// called once per frame, at its first blocking read.
-	started() error
+	Started() error
 }
 
-// noWait is the client's waiter: the producer's heartbeat, not a read
+// NoWait is a Waiter that does nothing: a producer's heartbeat, not a read
 // deadline, decides when a broker is too quiet.
-type noWait struct{}
+type NoWait struct{}
 
-func (noWait) idle() error    { return nil }
-func (noWait) started() error { return nil }
+func (NoWait) Idle() error    { return nil }
+func (NoWait) Started() error { return nil }
 
-// frameReader splits a byte stream into frames. It reads through a
+// Reader splits a byte stream into frames. It reads through a
 // bufio.Reader so that many small frames cost one read, and hands out a
 // frame that fits the buffer without copying it. It checks the length
 // prefix before reading the body: a frame over max is an error as soon as
 // its 4 bytes are in. A larger frame is read into a buffer that grows as its
 // bytes arrive, never to the size the prefix merely claims.
-type frameReader struct {
+// It is not safe for concurrent use.
+type Reader struct {
 	r         *bufio.Reader
 	max       int
 	big       []byte // reused for frames larger than r's buffer
 	lastLarge bool   // the last frame was read into big
-	wait      waiter
-	grew      func(held int) // if set, told what the reader holds after big grows
+	wait      Waiter
+	// Grew, if set, is told what the reader holds after its large-frame
+	// buffer grew (see Held).
+	Grew func(held int)
+	// Timeouts name a passed read deadline: IdleTimeout before a frame
+	// began, ReadTimeout within one (see Next).
+	IdleTimeout, ReadTimeout error
 }
 
 // keepLarge is the largest large-frame buffer a reader keeps between frames:
@@ -50,45 +59,54 @@ type frameReader struct {
 // its life, while a run of large frames reuses it.
 const keepLarge = 2 << 20
 
-func newFrameReader(r io.Reader, size, maxFrame int, w waiter) *frameReader {
-	return &frameReader{r: bufio.NewReaderSize(r, size), max: maxFrame, wait: w}
+// NewReader returns a Reader of frames up to maxFrame bytes from r, through
+// a buffer of size bytes. w is told before every blocking read (NoWait{}
+// for none).
+func NewReader(r io.Reader, size, maxFrame int, w Waiter) *Reader {
+	return &Reader{r: bufio.NewReaderSize(r, size), max: maxFrame, wait: w,
+		IdleTimeout: errIdle, ReadTimeout: errReadTimeout}
 }
 
-// next returns the next complete frame, valid until the following call.
+var (
+	errIdle        = errors.New("inflight: connection idle")
+	errReadTimeout = errors.New("inflight: frame not completed in time")
+)
+
+// Next returns the next complete frame, valid until the following call.
 // Errors: the read error (io.EOF when the peer hung up between frames),
-// wire.ErrFrameTooLarge or wire.ErrMalformed for a bad prefix, ErrIdle or
-// ErrReadTimeout when a read deadline the waiter set passed (before a frame
-// began, or within one).
-func (f *frameReader) next() ([]byte, error) {
+// wire.ErrFrameTooLarge or wire.ErrMalformed for a bad prefix, the Waiter's
+// error, or IdleTimeout or ReadTimeout (wrapping os.ErrDeadlineExceeded)
+// when a read deadline passed before a frame began, or within one.
+func (f *Reader) Next() ([]byte, error) {
 	if cap(f.big) > keepLarge && !f.lastLarge {
 		f.big = nil // the frame handed out from it is no longer valid anyway
 	}
 	f.lastLarge = false
 	if f.r.Buffered() == 0 {
-		if err := f.wait.idle(); err != nil {
+		if err := f.wait.Idle(); err != nil {
 			return nil, err
 		}
 		if _, err := f.r.Peek(1); err != nil {
-			return nil, readError(err, ErrIdle)
+			return nil, readError(err, f.IdleTimeout)
 		}
 	}
 	armed := false
 	if f.r.Buffered() < 4 {
-		if err := f.wait.started(); err != nil {
+		if err := f.wait.Started(); err != nil {
 			return nil, err
 		}
 		armed = true
 	}
 	prefix, err := f.r.Peek(4)
 	if err != nil {
-		return nil, readError(truncated(err), ErrReadTimeout)
+		return nil, readError(truncated(err), f.ReadTimeout)
 	}
 	if _, _, err := wire.Split(prefix, f.max); err != nil {
 		return nil, err
 	}
 	size, _ := wire.FrameSize(prefix)
 	if !armed && f.r.Buffered() < size {
-		if err := f.wait.started(); err != nil {
+		if err := f.wait.Started(); err != nil {
 			return nil, err
 		}
 	}
@@ -98,7 +116,7 @@ func (f *frameReader) next() ([]byte, error) {
 	}
 	frame, err := f.r.Peek(size)
 	if err != nil {
-		return nil, readError(truncated(err), ErrReadTimeout)
+		return nil, readError(truncated(err), f.ReadTimeout)
 	}
 	_, _ = f.r.Discard(size) // the peeked bytes stay valid until the next read
 	return frame, nil
@@ -106,31 +124,31 @@ func (f *frameReader) next() ([]byte, error) {
 
 // readLarge reads a frame of size bytes that does not fit the buffer,
 // growing big as the bytes arrive.
-func (f *frameReader) readLarge(size int) ([]byte, error) {
+func (f *Reader) readLarge(size int) ([]byte, error) {
 	buf := f.big[:0]
 	for len(buf) < size {
 		if len(buf) == cap(buf) {
 			grown := make([]byte, len(buf), min(size, max(2*cap(buf), 2*f.r.Size())))
 			copy(grown, buf)
 			buf = grown
-			if f.grew != nil {
-				f.grew(f.r.Size() + cap(buf))
+			if f.Grew != nil {
+				f.Grew(f.r.Size() + cap(buf))
 			}
 		}
 		n, err := f.r.Read(buf[len(buf):min(cap(buf), size)])
 		buf = buf[:len(buf)+n]
 		if err != nil && len(buf) < size {
 			f.big = buf[:0]
-			return nil, readError(truncated(err), ErrReadTimeout)
+			return nil, readError(truncated(err), f.ReadTimeout)
 		}
 	}
 	f.big = buf[:0]
 	return buf, nil
 }
 
-// buffered returns the most bytes the reader holds for one frame: its
-// buffer and the large-frame buffer.
-func (f *frameReader) buffered() int { return f.r.Size() + cap(f.big) }
+// Held returns the bytes the reader holds now: its buffer and its
+// large-frame buffer.
+func (f *Reader) Held() int { return f.r.Size() + cap(f.big) }
 
 // truncated turns an EOF inside a frame into io.ErrUnexpectedEOF.
 func truncated(err error) error {

@@ -1,4 +1,4 @@
-package stdnet_test
+package server_test
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/inflightmq/inflight/internal/testkit"
-	"io"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
 	"github.com/inflightmq/inflight/internal/testcert"
+	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/transport/stdnet"
 	"github.com/inflightmq/inflight/wire"
 )
@@ -34,17 +34,17 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// env is a broker behind a stdnet.Server, closed at the end of the test.
+// env is a broker behind a Server, closed at the end of the test.
 type env struct {
 	store  *broker.MemoryStore
 	broker *broker.Broker
-	server *stdnet.Server
+	server *server.Server
 	ca     *testcert.CA // nil: plain TCP
 }
 
 // newEnv starts a server: over TLS with a certificate from a fresh CA if
 // withTLS, plain otherwise.
-func newEnv(t *testing.T, withTLS bool, opts ...stdnet.ServerOption) *env {
+func newEnv(t *testing.T, withTLS bool, opts ...server.Option) *env {
 	t.Helper()
 	e := &env{store: broker.NewMemoryStore()}
 	var err error
@@ -54,9 +54,9 @@ func newEnv(t *testing.T, withTLS bool, opts ...stdnet.ServerOption) *env {
 		e.ca = newCA(t)
 		cfg, err := e.ca.ServerConfig()
 		require.NoError(t, err)
-		opts = append([]stdnet.ServerOption{stdnet.ServerTLS(cfg)}, opts...)
+		opts = append([]server.Option{server.TLS(cfg)}, opts...)
 	}
-	e.server, err = stdnet.NewServer("127.0.0.1:0", e.broker, opts...)
+	e.server, err = server.New("127.0.0.1:0", e.broker, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
@@ -187,6 +187,3 @@ func batchFrame(first uint64, recs ...[]byte) []byte {
 	}
 	return bb.Finish()
 }
-
-// discard reads c until it fails.
-func discard(c net.Conn) { _, _ = io.Copy(io.Discard, c) }

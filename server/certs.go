@@ -1,4 +1,4 @@
-package stdnet
+package server
 
 import (
 	"crypto/tls"
@@ -30,7 +30,7 @@ func (r *reloadable) takeOver(cfg *tls.Config) bool {
 // ReloadCertificate makes the server present cert from the next TLS
 // handshake on; connections already established keep the certificate they
 // were shown. It returns ErrNoTLS if the server was not started with
-// exactly one certificate in its ServerTLS config (and no GetCertificate
+// exactly one certificate in its TLS config (and no GetCertificate
 // or GetConfigForClient of its own), ErrInvalidOption if cert has no
 // certificate or no private key. Safe for concurrent use.
 func (s *Server) ReloadCertificate(cert tls.Certificate) error {
@@ -54,7 +54,7 @@ func (s *Server) ReloadCertificateFiles(certFile, keyFile string) error {
 	}
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
-		return fmt.Errorf("inflight/stdnet: reload certificate: %w", err)
+		return fmt.Errorf("inflight/server: reload certificate: %w", err)
 	}
 	return s.ReloadCertificate(cert)
 }

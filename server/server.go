@@ -1,4 +1,4 @@
-package stdnet
+package server
 
 import (
 	"context"
@@ -14,11 +14,11 @@ import (
 	"github.com/inflightmq/inflight/wire"
 )
 
-// Server serves a broker.Broker over TCP, or TLS with ServerTLS: one
-// goroutine accepts, one per connection reads frames, hands them to the
-// connection's broker session and writes the replies. The Server owns every
-// goroutine it starts; Close stops them. Its methods are safe for
-// concurrent use.
+// Server serves a broker.Broker over TCP, or TLS with TLS: one goroutine
+// accepts, one per connection reads frames and hands them to the
+// connection's broker session, whose own goroutine stores them and sends
+// the receipts (see broker.Session). The Server owns every goroutine it
+// starts; Close stops them. Its methods are safe for concurrent use.
 type Server struct {
 	broker *broker.Broker
 	cfg    serverConfig
@@ -32,7 +32,7 @@ type Server struct {
 	cancel context.CancelFunc
 
 	mu      sync.Mutex
-	conns   map[*serverConn]struct{}
+	conns   map[*conn]struct{}
 	closing bool
 	wg      sync.WaitGroup // the accept loop and every connection
 
@@ -42,13 +42,13 @@ type Server struct {
 	closeOnce sync.Once
 }
 
-// counters are the totals ServerStats reports.
+// counters are the totals Stats reports.
 type counters struct {
 	accepted, refused, timeouts, protocolErrors, handshakes, maxBuffered atomic.Int64
 }
 
-// ServerStats is a snapshot of a Server's counters.
-type ServerStats struct {
+// Stats is a snapshot of a Server's counters.
+type Stats struct {
 	Conns           int   // open connections
 	Accepted        int64 // connections accepted in total
 	Refused         int64 // connections refused by MaxConns
@@ -58,25 +58,26 @@ type ServerStats struct {
 	MaxBuffered     int64 // most bytes one connection held for reading frames
 }
 
-// NewServer listens on addr (host:port; port 0 picks one, see Addr) and
-// serves b until Close. It returns once the listener is bound.
-func NewServer(addr string, b *broker.Broker, opts ...ServerOption) (*Server, error) {
+// New listens on addr (host:port; port 0 picks one, see Addr) and serves b
+// until Close. It returns once the listener is bound; ErrInvalidOption for
+// an option out of range, or the listen error.
+func New(addr string, b *broker.Broker, opts ...Option) (*Server, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: nil broker", ErrInvalidOption)
 	}
 	cfg := defaultServerConfig()
 	for _, o := range opts {
 		if o == nil {
-			return nil, fmt.Errorf("%w: nil ServerOption", ErrInvalidOption)
+			return nil, fmt.Errorf("%w: nil Option", ErrInvalidOption)
 		}
-		if err := o.applyServer(&cfg); err != nil {
+		if err := o.apply(&cfg); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.clientCAs != nil && cfg.tls == nil {
-		return nil, fmt.Errorf("%w: RequireClientCert without ServerTLS", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: RequireClientCert without TLS", ErrInvalidOption)
 	}
-	s := &Server{broker: b, cfg: cfg, tls: cfg.tls, conns: make(map[*serverConn]struct{})}
+	s := &Server{broker: b, cfg: cfg, tls: cfg.tls, conns: make(map[*conn]struct{})}
 	if s.tls != nil {
 		if cfg.clientCAs != nil {
 			s.tls.ClientAuth = tls.RequireAndVerifyClientCert
@@ -86,7 +87,7 @@ func NewServer(addr string, b *broker.Broker, opts ...ServerOption) (*Server, er
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("inflight/stdnet: listen %s: %w", addr, err)
+		return nil, fmt.Errorf("inflight/server: listen %s: %w", addr, err)
 	}
 	s.ln = ln
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -98,11 +99,11 @@ func NewServer(addr string, b *broker.Broker, opts ...ServerOption) (*Server, er
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
 // Stats returns the server's counters.
-func (s *Server) Stats() ServerStats {
+func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	n := len(s.conns)
 	s.mu.Unlock()
-	return ServerStats{
+	return Stats{
 		Conns:           n,
 		Accepted:        s.count.accepted.Load(),
 		Refused:         s.count.refused.Load(),
@@ -136,7 +137,7 @@ func (s *Server) accept() {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			_ = tc.SetNoDelay(true)
 		}
-		c := newServerConn(s, nc)
+		c := newConn(s, nc)
 		switch s.register(c) {
 		case registered:
 			s.count.accepted.Add(1)
@@ -158,7 +159,7 @@ const (
 	closing
 )
 
-func (s *Server) register(c *serverConn) registration {
+func (s *Server) register(c *conn) registration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -171,16 +172,16 @@ func (s *Server) register(c *serverConn) registration {
 	return registered
 }
 
-func (s *Server) unregister(c *serverConn) {
+func (s *Server) unregister(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
 }
 
-func (s *Server) snapshot() []*serverConn {
+func (s *Server) snapshot() []*conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cs := make([]*serverConn, 0, len(s.conns))
+	cs := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {
 		cs = append(cs, c)
 	}
@@ -262,4 +263,14 @@ func (s *Server) Close(ctx context.Context) error {
 
 func errorFrame(code wire.ErrorCode, err error) []byte {
 	return wire.AppendError(nil, wire.Error{Code: code, Text: err.Error()})
+}
+
+// buffered raises maxBuffered to n if n is larger.
+func (c *counters) buffered(n int) {
+	for {
+		m := c.maxBuffered.Load()
+		if int64(n) <= m || c.maxBuffered.CompareAndSwap(m, int64(n)) {
+			return
+		}
+	}
 }

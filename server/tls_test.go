@@ -1,4 +1,4 @@
-package stdnet_test
+package server_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
 	"github.com/inflightmq/inflight/internal/testcert"
+	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/transport/stdnet"
 )
 
@@ -48,7 +49,7 @@ func TestBadCertificateRefused(t *testing.T) {
 			cert, err := tc.cert()
 			require.NoError(t, err)
 			b, _ := broker.New(broker.NewMemoryStore())
-			srv, err := stdnet.NewServer("127.0.0.1:0", b, stdnet.ServerTLS(&tls.Config{Certificates: []tls.Certificate{cert}}))
+			srv, err := server.New("127.0.0.1:0", b, server.TLS(&tls.Config{Certificates: []tls.Certificate{cert}}))
 			require.NoError(t, err)
 			defer srv.Close(context.Background())
 
@@ -75,7 +76,7 @@ func TestMutualTLS(t *testing.T) {
 	require.NoError(t, err)
 	store := broker.NewMemoryStore()
 	b, _ := broker.New(store)
-	srv, err := stdnet.NewServer("127.0.0.1:0", b, stdnet.ServerTLS(scfg), stdnet.RequireClientCert(clientCA.Pool))
+	srv, err := server.New("127.0.0.1:0", b, server.TLS(scfg), server.RequireClientCert(clientCA.Pool))
 	require.NoError(t, err)
 	defer srv.Close(context.Background())
 	addr := srv.Addr().String()
@@ -132,7 +133,7 @@ func TestReloadCertificate(t *testing.T) {
 	require.NoError(t, err)
 	store := broker.NewMemoryStore()
 	b, _ := broker.New(store)
-	srv, err := stdnet.NewServer("127.0.0.1:0", b, stdnet.ServerTLS(&tls.Config{Certificates: []tls.Certificate{expired}}))
+	srv, err := server.New("127.0.0.1:0", b, server.TLS(&tls.Config{Certificates: []tls.Certificate{expired}}))
 	require.NoError(t, err)
 	defer srv.Close(context.Background())
 
@@ -144,7 +145,7 @@ func TestReloadCertificate(t *testing.T) {
 
 	renewed, err := ca.Server()
 	require.NoError(t, err)
-	require.ErrorIs(t, srv.ReloadCertificate(tls.Certificate{}), stdnet.ErrInvalidOption)
+	require.ErrorIs(t, srv.ReloadCertificate(tls.Certificate{}), server.ErrInvalidOption)
 	require.NoError(t, srv.ReloadCertificate(renewed))
 	select {
 	case err := <-done:
@@ -155,6 +156,6 @@ func TestReloadCertificate(t *testing.T) {
 	assert.Equal(t, 1, store.Len(p.Name()))
 
 	plain := newEnv(t, false)
-	assert.ErrorIs(t, plain.server.ReloadCertificate(renewed), stdnet.ErrNoTLS)
-	assert.ErrorIs(t, plain.server.ReloadCertificateFiles("cert.pem", "key.pem"), stdnet.ErrNoTLS)
+	assert.ErrorIs(t, plain.server.ReloadCertificate(renewed), server.ErrNoTLS)
+	assert.ErrorIs(t, plain.server.ReloadCertificateFiles("cert.pem", "key.pem"), server.ErrNoTLS)
 }

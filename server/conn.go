@@ -1,0 +1,211 @@
+package server
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/internal/frames"
+	"github.com/inflightmq/inflight/transport"
+	"github.com/inflightmq/inflight/wire"
+)
+
+// conn is one producer's connection. Its goroutine, serve, does the TLS
+// handshake, reads frames and hands them to the broker session; the
+// session's replies are written by whichever goroutine sends them (serve,
+// or the session's appender for receipts), one at a time.
+//
+// Deadlines replace a ticker: before waiting for a new frame the read
+// deadline is IdleTimeout away; at the first wait inside a frame it is
+// ReadTimeout away, and stays there until the frame is complete, however
+// slowly its bytes trickle. Every write has WriteTimeout.
+type conn struct {
+	s       *Server
+	raw     net.Conn // the socket
+	rw      net.Conn // raw, or the tls.Conn over it
+	session transport.Session
+
+	wmu sync.Mutex // one Send at a time
+
+	stopping atomic.Bool // Server.Close: read no further frame
+	ending   atomic.Bool // the session ended the connection (Close)
+}
+
+func newConn(s *Server, raw net.Conn) *conn {
+	return &conn{s: s, raw: raw, rw: raw}
+}
+
+// Send implements transport.Peer: it writes frame within WriteTimeout.
+// Safe for concurrent use.
+func (c *conn) Send(frame []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.rw.SetWriteDeadline(time.Now().Add(c.s.cfg.writeTimeout))
+	_, err := c.rw.Write(frame)
+	return err
+}
+
+// Close implements transport.Peer: serve stops reading and ends the
+// connection as after a refused frame, letting what was sent reach the
+// producer. Idempotent and safe from any goroutine: another session that
+// takes over this producer name calls it, and this one when its store
+// failed.
+func (c *conn) Close() error {
+	c.ending.Store(true)
+	_ = c.raw.SetReadDeadline(time.Now())
+	return nil
+}
+
+var _ broker.CertificatePeer = (*conn)(nil)
+
+// VerifiedCertificates implements broker.CertificatePeer: the client
+// certificate chain the TLS handshake verified (RequireClientCert, or a
+// TLS config that verifies client certificates), leaf first; nil without
+// TLS, without a client certificate, or for one that was not verified. It
+// runs on serve's goroutine, after the handshake.
+func (c *conn) VerifiedCertificates() []*x509.Certificate {
+	tc, ok := c.rw.(*tls.Conn)
+	if !ok {
+		return nil
+	}
+	if chains := tc.ConnectionState().VerifiedChains; len(chains) > 0 {
+		return chains[0]
+	}
+	return nil
+}
+
+// stop makes serve stop reading: its pending read returns at once, and it
+// closes the connection (see Server.Close).
+func (c *conn) stop() {
+	c.stopping.Store(true)
+	_ = c.raw.SetReadDeadline(time.Now())
+}
+
+// Idle implements frames.Waiter: wait at most IdleTimeout for the next
+// frame.
+func (c *conn) Idle() error { return c.deadline(c.s.cfg.idleTimeout) }
+
+// Started implements frames.Waiter: the frame begun must be complete within
+// ReadTimeout.
+func (c *conn) Started() error { return c.deadline(c.s.cfg.readTimeout) }
+
+// deadline sets the read deadline d from now, unless the connection is
+// ending. stop and Close store their flag before their own deadline, so one
+// of the two sees the other: a deadline set here never hides theirs.
+func (c *conn) deadline(d time.Duration) error {
+	_ = c.raw.SetReadDeadline(time.Now().Add(d))
+	if c.stopping.Load() || c.ending.Load() {
+		return errStopping
+	}
+	return nil
+}
+
+// errStopping ends serve's loop when the server or the session ends the
+// connection.
+var errStopping = errors.New("inflight/server: connection ending")
+
+// serve runs the connection until it ends, then releases everything. The
+// session's Close waits for its appender, so what was read is stored (or
+// failed) before the socket closes.
+func (c *conn) serve() {
+	defer c.s.unregister(c)
+	defer c.raw.Close()
+	if c.s.tls != nil {
+		if err := c.handshake(); err != nil {
+			c.s.count.handshakes.Add(1)
+			return
+		}
+	}
+	c.session = c.s.broker.Accept(c)
+	fr := frames.NewReader(c.rw, readBuffer, c.s.broker.MaxFrameSize(), c)
+	fr.IdleTimeout, fr.ReadTimeout = ErrIdle, ErrReadTimeout
+	c.s.count.buffered(fr.Held())
+	fr.Grew = c.s.count.buffered
+	var err error
+	for {
+		var frame []byte
+		if frame, err = fr.Next(); err != nil {
+			break
+		}
+		if err = c.session.Handle(frame); err != nil {
+			break
+		}
+	}
+	c.session.Close()
+	c.end(err)
+}
+
+// readBuffer is the size of a connection's read buffer: many small frames
+// cost one read, and a frame up to this size is handed to the session
+// without a copy.
+const readBuffer = 64 << 10
+
+// handshake completes the TLS handshake within HandshakeTimeout.
+func (c *conn) handshake() error {
+	_ = c.raw.SetDeadline(time.Now().Add(c.s.cfg.handshake))
+	tc := tls.Server(c.raw, c.s.tls)
+	if err := tc.HandshakeContext(c.s.ctx); err != nil {
+		return err
+	}
+	_ = c.raw.SetDeadline(time.Time{})
+	c.rw = tc
+	return nil
+}
+
+// end finishes a connection whose loop stopped with err: it answers a
+// violation with an ERROR frame (the session answered its own), and lets
+// the producer read what was sent before it closes.
+func (c *conn) end(err error) {
+	switch {
+	case c.stopping.Load():
+		return
+	case c.ending.Load():
+		// The session sent its ERROR (or its name was taken over).
+	case errors.Is(err, ErrIdle), errors.Is(err, ErrReadTimeout):
+		c.s.count.timeouts.Add(1)
+		_ = c.Send(errorFrame(wire.CodeProtocol, err))
+	case errors.Is(err, wire.ErrFrameTooLarge), errors.Is(err, wire.ErrMalformed):
+		// A bad length prefix: the session never saw the frame.
+		c.s.count.protocolErrors.Add(1)
+		_ = c.Send(errorFrame(wire.CodeOf(err), err))
+	case isSessionError(err):
+		c.s.count.protocolErrors.Add(1)
+	default: // the peer hung up, or the socket failed: nobody to tell
+		return
+	}
+	c.linger()
+}
+
+// linger lets the last frames reach the producer: closing a socket with
+// unread input resets it, and a reset can discard what the peer has not
+// read yet. It half-closes, then reads and drops whatever the peer still
+// sends, for a moment at most.
+func (c *conn) linger() {
+	tc, ok := c.raw.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	if t, ok := c.rw.(*tls.Conn); ok {
+		_ = t.CloseWrite() // close_notify, then FIN
+	} else {
+		_ = tc.CloseWrite()
+	}
+	_ = tc.SetReadDeadline(time.Now().Add(lingerTime))
+	_, _ = io.Copy(io.Discard, io.LimitReader(tc, 1<<20))
+}
+
+const lingerTime = 200 * time.Millisecond
+
+// isSessionError reports whether err came from broker.Session.Handle, which
+// has already answered with an ERROR frame when one was due.
+func isSessionError(err error) bool {
+	return errors.Is(err, broker.ErrProtocol) || errors.Is(err, broker.ErrStore) ||
+		errors.Is(err, broker.ErrReplaced) || errors.Is(err, broker.ErrSessionClosed) ||
+		errors.Is(err, broker.ErrUnauthorized)
+}

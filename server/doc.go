@@ -1,0 +1,40 @@
+// Package server serves a broker.Broker over TCP, or TLS, with the
+// standard library: the one network server of an inflight broker. Any
+// producer transport speaks to it (transport/tcp, transport/stdnet).
+//
+// Goroutines: a Server has an accept goroutine and, per connection, one
+// goroutine that reads frames and hands them to the connection's broker
+// session; the session starts its own goroutine at the first BATCH, which
+// calls the Store and sends the receipts (see broker.Session). So a slow
+// Store holds up the receipts of its own connection and nothing else:
+// other connections keep storing, and every connection keeps reading
+// frames and answering PINGs while its Append is in flight. Close stops
+// them all.
+//
+// Why the standard library and not an event loop: with the Store off the
+// reader's goroutine, a goroutine per connection measured as fast as gnet
+// with per-connection workers, or faster (docs/performance.md), and a
+// goroutine blocked in a read holds no P: the runtime's network poller
+// parks it. TLS comes with it.
+//
+// TLS: the TLS option turns it on (plain TCP without it); TLS 1.3 is the
+// minimum unless the config says otherwise. RequireClientCert turns on
+// mutual TLS; the server hands the verified client certificate to the
+// broker session (broker.CertificatePeer), which a broker with
+// authentication maps to an identity. A server started with one
+// certificate can swap it without a restart (Server.ReloadCertificate, or
+// ReloadCertificateFiles on SIGHUP); new handshakes get the new one.
+//
+// Reading: a connection reads through a buffer and checks a frame's length
+// prefix before reading its body, so a length over the limit is refused at
+// once, and a large frame is held in a buffer that grows with the bytes
+// actually received, not with the length claimed.
+//
+// Hardening: a frame too large, a malformed one, or one a session rejects
+// gets an ERROR frame, and that connection alone is closed. MaxConns
+// limits connections; ReadTimeout closes a connection that trickles a
+// frame (slowloris); HandshakeTimeout one that does not finish its TLS
+// handshake; IdleTimeout one that sends nothing; WriteTimeout one that does
+// not read its receipts. These are read and write deadlines on the socket:
+// no ticker.
+package server
