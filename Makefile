@@ -67,7 +67,7 @@ build:
 ## fuzz: run every fuzz target for FUZZTIME each (go test runs their seed corpora always)
 FUZZTIME ?= 60s
 FUZZ_TARGETS = wire:FuzzDecode wire:FuzzBatchBuilder wire:FuzzDecompress wire:FuzzCompressRoundTrip \
-	broker:FuzzSession broker:FuzzFileStoreReplay core:FuzzProducerInbound
+	broker:FuzzSession store/file:FuzzReplay core:FuzzProducerInbound
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; \

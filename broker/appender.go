@@ -18,7 +18,7 @@ import (
 // Whatever waits when an Append starts goes into it, one Store call for
 // all of it: the group commit of one connection. Appends of different
 // sessions run concurrently, which is how a Store commits them together
-// (FileStore: one write and one fsync). The queue holds at most
+// (store/file: one write and one fsync). The queue holds at most
 // MaxQueuedBytes (a frame is always taken when nothing waits): beyond it
 // push waits for the appender, and so the reader stops reading.
 type queue struct {

@@ -1,16 +1,23 @@
 // Package broker is the receiving side of the inflight protocol, independent
 // of any transport: sessions, per-producer deduplication, and a Store.
 //
-// A transport (transport/mem, transport/tcp) accepts connections and, for
-// each one, creates a Session with Broker.NewSession and feeds it every
-// inbound frame with Session.Handle. The session answers through the Peer the
-// transport gave it:
+// A transport that serves (package server over the network, transport/mem
+// in process) creates a Session for each connection with Broker.Accept (or
+// NewSession) and feeds it every inbound frame with Session.Handle. The
+// session answers through the Peer the transport gave it:
 //
 //	producer                      session                       store
 //	HELLO(topic, name)   ->  last := store.LastSeq(topic, name)
 //	                     <-  HELLO_OK(last)
 //	BATCH(first..n)      ->  skip seq <= last (duplicates) ->  Append(topic, name, rest)
 //	                     <-  RECEIPT(n)        (cumulative: all seq <= n stored)
+//
+// The Store is never called on the transport's goroutine: a session's
+// appender goroutine stores what its reader queued, every frame that
+// arrived during the previous Append in one Append, and sends one RECEIPT
+// for them (see Session). The stores: MemoryStore (in memory, for tests and
+// demos), store/file (segment files on one machine), store/natsjs (a NATS
+// JetStream stream, for stateless gateways).
 //
 // Deduplication is by sequence ID per (topic, producer name), so a producer that
 // resends after a reconnect never stores a record twice, and learns from

@@ -31,29 +31,14 @@ var (
 	ErrACL = errors.New("inflight/broker: bad access list")
 	// ErrSessionClosed is returned by Session.Handle after Session.Close.
 	ErrSessionClosed = errors.New("inflight/broker: session closed")
-	// ErrStoreClosed is returned by FileStore's Append, LastSeq and Scan
-	// after Close.
+	// ErrStoreClosed is wrapped by a Store's errors after its Close (the
+	// file store's Append, LastSeq and Scan). The broker reports it to
+	// producers with the ERROR code wire.CodeStoreUnavailable.
 	ErrStoreClosed = errors.New("inflight/broker: store closed")
-	// ErrCorrupt is returned, wrapped with detail, by OpenFileStore for a
-	// segment that is not a FileStore segment (wrong magic or version; it is
-	// left untouched), for an active segment damaged anywhere but in an
-	// incomplete final entry (a *CorruptError says where; the file is left
-	// untouched unless the Repair option is given), and for a store whose
-	// sealed segments have a hole or whose active segment is missing; and by
-	// Scan and Verify when an entry of any segment does not check out (a
-	// *CorruptError naming the segment). An incomplete final entry (a torn
-	// write) is not an error: it is cut and reported in
-	// Recovery.TruncatedBytes.
-	ErrCorrupt = errors.New("inflight/broker: store file corrupt")
-	// ErrLocked is returned by OpenFileStore when another FileStore, in this
-	// process or another, has the file open for writing.
-	ErrLocked = errors.New("inflight/broker: store file locked by another process (is another broker running on it?)")
-	// ErrStoreFailed is wrapped by FileStore's errors after a write or fsync
-	// failed (a full disk, an I/O error): the state of the file is unknown,
-	// and the store refuses every later Append and LastSeq until it is
-	// reopened. The broker reports it to producers with the ERROR code
-	// wire.CodeStoreUnavailable.
+	// ErrStoreFailed is wrapped by a Store's errors when it failed for good
+	// (the file store after a failed write or fsync: a full disk, an I/O
+	// error; the state of the file is unknown, and it refuses every later
+	// Append and LastSeq until it is reopened). The broker reports it to
+	// producers with the ERROR code wire.CodeStoreUnavailable.
 	ErrStoreFailed = errors.New("inflight/broker: store failed for good (reopen it)")
-	// ErrReadOnly is returned by Append on a FileStore opened with ReadOnly.
-	ErrReadOnly = errors.New("inflight/broker: store opened read-only")
 )

@@ -205,14 +205,7 @@ func errorFrame(t testing.TB, frame []byte) wire.Error {
 	return e
 }
 
-// seqRange returns first..last.
-func seqRange(first, last uint64) []uint64 {
-	var s []uint64
-	for q := first; q <= last; q++ {
-		s = append(s, q)
-	}
-	return s
-}
+var seqRange = testkit.SeqRange
 
 // seqs returns the seqs stored for name.
 func seqs(store *broker.MemoryStore, name string) []uint64 {
@@ -226,14 +219,4 @@ func seqs(store *broker.MemoryStore, name string) []uint64 {
 // dflt is the topic of the store tests that do not care about topics.
 const dflt = wire.DefaultTopic
 
-// seqRecs returns payloads as records with the sequence IDs first, first+1, ...
-func seqRecs(first uint64, payloads [][]byte) []broker.Record {
-	if len(payloads) == 0 {
-		return nil
-	}
-	out := make([]broker.Record, len(payloads))
-	for i, p := range payloads {
-		out[i] = broker.Record{Seq: first + uint64(i), Payload: p}
-	}
-	return out
-}
+var seqRecs = testkit.Records

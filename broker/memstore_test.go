@@ -9,15 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/internal/testkit"
 )
 
-func recs(ss ...string) [][]byte {
-	out := make([][]byte, len(ss))
-	for i, s := range ss {
-		out[i] = []byte(s)
-	}
-	return out
-}
+var recs = testkit.Payloads
 
 func TestMemoryStore(t *testing.T) {
 	m := broker.NewMemoryStore()

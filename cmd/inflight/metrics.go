@@ -23,7 +23,7 @@ import (
 // carries on, so serve learns of it here. Reads and writes are tracked
 // apart (a store may still answer LastSeq while Append fails): each is
 // unhealthy from a failed call until a call of the same kind succeeds. A
-// FileStore whose write or fsync failed refuses every later call, so it
+// file.Store whose write or fsync failed refuses every later call, so it
 // stays unhealthy until restarted; its error wraps broker.ErrStoreFailed,
 // and the first such error is also sent on failed (buffered, one value), for
 // serve to stop on. Safe for concurrent use.

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/store/file"
 	"github.com/inflightmq/inflight/store/natsjs"
 )
 
@@ -56,7 +57,7 @@ flags:
 		return usageError(fs, stderr, "-format must be text or json, not %q", *format)
 	}
 	scan := func(fn func(topic, producer string, r broker.Record) error) error {
-		st, err := broker.OpenFileStore(path, broker.ReadOnly())
+		st, err := file.Open(path, file.ReadOnly())
 		if err != nil {
 			return err
 		}

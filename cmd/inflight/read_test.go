@@ -12,14 +12,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/store/file"
 	"github.com/inflightmq/inflight/wire"
 )
 
 // TestReadCommand: inflight read prints a file store's records, filtered,
-// as text or JSON, while a broker's FileStore holds the store's lock.
+// as text or JSON, while a broker's file.Store holds the store's lock.
 func TestReadCommand(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
-	w, err := broker.OpenFileStore(path)
+	w, err := file.Open(path)
 	require.NoError(t, err)
 	defer w.Close() // still open, locked, while read runs
 	at := time.Date(2026, 12, 3, 9, 0, 0, 5, time.UTC)
@@ -89,7 +90,7 @@ topic=orders producer=till-1 seq=3 payload="croissant"
 // first, while the writer keeps the store open.
 func TestReadCommandSegments(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
-	w, err := broker.OpenFileStore(path, broker.SegmentBytes(4096))
+	w, err := file.Open(path, file.SegmentBytes(4096))
 	require.NoError(t, err)
 	defer w.Close()
 	payload := strings.Repeat("x", 1500)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/store/file"
 )
 
 // storeHook, when set (by tests), wraps the store serve opened.
@@ -60,7 +61,7 @@ func checkServeFlags(fs *flag.FlagSet, f *serveFlags, stderr io.Writer) int {
 		if set["fsync-every"] && f.fsync != "interval" {
 			return usageError(fs, stderr, "-fsync-every applies to -fsync interval only, not to -fsync %s", f.fsync)
 		}
-		if err := broker.CheckFileStoreOptions(opts...); err != nil {
+		if err := file.CheckOptions(opts...); err != nil {
 			return usageError(fs, stderr, "%v", err)
 		}
 	default:
@@ -86,8 +87,8 @@ func openStore(ctx context.Context, f *serveFlags, log *slog.Logger) (broker.Sto
 		store, closeStore = st, closeFn
 	default:
 		opts, _ := fileStoreOptions(f) // checked by checkServeFlags
-		fst, err := broker.OpenFileStore(strings.TrimPrefix(f.store, "file:"), opts...)
-		var ce *broker.CorruptError
+		fst, err := file.Open(strings.TrimPrefix(f.store, "file:"), opts...)
+		var ce *file.CorruptError
 		if errors.As(err, &ce) {
 			log.Error("the store file is corrupt and was left untouched; to start, move the damaged part aside with -repair",
 				"path", ce.Path, "offset", ce.Offset, "bytes_after", ce.Bytes, "why", ce.Why)
@@ -128,16 +129,16 @@ func openStore(ctx context.Context, f *serveFlags, log *slog.Logger) (broker.Sto
 // fileStoreOptions returns the file store options the flags name (an
 // -fsync that names no policy is an error): checkServeFlags checks them,
 // openStore opens the store with them.
-func fileStoreOptions(f *serveFlags) ([]broker.FileStoreOption, error) {
-	policy, err := broker.ParseFsyncPolicy(f.fsync)
+func fileStoreOptions(f *serveFlags) ([]file.Option, error) {
+	policy, err := file.ParseFsyncPolicy(f.fsync)
 	if err != nil {
 		return nil, err
 	}
-	opts := []broker.FileStoreOption{broker.Fsync(policy), broker.FsyncEvery(f.fsyncEvery),
-		broker.SegmentBytes(f.segmentBytes), broker.RetainAge(f.retainAge), broker.RetainBytes(f.retainBytes),
-		broker.ForgetProducersAfter(f.forgetAfter)}
+	opts := []file.Option{file.Fsync(policy), file.FsyncEvery(f.fsyncEvery),
+		file.SegmentBytes(f.segmentBytes), file.RetainAge(f.retainAge), file.RetainBytes(f.retainBytes),
+		file.ForgetProducersAfter(f.forgetAfter)}
 	if f.repair {
-		opts = append(opts, broker.Repair())
+		opts = append(opts, file.Repair())
 	}
 	return opts, nil
 }

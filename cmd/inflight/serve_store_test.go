@@ -19,6 +19,7 @@ import (
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/store/file"
 	"github.com/inflightmq/inflight/transport/tcp"
 	"github.com/inflightmq/inflight/wire"
 )
@@ -57,7 +58,7 @@ func TestServeStoreLocked(t *testing.T) {
 // starts with -repair, saying where the damaged part went.
 func TestServeCorruptStore(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
-	st, err := broker.OpenFileStore(path)
+	st, err := file.Open(path)
 	require.NoError(t, err)
 	for seq := uint64(1); seq <= 3; seq++ {
 		require.NoError(t, st.Append("orders", "p", []broker.Record{{Seq: seq, Payload: []byte("payload")}}))
@@ -90,7 +91,7 @@ func TestServeCorruptStore(t *testing.T) {
 // serve exits 1, the segment untouched.
 func TestServeVerify(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
-	st, err := broker.OpenFileStore(path, broker.SegmentBytes(4096))
+	st, err := file.Open(path, file.SegmentBytes(4096))
 	require.NoError(t, err)
 	payload := make([]byte, 1500)
 	for seq := uint64(1); seq <= 10; seq++ {

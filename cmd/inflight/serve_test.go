@@ -21,6 +21,7 @@ import (
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/store/file"
 	"github.com/inflightmq/inflight/transport/tcp"
 )
 
@@ -157,7 +158,7 @@ func serveKill9(t *testing.T, extra string, kills int, opts ...core.Option) stri
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, cmd.Wait(), "graceful shutdown exits 0")
 
-	fst, err := broker.OpenFileStore(path)
+	fst, err := file.Open(path)
 	require.NoError(t, err)
 	defer fst.Close()
 	require.NoError(t, fst.Verify())

@@ -1,4 +1,4 @@
-package broker_test
+package file_test
 
 import (
 	"bytes"
@@ -11,10 +11,11 @@ import (
 	"time"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/store/file"
 	"github.com/inflightmq/inflight/wire"
 )
 
-// FuzzFileStoreReplay feeds arbitrary bytes after a valid segment header
+// FuzzReplay feeds arbitrary bytes after a valid segment header
 // (version 1, which Open upgrades, 2, or 3, a segment a roll created, whose
 // first entry is a snapshot; version is taken modulo 3) to OpenFileStore's
 // replay: it must not panic; it either opens, cutting at
@@ -22,11 +23,11 @@ import (
 // and then opens with Repair, the side file holding every byte it took off;
 // it must read back only records whose metadata is within the limits, and
 // leave a file that appends and reopens cleanly.
-func FuzzFileStoreReplay(f *testing.F) {
+func FuzzReplay(f *testing.F) {
 	// A real file's bytes as the main seed.
 	dir := f.TempDir()
 	seedPath := filepath.Join(dir, "seed")
-	st, err := broker.OpenFileStore(seedPath, broker.Fsync(broker.FsyncNone))
+	st, err := file.Open(seedPath, file.Fsync(file.FsyncNone))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -63,8 +64,8 @@ func FuzzFileStoreReplay(f *testing.F) {
 			t.Fatal(err)
 		}
 		original := append(header, data...)
-		st, err := broker.OpenFileStore(path, broker.Fsync(broker.FsyncNone))
-		var ce *broker.CorruptError
+		st, err := file.Open(path, file.Fsync(file.FsyncNone))
+		var ce *file.CorruptError
 		if errors.As(err, &ce) {
 			if now, _ := os.ReadFile(path); !bytes.Equal(now, original) {
 				t.Fatalf("a refused file was changed")
@@ -72,7 +73,7 @@ func FuzzFileStoreReplay(f *testing.F) {
 			if ce.Offset < 8 || ce.Offset+ce.Bytes != int64(len(original)) {
 				t.Fatalf("corrupt at %d, %d bytes follow, in a file of %d", ce.Offset, ce.Bytes, len(original))
 			}
-			st, err = broker.OpenFileStore(path, broker.Fsync(broker.FsyncNone), broker.Repair())
+			st, err = file.Open(path, file.Fsync(file.FsyncNone), file.Repair())
 			if err != nil {
 				t.Fatalf("repair: %v", err)
 			}
@@ -108,7 +109,7 @@ func FuzzFileStoreReplay(f *testing.F) {
 		if err := st.Close(); err != nil {
 			t.Fatal(err)
 		}
-		st, err = broker.OpenFileStore(path)
+		st, err = file.Open(path)
 		if err != nil {
 			t.Fatalf("reopen: %v", err)
 		}
@@ -123,7 +124,7 @@ func FuzzFileStoreReplay(f *testing.F) {
 // of a store that rolled: a snapshot of three producers, then entries.
 func rolledSegment(f *testing.F) []byte {
 	path := filepath.Join(f.TempDir(), "rolled")
-	st, err := broker.OpenFileStore(path, broker.Fsync(broker.FsyncNone), broker.SegmentBytes(4<<10))
+	st, err := file.Open(path, file.Fsync(file.FsyncNone), file.SegmentBytes(4<<10))
 	if err != nil {
 		f.Fatal(err)
 	}

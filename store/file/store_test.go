@@ -1,7 +1,8 @@
-package broker_test
+package file_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -18,6 +19,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/internal/testkit"
+	"github.com/inflightmq/inflight/store/file"
+	"github.com/inflightmq/inflight/transport/mem"
 	"github.com/inflightmq/inflight/wire"
 )
 
@@ -51,14 +56,14 @@ func fileWant(calls []fileCall) ([]fileRec, map[string]uint64) {
 	return out, last
 }
 
-func openFileStore(t testing.TB, path string, opts ...broker.FileStoreOption) *broker.FileStore {
+func openFileStore(t testing.TB, path string, opts ...file.Option) *file.Store {
 	t.Helper()
-	s, err := broker.OpenFileStore(path, opts...)
+	s, err := file.Open(path, opts...)
 	require.NoError(t, err)
 	return s
 }
 
-func fileAppendAll(t testing.TB, s *broker.FileStore, calls []fileCall) {
+func fileAppendAll(t testing.TB, s *file.Store, calls []fileCall) {
 	t.Helper()
 	for _, c := range calls {
 		require.NoError(t, s.Append(dflt, c.producer, seqRecs(c.first, c.records())))
@@ -66,7 +71,7 @@ func fileAppendAll(t testing.TB, s *broker.FileStore, calls []fileCall) {
 }
 
 // fileScanAll returns every record of s, payloads copied.
-func fileScanAll(t testing.TB, s *broker.FileStore) []fileRec {
+func fileScanAll(t testing.TB, s *file.Store) []fileRec {
 	t.Helper()
 	var out []fileRec
 	require.NoError(t, s.Scan(func(_, producer string, rec broker.Record) error {
@@ -78,7 +83,7 @@ func fileScanAll(t testing.TB, s *broker.FileStore) []fileRec {
 }
 
 // checkFileStore asserts that s holds exactly what calls appended.
-func checkFileStore(t testing.TB, s *broker.FileStore, calls []fileCall) {
+func checkFileStore(t testing.TB, s *file.Store, calls []fileCall) {
 	t.Helper()
 	wantRecs, wantLast := fileWant(calls)
 	assert.Equal(t, wantRecs, fileScanAll(t, s))
@@ -92,8 +97,8 @@ func checkFileStore(t testing.TB, s *broker.FileStore, calls []fileCall) {
 	assert.Zero(t, got)
 }
 
-func fileRecovery(calls []fileCall, truncated int64) broker.Recovery {
-	r := broker.Recovery{Entries: len(calls), TruncatedBytes: truncated}
+func fileRecovery(calls []fileCall, truncated int64) file.Recovery {
+	r := file.Recovery{Entries: len(calls), TruncatedBytes: truncated}
 	for _, c := range calls {
 		r.Records += len(c.payloads)
 	}
@@ -111,11 +116,11 @@ var fileRoundTripCalls = []fileCall{
 	{strings.Repeat("n", 255), 5, []string{"longest name"}},
 }
 
-func TestFileStoreRoundTrip(t *testing.T) {
+func TestRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
 	s := openFileStore(t, path)
 	var _ broker.Store = s
-	assert.Equal(t, broker.Recovery{}, s.Recovery())
+	assert.Equal(t, file.Recovery{}, s.Recovery())
 	checkFileStore(t, s, nil)
 
 	for _, c := range fileRoundTripCalls {
@@ -136,7 +141,7 @@ func TestFileStoreRoundTrip(t *testing.T) {
 	checkFileStore(t, s, fileRoundTripCalls)
 }
 
-func TestFileStoreAppendNothing(t *testing.T) {
+func TestAppendNothing(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
 	s := openFileStore(t, path)
 	before, err := os.ReadFile(path)
@@ -151,7 +156,7 @@ func TestFileStoreAppendNothing(t *testing.T) {
 	assert.ErrorIs(t, s.Append(dflt, "a", seqRecs(1, nil)), broker.ErrStoreClosed)
 }
 
-func TestFileStoreAppendRefused(t *testing.T) {
+func TestAppendRefused(t *testing.T) {
 	tests := []struct {
 		name     string
 		producer string
@@ -170,7 +175,7 @@ func TestFileStoreAppendRefused(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "store")
-			s := openFileStore(t, path, broker.Fsync(broker.FsyncNone))
+			s := openFileStore(t, path, file.Fsync(file.FsyncNone))
 			defer s.Close()
 			ok := []fileCall{{"p", 1, []string{"p1", "p2", "p3"}}}
 			fileAppendAll(t, s, ok)
@@ -203,7 +208,7 @@ func TestFileStoreAppendRefused(t *testing.T) {
 // writeFileStore creates a store at path holding calls, closed.
 func writeFileStore(t testing.TB, path string, calls []fileCall) {
 	t.Helper()
-	s := openFileStore(t, path, broker.Fsync(broker.FsyncNone))
+	s := openFileStore(t, path, file.Fsync(file.FsyncNone))
 	fileAppendAll(t, s, calls)
 	require.NoError(t, s.Close())
 }
@@ -214,14 +219,14 @@ func writeFileStore(t testing.TB, path string, calls []fileCall) {
 // wantFile (if not nil).
 func checkFileRecovered(t *testing.T, path string, survivors []fileCall, truncated int64, next fileCall, wantFile []byte) {
 	t.Helper()
-	s := openFileStore(t, path, broker.Fsync(broker.FsyncNone))
+	s := openFileStore(t, path, file.Fsync(file.FsyncNone))
 	assert.Equal(t, fileRecovery(survivors, truncated), s.Recovery())
 	checkFileStore(t, s, survivors)
 	require.NoError(t, s.Append(dflt, next.producer, seqRecs(next.first, next.records())))
 	require.NoError(t, s.Close())
 
 	all := append(survivors[:len(survivors):len(survivors)], next)
-	s = openFileStore(t, path, broker.Fsync(broker.FsyncNone))
+	s = openFileStore(t, path, file.Fsync(file.FsyncNone))
 	defer s.Close()
 	assert.Equal(t, fileRecovery(all, 0), s.Recovery())
 	checkFileStore(t, s, all)
@@ -240,10 +245,10 @@ func checkFileRepaired(t *testing.T, path string, off int64, survivors []fileCal
 	t.Helper()
 	before, err := os.ReadFile(path)
 	require.NoError(t, err)
-	s, err := broker.OpenFileStore(path)
-	require.ErrorIs(t, err, broker.ErrCorrupt)
+	s, err := file.Open(path)
+	require.ErrorIs(t, err, file.ErrCorrupt)
 	require.Nil(t, s)
-	var ce *broker.CorruptError
+	var ce *file.CorruptError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, off, ce.Offset)
 	assert.Equal(t, int64(len(before))-off, ce.Bytes)
@@ -253,7 +258,7 @@ func checkFileRepaired(t *testing.T, path string, off int64, survivors []fileCal
 	require.NoError(t, err)
 	require.Equal(t, before, after, "a refused file is left untouched")
 
-	s = openFileStore(t, path, broker.Fsync(broker.FsyncNone), broker.Repair())
+	s = openFileStore(t, path, file.Fsync(file.FsyncNone), file.Repair())
 	rec := s.Recovery()
 	want := fileRecovery(survivors, 0)
 	want.RepairedBytes, want.SideFile = int64(len(before))-off, path+fmt.Sprintf(".corrupt-%d", off)
@@ -265,7 +270,7 @@ func checkFileRepaired(t *testing.T, path string, off int64, survivors []fileCal
 	checkFileRecovered(t, path, survivors, 0, next, wantFile)
 }
 
-func TestFileStoreTornTail(t *testing.T) {
+func TestTornTail(t *testing.T) {
 	calls := []fileCall{
 		{"a", 1, []string{"a1", "a2"}},
 		{"b", 1, []string{"b1"}},
@@ -366,7 +371,7 @@ func fileBody(name string, first uint64, count uint32, rest ...byte) []byte {
 	return append(b, rest...)
 }
 
-func TestFileStoreMalformedTail(t *testing.T) {
+func TestMalformedTail(t *testing.T) {
 	// Entries whose CRC is right but whose body is not: not what a crash
 	// leaves, so corruption.
 	good := fileBody("b", 2, 2, 1, 'x', 0)
@@ -408,9 +413,9 @@ func TestFileStoreMalformedTail(t *testing.T) {
 	}
 }
 
-func TestFileStoreScanCorrupt(t *testing.T) {
+func TestScanCorrupt(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
-	s := openFileStore(t, path, broker.Fsync(broker.FsyncNone))
+	s := openFileStore(t, path, file.Fsync(file.FsyncNone))
 	defer s.Close()
 	fileAppendAll(t, s, fileRoundTripCalls)
 	// Damage the second entry behind the store's back: it starts after the
@@ -423,12 +428,12 @@ func TestFileStoreScanCorrupt(t *testing.T) {
 	require.NoError(t, f.Close())
 	n := 0
 	err = s.Scan(func(string, string, broker.Record) error { n++; return nil })
-	require.ErrorIs(t, err, broker.ErrCorrupt)
+	require.ErrorIs(t, err, file.ErrCorrupt)
 	assert.Equal(t, 3, n, "the records of the first entry")
 }
 
-func TestFileStoreCloseDuringScan(t *testing.T) {
-	s := openFileStore(t, filepath.Join(t.TempDir(), "store"), broker.Fsync(broker.FsyncNone))
+func TestCloseDuringScan(t *testing.T) {
+	s := openFileStore(t, filepath.Join(t.TempDir(), "store"), file.Fsync(file.FsyncNone))
 	big := bytes.Repeat([]byte{'x'}, 1000)
 	for i := range 200 { // 200 kB: more than Scan reads ahead
 		require.NoError(t, s.Append(dflt, "p", seqRecs(uint64(i+1), [][]byte{big})))
@@ -445,7 +450,7 @@ func TestFileStoreCloseDuringScan(t *testing.T) {
 	assert.Less(t, n, 200)
 }
 
-func TestFileStoreForeignFile(t *testing.T) {
+func TestForeignFile(t *testing.T) {
 	version4 := append([]byte("IFLT"), 0, 0, 0, 4) // 3 is a rolled segment
 	tests := []struct {
 		name    string
@@ -461,8 +466,8 @@ func TestFileStoreForeignFile(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "store")
 			require.NoError(t, os.WriteFile(path, tt.content, 0o644))
-			s, err := broker.OpenFileStore(path)
-			require.ErrorIs(t, err, broker.ErrCorrupt)
+			s, err := file.Open(path)
+			require.ErrorIs(t, err, file.ErrCorrupt)
 			assert.Nil(t, s)
 			got, err := os.ReadFile(path)
 			require.NoError(t, err)
@@ -471,13 +476,13 @@ func TestFileStoreForeignFile(t *testing.T) {
 	}
 
 	t.Run("directory", func(t *testing.T) {
-		s, err := broker.OpenFileStore(t.TempDir())
+		s, err := file.Open(t.TempDir())
 		require.Error(t, err)
 		assert.Nil(t, s)
 	})
 }
 
-func TestFileStoreInterruptedCreation(t *testing.T) {
+func TestInterruptedCreation(t *testing.T) {
 	// A crash while the header was being written leaves a prefix of it.
 	for _, content := range []string{"", "I", "IFLT", "IFLT\x00\x00\x00"} {
 		t.Run(fmt.Sprintf("%q", content), func(t *testing.T) {
@@ -489,76 +494,72 @@ func TestFileStoreInterruptedCreation(t *testing.T) {
 	}
 }
 
-func TestFileStoreCreatesFile(t *testing.T) {
+func TestCreatesFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
 	s := openFileStore(t, path)
 	require.NoError(t, s.Close())
 	got, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.Equal(t, []byte("IFLT\x00\x00\x00\x02"), got)
-	_, err = broker.OpenFileStore(filepath.Join(t.TempDir(), "no", "such", "dir"))
+	_, err = file.Open(filepath.Join(t.TempDir(), "no", "such", "dir"))
 	require.Error(t, err)
 }
 
-func TestFileStoreAsBrokerStore(t *testing.T) {
+// TestAsBrokerStore: a producer's records go through a broker into the
+// file; after a restart (a new broker on the reopened file) the producer's
+// name continues from its last stored sequence ID, what was stored is not
+// stored again, and a closed store is reported to the producer as
+// unavailable.
+func TestAsBrokerStore(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
 	fs := openFileStore(t, path)
-	b, err := broker.New(fs)
-	require.NoError(t, err)
-	c := newConn(t, b)
-	assert.Zero(t, c.hello(t, "p").LastSeq)
-	assert.Equal(t, uint64(5), c.send(t, 0, 1, 5))
-	assert.Equal(t, uint64(8), c.send(t, 0, 6, 3))
-	c.Close()
+	send := func(fs *file.Store, payloads ...string) (*core.Producer, *testkit.ErrLog) {
+		b, err := broker.New(fs)
+		require.NoError(t, err)
+		d := mem.NewDialer(b)
+		p, log := testkit.NewProducer(t, d, d.Close, "p", core.SendTimeout(time.Second))
+		for _, pl := range payloads {
+			_, err := p.Send(context.Background(), &core.Message{Payload: []byte(pl)})
+			require.NoError(t, err)
+		}
+		return p, log
+	}
+	p, _ := send(fs, "a", "b", "c")
+	require.NoError(t, p.Close(context.Background()))
 	require.NoError(t, fs.Close())
 
 	// Restart: a new broker on the reopened file.
 	fs = openFileStore(t, path)
 	defer fs.Close()
-	assert.Equal(t, broker.Recovery{Entries: 2, Records: 8}, fs.Recovery())
-	b, err = broker.New(fs)
+	assert.Equal(t, file.Recovery{Entries: 3, Records: 3}, fs.Recovery())
+	last, err := fs.LastSeq(dflt, "p")
 	require.NoError(t, err)
-	c = newConn(t, b)
-	defer c.Close()
-	assert.Equal(t, uint64(8), c.hello(t, "p").LastSeq)
-	assert.Equal(t, uint64(8), c.send(t, 1, 6, 3), "a resend of the last batch is acknowledged")
-	assert.Equal(t, uint64(10), c.send(t, 1, 7, 4), "overlapping: 7 and 8 skipped, 9 and 10 stored")
-	st := b.Stats()
-	assert.Equal(t, uint64(5), st.Duplicates)
-	assert.Equal(t, uint64(2), st.Stored)
+	assert.Equal(t, uint64(3), last)
+	p, log := send(fs, "d")
+	assert.Equal(t, []fileRec{{"p", 1, "a"}, {"p", 2, "b"}, {"p", 3, "c"}, {"p", 4, "d"}}, fileScanAll(t, fs))
 
-	var wantRecs []fileRec
-	for seq := uint64(1); seq <= 10; seq++ {
-		gen := 0
-		if seq > 8 {
-			gen = 1
-		}
-		wantRecs = append(wantRecs, fileRec{"p", seq, string(payload(gen, seq))})
-	}
-	assert.Equal(t, wantRecs, fileScanAll(t, fs), "every record once, first write wins")
-
-	// A closed store fails the session with ErrStore; the producer learns
-	// that the store is unavailable.
+	// A closed store fails the producer's session with an ERROR saying the
+	// store is unavailable; its message times out.
 	require.NoError(t, fs.Close())
-	reply, err := c.handle(t, batchFrame(1, 11, 1))
-	require.NoError(t, err, "found by the appender")
-	assert.Equal(t, wire.CodeStoreUnavailable, errorFrame(t, reply).Code)
-	_, err = c.handle(t, wire.AppendPing(nil, wire.Ping{Nonce: 1}))
-	require.ErrorIs(t, err, broker.ErrStore)
-	require.ErrorIs(t, err, broker.ErrStoreClosed)
+	_, err = p.Send(context.Background(), &core.Message{Payload: []byte("e")})
+	require.ErrorIs(t, err, core.ErrTimeout)
+	var remote *wire.RemoteError
+	require.NotNil(t, log.Find(func(err error) bool {
+		return errors.As(err, &remote) && remote.Code == wire.CodeStoreUnavailable
+	}), "the producer heard why: %v", log.Snapshot())
 }
 
-func TestFileStorePolicies(t *testing.T) {
-	for _, p := range []broker.FsyncPolicy{broker.FsyncNone, broker.FsyncBatch, broker.FsyncInterval} {
+func TestPolicies(t *testing.T) {
+	for _, p := range []file.FsyncPolicy{file.FsyncNone, file.FsyncBatch, file.FsyncInterval} {
 		t.Run(p.String(), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "store")
-			s := openFileStore(t, path, broker.Fsync(p), broker.FsyncEvery(time.Millisecond))
+			s := openFileStore(t, path, file.Fsync(p), file.FsyncEvery(time.Millisecond))
 			var calls []fileCall
 			for i := range 5 {
 				c := fileCall{"p", uint64(1 + 2*i), []string{fmt.Sprint("r", i), "second"}}
 				require.NoError(t, s.Append(dflt, c.producer, seqRecs(c.first, c.records())))
 				calls = append(calls, c)
-				if p == broker.FsyncInterval {
+				if p == file.FsyncInterval {
 					// Not needed for the outcome: lets the background fsync
 					// run between appends, for the race detector to see.
 					time.Sleep(2 * time.Millisecond)
@@ -581,12 +582,12 @@ func TestFileStorePolicies(t *testing.T) {
 	}
 }
 
-func TestFileStoreConcurrentAppends(t *testing.T) {
+func TestConcurrentAppends(t *testing.T) {
 	const producers, appends, perAppend = 8, 50, 3
-	for _, p := range []broker.FsyncPolicy{broker.FsyncNone, broker.FsyncBatch, broker.FsyncInterval} {
+	for _, p := range []file.FsyncPolicy{file.FsyncNone, file.FsyncBatch, file.FsyncInterval} {
 		t.Run(p.String(), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "store")
-			s := openFileStore(t, path, broker.Fsync(p), broker.FsyncEvery(time.Millisecond))
+			s := openFileStore(t, path, file.Fsync(p), file.FsyncEvery(time.Millisecond))
 
 			// A reader scans while the writers append: per producer it must
 			// always see seqs 1, 2, 3, ... with no gap.
@@ -642,7 +643,7 @@ func TestFileStoreConcurrentAppends(t *testing.T) {
 				require.NoError(t, err)
 			}
 
-			check := func(s *broker.FileStore) {
+			check := func(s *file.Store) {
 				got := make(map[string][]uint64)
 				for _, r := range fileScanAll(t, s) {
 					require.Equal(t, fmt.Sprint(r.Producer, "/", r.Seq), r.Payload)
@@ -660,17 +661,17 @@ func TestFileStoreConcurrentAppends(t *testing.T) {
 			require.NoError(t, s.Close())
 			s = openFileStore(t, path)
 			defer s.Close()
-			assert.Equal(t, broker.Recovery{Entries: producers * appends, Records: producers * appends * perAppend}, s.Recovery())
+			assert.Equal(t, file.Recovery{Entries: producers * appends, Records: producers * appends * perAppend}, s.Recovery())
 			check(s)
 		})
 	}
 }
 
-func TestFileStoreCloseDuringAppends(t *testing.T) {
+func TestCloseDuringAppends(t *testing.T) {
 	// Every Append that returned nil before, during or after Close is in
 	// the file; the others returned ErrStoreClosed.
 	path := filepath.Join(t.TempDir(), "store")
-	s := openFileStore(t, path, broker.Fsync(broker.FsyncBatch))
+	s := openFileStore(t, path, file.Fsync(file.FsyncBatch))
 	const writers = 4
 	acked := make([]uint64, writers) // last acknowledged seq per writer
 	var wg sync.WaitGroup
@@ -708,8 +709,8 @@ func TestFileStoreCloseDuringAppends(t *testing.T) {
 	}
 }
 
-func TestFileStoreScanStops(t *testing.T) {
-	s := openFileStore(t, filepath.Join(t.TempDir(), "store"), broker.Fsync(broker.FsyncNone))
+func TestScanStops(t *testing.T) {
+	s := openFileStore(t, filepath.Join(t.TempDir(), "store"), file.Fsync(file.FsyncNone))
 	defer s.Close()
 	fileAppendAll(t, s, fileRoundTripCalls)
 	stop := errors.New("stop")
@@ -740,12 +741,12 @@ func TestFileStoreScanStops(t *testing.T) {
 func TestParseFsyncPolicy(t *testing.T) {
 	tests := []struct {
 		in      string
-		want    broker.FsyncPolicy
+		want    file.FsyncPolicy
 		wantErr bool
 	}{
-		{in: "none", want: broker.FsyncNone},
-		{in: "batch", want: broker.FsyncBatch},
-		{in: "interval", want: broker.FsyncInterval},
+		{in: "none", want: file.FsyncNone},
+		{in: "batch", want: file.FsyncBatch},
+		{in: "interval", want: file.FsyncInterval},
 		{in: "", wantErr: true},
 		{in: "Batch", wantErr: true},
 		{in: " none", wantErr: true},
@@ -754,9 +755,9 @@ func TestParseFsyncPolicy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			got, err := broker.ParseFsyncPolicy(tt.in)
+			got, err := file.ParseFsyncPolicy(tt.in)
 			if tt.wantErr {
-				require.ErrorIs(t, err, broker.ErrInvalidOption)
+				require.ErrorIs(t, err, file.ErrInvalidOption)
 				return
 			}
 			require.NoError(t, err)
@@ -764,42 +765,42 @@ func TestParseFsyncPolicy(t *testing.T) {
 			assert.Equal(t, tt.in, got.String())
 		})
 	}
-	assert.Equal(t, "FsyncPolicy(3)", broker.FsyncPolicy(3).String())
+	assert.Equal(t, "FsyncPolicy(3)", file.FsyncPolicy(3).String())
 }
 
-func TestFileStoreOptions(t *testing.T) {
+func TestOptions(t *testing.T) {
 	tests := []struct {
 		name string
-		opts []broker.FileStoreOption
+		opts []file.Option
 	}{
-		{"FsyncEvery(0)", []broker.FileStoreOption{broker.FsyncEvery(0)}},
-		{"FsyncEvery(-1s)", []broker.FileStoreOption{broker.Fsync(broker.FsyncInterval), broker.FsyncEvery(-time.Second)}},
-		{"Fsync(3)", []broker.FileStoreOption{broker.Fsync(3)}},
-		{"Fsync(-1)", []broker.FileStoreOption{broker.Fsync(-1)}},
-		{"nil", []broker.FileStoreOption{nil}},
+		{"FsyncEvery(0)", []file.Option{file.FsyncEvery(0)}},
+		{"FsyncEvery(-1s)", []file.Option{file.Fsync(file.FsyncInterval), file.FsyncEvery(-time.Second)}},
+		{"Fsync(3)", []file.Option{file.Fsync(3)}},
+		{"Fsync(-1)", []file.Option{file.Fsync(-1)}},
+		{"nil", []file.Option{nil}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "store")
-			s, err := broker.OpenFileStore(path, tt.opts...)
-			require.ErrorIs(t, err, broker.ErrInvalidOption)
+			s, err := file.Open(path, tt.opts...)
+			require.ErrorIs(t, err, file.ErrInvalidOption)
 			assert.Nil(t, s)
 			assert.NoFileExists(t, path, "options are checked before the file is touched")
 		})
 	}
 }
 
-// BenchmarkFileStoreAppend: one Append of 100 records of 100 bytes (one
+// BenchmarkAppend: one Append of 100 records of 100 bytes (one
 // batch) under each fsync policy; compare the policies within one run.
-func BenchmarkFileStoreAppend(b *testing.B) {
+func BenchmarkAppend(b *testing.B) {
 	const n, size = 100, 100
 	records := make([][]byte, n)
 	for i := range records {
 		records[i] = bytes.Repeat([]byte{byte('a' + i%26)}, size)
 	}
-	for _, p := range []broker.FsyncPolicy{broker.FsyncNone, broker.FsyncInterval, broker.FsyncBatch} {
+	for _, p := range []file.FsyncPolicy{file.FsyncNone, file.FsyncInterval, file.FsyncBatch} {
 		b.Run(p.String(), func(b *testing.B) {
-			s := openFileStore(b, filepath.Join(b.TempDir(), "store"), broker.Fsync(p))
+			s := openFileStore(b, filepath.Join(b.TempDir(), "store"), file.Fsync(p))
 			defer s.Close()
 			b.SetBytes(n * size)
 			b.ReportAllocs()

@@ -1,10 +1,10 @@
-package broker
+package file
 
 // Telling a torn tail from corruption, and repairing corruption to a side
 // file. The rule: an entry is acknowledged only after it was written whole,
 // so the only damage a crash can leave is an incomplete final entry (or a
 // run of zeros where the file was extended but not written). That much is
-// cut. Anything else may hold acknowledged records: OpenFileStore refuses
+// cut. Anything else may hold acknowledged records: Open refuses
 // the file, and with the Repair option moves everything from the damage on
 // to a side file; no byte is ever deleted.
 //
@@ -39,7 +39,7 @@ func (e *CorruptError) Error() string {
 	if e.Sealed {
 		hint = "a sealed segment: the records before the damage read back, the rest stays as it is"
 	}
-	return fmt.Sprintf("inflight/broker: store file corrupt: %s: bad entry at offset %d (%s); %d bytes from there to the end may hold acknowledged records, not cut: %s",
+	return fmt.Sprintf("inflight/file: store file corrupt: %s: bad entry at offset %d (%s); %d bytes from there to the end may hold acknowledged records, not cut: %s",
 		e.Path, e.Offset, e.Why, e.Bytes, hint)
 }
 
@@ -157,7 +157,7 @@ func findEntry(file io.ReaderAt, from, size int64) (int64, error) {
 // file next to it (path.corrupt-OFFSET, or with a further .N if that
 // exists), fsyncs it and its directory, and only then cuts the store file at
 // off. It returns the side file's path.
-func (f *FileStore) repairTail(off, size int64) (string, error) {
+func (f *Store) repairTail(off, size int64) (string, error) {
 	var side *os.File
 	var name string
 	for i := 0; ; i++ {
@@ -171,7 +171,7 @@ func (f *FileStore) repairTail(off, size int64) (string, error) {
 			break
 		}
 		if !errors.Is(err, os.ErrExist) || i == 1000 {
-			return "", fmt.Errorf("inflight/broker: repair: %w", err)
+			return "", fmt.Errorf("inflight/file: repair: %w", err)
 		}
 	}
 	_, err := io.Copy(side, io.NewSectionReader(f.file, off, size-off))
@@ -186,10 +186,10 @@ func (f *FileStore) repairTail(off, size int64) (string, error) {
 	}
 	if err != nil {
 		_ = os.Remove(name) // incomplete: the store file still has every byte
-		return "", fmt.Errorf("inflight/broker: repair: write %s: %w", name, err)
+		return "", fmt.Errorf("inflight/file: repair: write %s: %w", name, err)
 	}
 	if err := f.file.Truncate(off); err != nil {
-		return "", fmt.Errorf("inflight/broker: repair: cut %s at %d (its tail is safe in %s): %w", f.path, off, name, err)
+		return "", fmt.Errorf("inflight/file: repair: cut %s at %d (its tail is safe in %s): %w", f.path, off, name, err)
 	}
 	return name, nil
 }

@@ -1,4 +1,4 @@
-package broker_test
+package file_test
 
 import (
 	"bytes"
@@ -9,27 +9,27 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/store/file"
 )
 
-// TestFileStoreLocked: one writer per store file (flock, which the kernel
+// TestLocked: one writer per store file (flock, which the kernel
 // releases when the holder dies); a reader opens it read-only beside it.
-func TestFileStoreLocked(t *testing.T) {
+func TestLocked(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
-	w := openFileStore(t, path, broker.Fsync(broker.FsyncNone))
+	w := openFileStore(t, path, file.Fsync(file.FsyncNone))
 	fileAppendAll(t, w, []fileCall{{"p", 1, []string{"one", "two"}}})
 
-	second, err := broker.OpenFileStore(path)
-	require.ErrorIs(t, err, broker.ErrLocked)
+	second, err := file.Open(path)
+	require.ErrorIs(t, err, file.ErrLocked)
 	assert.Nil(t, second)
 	assert.Contains(t, err.Error(), path)
 	assert.Contains(t, err.Error(), "locked")
-	_, err = broker.OpenFileStore(path, broker.Repair())
-	require.ErrorIs(t, err, broker.ErrLocked, "repair needs the lock too")
+	_, err = file.Open(path, file.Repair())
+	require.ErrorIs(t, err, file.ErrLocked, "repair needs the lock too")
 
-	r := openFileStore(t, path, broker.ReadOnly())
+	r := openFileStore(t, path, file.ReadOnly())
 	checkFileStore(t, r, []fileCall{{"p", 1, []string{"one", "two"}}})
-	require.ErrorIs(t, r.Append(dflt, "p", seqRecs(3, recs("x"))), broker.ErrReadOnly)
+	require.ErrorIs(t, r.Append(dflt, "p", seqRecs(3, recs("x"))), file.ErrReadOnly)
 	fileAppendAll(t, w, []fileCall{{"p", 3, []string{"three"}}})
 	last, err := r.LastSeq(dflt, "p")
 	require.NoError(t, err)
@@ -41,13 +41,13 @@ func TestFileStoreLocked(t *testing.T) {
 	checkFileStore(t, again, []fileCall{{"p", 1, []string{"one", "two"}}, {"p", 3, []string{"three"}}})
 	require.NoError(t, again.Close())
 
-	_, err = broker.OpenFileStore(filepath.Join(t.TempDir(), "missing"), broker.ReadOnly())
+	_, err = file.Open(filepath.Join(t.TempDir(), "missing"), file.ReadOnly())
 	require.Error(t, err, "a reader does not create the file")
 }
 
-// TestFileStoreReadOnlyLeavesTheTail: a reader neither cuts a torn tail (it
+// TestReadOnlyLeavesTheTail: a reader neither cuts a torn tail (it
 // may be an Append in progress) nor repairs; it reads what is complete.
-func TestFileStoreReadOnlyLeavesTheTail(t *testing.T) {
+func TestReadOnlyLeavesTheTail(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
 	calls := []fileCall{{"p", 1, []string{"one"}}, {"p", 2, []string{"two"}}}
 	writeFileStore(t, path, calls)
@@ -56,7 +56,7 @@ func TestFileStoreReadOnlyLeavesTheTail(t *testing.T) {
 	torn := append(bytes.Clone(full), full[8:20]...) // the start of an entry
 	require.NoError(t, os.WriteFile(path, torn, 0o600))
 
-	r := openFileStore(t, path, broker.ReadOnly(), broker.Repair())
+	r := openFileStore(t, path, file.ReadOnly(), file.Repair())
 	assert.Equal(t, fileRecovery(calls, 0), r.Recovery())
 	checkFileStore(t, r, calls)
 	require.NoError(t, r.Close())
@@ -67,17 +67,17 @@ func TestFileStoreReadOnlyLeavesTheTail(t *testing.T) {
 	corrupt := bytes.Clone(full)
 	corrupt[10] ^= 1
 	require.NoError(t, os.WriteFile(path, corrupt, 0o600))
-	_, err = broker.OpenFileStore(path, broker.ReadOnly(), broker.Repair())
-	require.ErrorIs(t, err, broker.ErrCorrupt, "a reader does not repair")
+	_, err = file.Open(path, file.ReadOnly(), file.Repair())
+	require.ErrorIs(t, err, file.ErrCorrupt, "a reader does not repair")
 }
 
-// TestFileStoreReadOnlyNewFile: a reader of a file whose creation is still
+// TestReadOnlyNewFile: a reader of a file whose creation is still
 // under way (no complete header yet) sees an empty store.
-func TestFileStoreReadOnlyNewFile(t *testing.T) {
+func TestReadOnlyNewFile(t *testing.T) {
 	for _, content := range []string{"", "IFL"} {
 		path := filepath.Join(t.TempDir(), "store")
 		require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
-		r := openFileStore(t, path, broker.ReadOnly())
+		r := openFileStore(t, path, file.ReadOnly())
 		assert.Empty(t, fileScanAll(t, r))
 		require.NoError(t, r.Close())
 		now, err := os.ReadFile(path)

@@ -1,4 +1,4 @@
-package broker_test
+package file_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/store/file"
 	"github.com/inflightmq/inflight/transport/mem"
 	"github.com/inflightmq/inflight/wire"
 )
@@ -39,8 +40,8 @@ func TestStoreFailureReachesProducer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			path := filepath.Join(t.TempDir(), "store")
-			var faults broker.FileFaults
-			store, err := broker.OpenFileStore(path, broker.WithFaults(&faults))
+			var faults file.FileFaults
+			store, err := file.Open(path, file.WithFaults(&faults))
 			require.NoError(t, err)
 			b, err := broker.New(store)
 			require.NoError(t, err)
@@ -80,7 +81,7 @@ func TestStoreFailureReachesProducer(t *testing.T) {
 			_ = store.Close()
 
 			faults.Set(nil, nil)
-			again, err := broker.OpenFileStore(path)
+			again, err := file.Open(path)
 			require.NoError(t, err)
 			defer again.Close()
 			var got []string

@@ -1,4 +1,4 @@
-package broker
+package file
 
 import (
 	"bufio"
@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/inflightmq/inflight/broker"
 	"hash/crc32"
 	"io"
 	"maps"
@@ -48,7 +49,7 @@ func segmentVersion(file io.ReaderAt, size int64) (uint32, error) {
 // File layout constants.
 const (
 	fileMagic       = "IFLT"
-	fileVersion     = 2 // the active segment of a store that never rolled; 1: no topics, no metadata, upgraded on open (see FileStore)
+	fileVersion     = 2 // the active segment of a store that never rolled; 1: no topics, no metadata, upgraded on open (see Store)
 	rolledVersion   = 3 // a segment created by a roll: version 2 entries after a snapshot entry
 	fileHeaderSize  = 8 // magic, version
 	entryHeaderSize = 8 // bodyLen, crc
@@ -219,11 +220,11 @@ func shortString(p []byte, what string) ([]byte, []byte, error) {
 }
 
 // next reads the next record, checking it.
-func (e *entry) next(rr *wire.RecordReader) (Record, error) {
+func (e *entry) next(rr *wire.RecordReader) (broker.Record, error) {
 	seq := e.first
 	if e.seq != 0 {
 		if e.seq == math.MaxUint64 {
-			return Record{}, errors.New("sequence IDs overflow")
+			return broker.Record{}, errors.New("sequence IDs overflow")
 		}
 		seq = e.seq + 1
 	}
@@ -231,23 +232,23 @@ func (e *entry) next(rr *wire.RecordReader) (Record, error) {
 	if e.v2 {
 		gap, k := binary.Uvarint(p)
 		if k <= 0 || (e.seq == 0 && gap != 0) || gap > math.MaxUint64-seq {
-			return Record{}, errors.New("bad sequence gap")
+			return broker.Record{}, errors.New("bad sequence gap")
 		}
 		seq += gap
 		p = p[k:]
 	}
 	n, k := binary.Uvarint(p)
 	if k <= 0 || n > uint64(len(p)-k) {
-		return Record{}, errors.New("bad record length")
+		return broker.Record{}, errors.New("bad record length")
 	}
 	rec, rest := p[k:k+int(n):k+int(n)], p[k+int(n):]
-	r := Record{Seq: seq, Payload: rec}
+	r := broker.Record{Seq: seq, Payload: rec}
 	if e.v2 {
 		w, err := rr.Read(rec)
 		if err != nil {
-			return Record{}, err
+			return broker.Record{}, err
 		}
-		r = Record{Seq: seq, Payload: w.Payload, Key: w.Key, Headers: w.Headers, EventTime: w.EventTime}
+		r = broker.Record{Seq: seq, Payload: w.Payload, Key: w.Key, Headers: w.Headers, EventTime: w.EventTime}
 	}
 	e.recs, e.seq = rest, seq
 	return r, nil
@@ -255,14 +256,14 @@ func (e *entry) next(rr *wire.RecordReader) (Record, error) {
 
 // nextRecord returns the next record of an entry that parseEntry accepted.
 // Its headers stay valid until rr.Reset.
-func (e *entry) nextRecord(rr *wire.RecordReader) Record {
+func (e *entry) nextRecord(rr *wire.RecordReader) broker.Record {
 	r, _ := e.next(rr) // checked by parseEntry
 	return r
 }
 
 // entryBodyLen returns the size of a version 2 body holding recs, or an
 // error for metadata over a limit or a body over maxEntryBody.
-func entryBodyLen(topic, producer string, recs []Record) (int, error) {
+func entryBodyLen(topic, producer string, recs []broker.Record) (int, error) {
 	n := int64(1 + 1 + len(topic) + 1 + len(producer) + 8 + 4)
 	prev := recs[0].Seq - 1
 	for i := range recs {
@@ -283,7 +284,7 @@ func entryBodyLen(topic, producer string, recs []Record) (int, error) {
 
 // appendEntry appends one version 2 entry (header and body of bodyLen
 // bytes, as entryBodyLen returned) holding recs to buf and returns it.
-func appendEntry(buf []byte, topic, producer string, recs []Record, bodyLen int) []byte {
+func appendEntry(buf []byte, topic, producer string, recs []broker.Record, bodyLen int) []byte {
 	buf = slices.Grow(buf, entryHeaderSize+bodyLen)
 	start := len(buf)
 	buf = buf[:start+entryHeaderSize]
@@ -400,3 +401,7 @@ func parseSnapshot(body []byte, m streams) (time.Time, error) {
 	}
 	return rolled, nil
 }
+
+// stream names the records of one producer on one topic: the unit of
+// sequence IDs.
+type stream struct{ topic, producer string }

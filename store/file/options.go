@@ -1,4 +1,4 @@
-package broker
+package file
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// FsyncPolicy says when FileStore makes appended records durable.
+// FsyncPolicy says when Store makes appended records durable.
 type FsyncPolicy int
 
 const (
@@ -45,8 +45,8 @@ func ParseFsyncPolicy(s string) (FsyncPolicy, error) {
 	return 0, fmt.Errorf("%w: fsync policy %q, want none, batch or interval", ErrInvalidOption, s)
 }
 
-// FileStoreOption configures a FileStore.
-type FileStoreOption interface{ applyFile(*fileConfig) error }
+// Option configures a Store.
+type Option interface{ applyFile(*fileConfig) error }
 
 type fileConfig struct {
 	policy       FsyncPolicy
@@ -71,10 +71,10 @@ const minSegmentBytes = 4 << 10
 
 // SegmentBytes sets the size at which the active segment rolls (default
 // 128 MiB, at least 4 KiB): an Append that would take it past n seals it
-// and starts a new one (see FileStore). Opening the store replays one
+// and starts a new one (see Store). Opening the store replays one
 // segment, so n bounds the restart cost; each roll costs two fsyncs of the
 // directory and one of each segment.
-func SegmentBytes(n int64) FileStoreOption {
+func SegmentBytes(n int64) Option {
 	return atLeast("SegmentBytes", n, minSegmentBytes, func(c *fileConfig) *int64 { return &c.segmentBytes })
 }
 
@@ -86,7 +86,7 @@ func SegmentBytes(n int64) FileStoreOption {
 // at each roll, and every d/10 (within 10ms and 1 minute) in the store's
 // maintenance goroutine. The active segment is never removed: with little
 // traffic, records may outlive d until the segment fills.
-func RetainAge(d time.Duration) FileStoreOption {
+func RetainAge(d time.Duration) Option {
 	return atLeast("RetainAge", d, 0, func(c *fileConfig) *time.Duration { return &c.retainAge })
 }
 
@@ -101,20 +101,20 @@ func RetainAge(d time.Duration) FileStoreOption {
 // longest a message may wait to be resent. The check runs at open and at
 // each roll; the producers found in the active segment at open count as
 // seen then.
-func ForgetProducersAfter(d time.Duration) FileStoreOption {
+func ForgetProducersAfter(d time.Duration) Option {
 	return atLeast("ForgetProducersAfter", d, 0, func(c *fileConfig) *time.Duration { return &c.forgetAfter })
 }
 
 // RetainBytes removes the oldest sealed segments while the store is larger
 // than n bytes (default 0: no limit), at open and at each roll. The active
 // segment is never removed, so the store may exceed n by up to one segment.
-func RetainBytes(n int64) FileStoreOption {
+func RetainBytes(n int64) Option {
 	return atLeast("RetainBytes", n, 0, func(c *fileConfig) *int64 { return &c.retainBytes })
 }
 
 // atLeast is an option that sets the field of fileConfig that field points
 // to to v, refusing a v below least with an error that names the option.
-func atLeast[T int64 | time.Duration](name string, v, least T, field func(*fileConfig) *T) FileStoreOption {
+func atLeast[T int64 | time.Duration](name string, v, least T, field func(*fileConfig) *T) Option {
 	return fileOptionFunc(func(c *fileConfig) error {
 		if v < least {
 			return fmt.Errorf("%w: %s %v, want >= %v", ErrInvalidOption, name, v, least)
@@ -125,11 +125,11 @@ func atLeast[T int64 | time.Duration](name string, v, least T, field func(*fileC
 }
 
 // fileOptions applies opts over the defaults.
-func fileOptions(opts []FileStoreOption) (fileConfig, error) {
+func fileOptions(opts []Option) (fileConfig, error) {
 	cfg := fileConfig{policy: FsyncBatch, every: 100 * time.Millisecond, segmentBytes: defaultSegmentBytes, now: time.Now}
 	for _, o := range opts {
 		if o == nil {
-			return cfg, fmt.Errorf("%w: nil FileStoreOption", ErrInvalidOption)
+			return cfg, fmt.Errorf("%w: nil Option", ErrInvalidOption)
 		}
 		if err := o.applyFile(&cfg); err != nil {
 			return cfg, err
@@ -138,10 +138,10 @@ func fileOptions(opts []FileStoreOption) (fileConfig, error) {
 	return cfg, nil
 }
 
-// CheckFileStoreOptions returns the error OpenFileStore would return for
+// CheckOptions returns the error Open would return for
 // opts (wrapping ErrInvalidOption), without touching any file: for a
 // command that checks its flags before it starts.
-func CheckFileStoreOptions(opts ...FileStoreOption) error {
+func CheckOptions(opts ...Option) error {
 	_, err := fileOptions(opts)
 	return err
 }
@@ -151,7 +151,7 @@ type fileOptionFunc func(*fileConfig) error
 func (f fileOptionFunc) applyFile(c *fileConfig) error { return f(c) }
 
 // Fsync sets when appended records are fsynced (default FsyncBatch).
-func Fsync(p FsyncPolicy) FileStoreOption {
+func Fsync(p FsyncPolicy) Option {
 	return fileOptionFunc(func(c *fileConfig) error {
 		if p < FsyncNone || p > FsyncInterval {
 			return fmt.Errorf("%w: Fsync %v", ErrInvalidOption, p)
@@ -163,7 +163,7 @@ func Fsync(p FsyncPolicy) FileStoreOption {
 
 // FsyncEvery sets the interval of FsyncInterval (default 100ms, must be
 // > 0). It is ignored under the other policies.
-func FsyncEvery(d time.Duration) FileStoreOption {
+func FsyncEvery(d time.Duration) Option {
 	return fileOptionFunc(func(c *fileConfig) error {
 		if d <= 0 {
 			return fmt.Errorf("%w: FsyncEvery %v, want > 0", ErrInvalidOption, d)
@@ -173,14 +173,14 @@ func FsyncEvery(d time.Duration) FileStoreOption {
 	})
 }
 
-// Repair lets OpenFileStore open a corrupt file (see CorruptError): it
+// Repair lets Open open a corrupt file (see CorruptError): it
 // moves everything from the first damaged entry to the end into a side
 // file next to the store (PATH.corrupt-OFFSET), fsyncs that, and only then
 // cuts the store file there. The records in the side file are no longer in
 // the store: a producer whose acknowledged records were among them learns a
 // lower last sequence ID at its next HELLO. Default off: a corrupt file is
 // refused with a *CorruptError and left untouched. Ignored with ReadOnly.
-func Repair() FileStoreOption {
+func Repair() Option {
 	return fileOptionFunc(func(c *fileConfig) error { c.repair = true; return nil })
 }
 
@@ -190,11 +190,11 @@ func Repair() FileStoreOption {
 // ErrReadOnly. Scan sees the entries that were complete when the store was
 // opened (less the sealed segments retention removes meanwhile). The store
 // must exist.
-func ReadOnly() FileStoreOption {
+func ReadOnly() Option {
 	return fileOptionFunc(func(c *fileConfig) error { c.readOnly = true; return nil })
 }
 
-// Recovery says what OpenFileStore found in an existing store.
+// Recovery says what Open found in an existing store.
 type Recovery struct {
 	Entries        int    // complete entries replayed: those of the active segment
 	Records        int    // records in them

@@ -1,4 +1,4 @@
-package broker
+package file
 
 // Segments: how the active segment rolls, how a crash in the middle of a
 // roll is undone, and retention.
@@ -12,9 +12,9 @@ package broker
 //	3. link PATH -> PATH.<n>; fsync dir     the segment is sealed under its number
 //	4. rename PATH.next -> PATH; fsync dir  the new active segment
 //
-// A crash before 3 leaves PATH.next, which holds no record: OpenFileStore
+// A crash before 3 leaves PATH.next, which holds no record: Open
 // removes it. A crash between 3 and 4 leaves PATH.<n> and PATH as one file:
-// OpenFileStore removes the link PATH.<n> (PATH still names the data) and
+// Open removes the link PATH.<n> (PATH still names the data) and
 // the store goes on in PATH. After 4 the roll is complete. At every step
 // each record is named by PATH or PATH.<n>, so a crash loses nothing. A
 // reader, which undoes nothing, drops the sealed segment that is the file
@@ -24,6 +24,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/inflightmq/inflight/broker"
 	"io"
 	"io/fs"
 	"os"
@@ -44,7 +45,7 @@ type segment struct {
 	written time.Time // when its last entry was written: its file's modification time
 }
 
-// SegmentInfo describes one segment of a FileStore.
+// SegmentInfo describes one segment of a Store.
 type SegmentInfo struct {
 	Path    string
 	Bytes   int64
@@ -69,7 +70,7 @@ func listSealed(path string) ([]segment, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil // OpenFileStore says so when it opens path
+			return nil, nil // Open says so when it opens path
 		}
 		return nil, err
 	}
@@ -111,34 +112,34 @@ func contiguous(path string, sealed []segment) error {
 
 // undoRoll removes what a roll that a crash interrupted left behind (see
 // the top of this file). active is the locked active segment.
-func (f *FileStore) undoRoll(active *os.File, sealed []segment) error {
+func (f *Store) undoRoll(active *os.File, sealed []segment) error {
 	changed := false
 	switch err := os.Remove(f.path + ".next"); {
 	case err == nil:
 		changed = true
 	case !errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("inflight/broker: open store: remove the leftover of a roll: %w", err)
+		return fmt.Errorf("inflight/file: open store: remove the leftover of a roll: %w", err)
 	}
 	if len(sealed) > 0 {
 		newest := sealed[len(sealed)-1]
 		a, err := active.Stat()
 		if err != nil {
-			return fmt.Errorf("inflight/broker: open store: %w", err)
+			return fmt.Errorf("inflight/file: open store: %w", err)
 		}
 		b, err := os.Stat(newest.path)
 		if err != nil {
-			return fmt.Errorf("inflight/broker: open store: %w", err)
+			return fmt.Errorf("inflight/file: open store: %w", err)
 		}
 		if os.SameFile(a, b) {
 			if err := os.Remove(newest.path); err != nil {
-				return fmt.Errorf("inflight/broker: open store: undo an interrupted roll: %w", err)
+				return fmt.Errorf("inflight/file: open store: undo an interrupted roll: %w", err)
 			}
 			changed = true
 		}
 	}
 	if changed {
 		if err := syncDir(filepath.Dir(f.path)); err != nil {
-			return fmt.Errorf("inflight/broker: open store: %w", err)
+			return fmt.Errorf("inflight/file: open store: %w", err)
 		}
 	}
 	return nil
@@ -148,7 +149,7 @@ func (f *FileStore) undoRoll(active *os.File, sealed []segment) error {
 // new segment: it would take the active one past SegmentBytes, and the
 // active one holds at least one entry (a larger entry gets a segment of its
 // own).
-func (f *FileStore) mustRollLocked(size int64) bool {
+func (f *Store) mustRollLocked(size int64) bool {
 	// Counted from the first record entry: the snapshot grows with every
 	// producer the store has seen, and must not make every Append roll.
 	return f.end > f.body && f.end-f.body+size > f.cfg.segmentBytes
@@ -165,7 +166,7 @@ const unlockedSealSync = 1 << 20
 // an fsync in progress to finish, so that it never replaces the file under
 // it. A failure is sticky, like a failed write: the store is reopened to
 // recover.
-func (f *FileStore) rollLocked(size int64) error {
+func (f *Store) rollLocked(size int64) error {
 	for tries := 0; ; tries++ {
 		for f.syncing {
 			f.cond.Wait()
@@ -189,7 +190,7 @@ func (f *FileStore) rollLocked(size int64) error {
 		}
 	}
 	fail := func(step string, err error) error {
-		f.failed = fmt.Errorf("%w: roll %s: %s: %w", ErrStoreFailed, f.path, step, err)
+		f.failed = fmt.Errorf("%w: roll %s: %s: %w", broker.ErrStoreFailed, f.path, step, err)
 		return f.failed
 	}
 	if err := f.file.Sync(); err != nil {
@@ -259,7 +260,7 @@ func (f *FileStore) rollLocked(size int64) error {
 // active segment is never removed, so the store may stay above RetainBytes
 // by up to one segment. A segment it cannot remove stays, and is tried
 // again at the next roll or tick.
-func (f *FileStore) retainLocked(now time.Time) int {
+func (f *Store) retainLocked(now time.Time) int {
 	if f.cfg.retainAge <= 0 && f.cfg.retainBytes <= 0 {
 		return 0
 	}
@@ -290,7 +291,7 @@ func (f *FileStore) retainLocked(now time.Time) int {
 
 // forgetLocked drops the producers that have not appended for
 // ForgetProducersAfter (if set) and returns how many.
-func (f *FileStore) forgetLocked(now time.Time) int {
+func (f *Store) forgetLocked(now time.Time) int {
 	if f.cfg.forgetAfter <= 0 {
 		return 0
 	}
@@ -314,16 +315,16 @@ func retainEvery(age time.Duration) time.Duration {
 // Repair; what followed its header is in a side file already) a new one,
 // rebuilt from the sealed segments: it writes a version 3 header and the
 // snapshot from offset 0, fsyncs, and returns the offset after them.
-func (f *FileStore) rebuildActive() (int64, error) {
+func (f *Store) rebuildActive() (int64, error) {
 	if err := f.rebuildFromSealed(); err != nil {
 		return 0, err
 	}
 	head := appendSnapshot(appendHeader(nil, rolledVersion), f.streams, f.cfg.now())
 	if _, err := f.file.WriteAt(head, 0); err != nil {
-		return 0, fmt.Errorf("inflight/broker: open store: %s: rewrite the snapshot: %w", f.path, err)
+		return 0, fmt.Errorf("inflight/file: open store: %s: rewrite the snapshot: %w", f.path, err)
 	}
 	if err := f.file.Sync(); err != nil {
-		return 0, fmt.Errorf("inflight/broker: open store: %w", err)
+		return 0, fmt.Errorf("inflight/file: open store: %w", err)
 	}
 	return int64(len(head)), nil
 }
@@ -331,12 +332,12 @@ func (f *FileStore) rebuildActive() (int64, error) {
 // rebuildFromSealed recomputes every (topic, producer)'s last sequence ID
 // from the sealed segments, reading each one whole. Only Repair needs it,
 // when the damage took the active segment's snapshot.
-func (f *FileStore) rebuildFromSealed() error {
+func (f *Store) rebuildFromSealed() error {
 	var rr wire.RecordReader
 	for _, s := range f.sealed {
 		file, err := os.Open(s.path)
 		if err != nil {
-			return fmt.Errorf("inflight/broker: open store: rebuild the snapshot: %w", err)
+			return fmt.Errorf("inflight/file: open store: rebuild the snapshot: %w", err)
 		}
 		seg, err := replaySegmentFile(file, s.size, f.cfg.now().UnixNano(), f.streams, &rr)
 		_ = file.Close()
@@ -344,7 +345,7 @@ func (f *FileStore) rebuildFromSealed() error {
 			err = &CorruptError{Path: s.path, Offset: seg.bad.off, Bytes: s.size - seg.bad.off, Why: seg.bad.why, Sealed: true}
 		}
 		if err != nil {
-			return fmt.Errorf("inflight/broker: open store: rebuild the snapshot: %s: %w", s.path, err)
+			return fmt.Errorf("inflight/file: open store: rebuild the snapshot: %s: %w", s.path, err)
 		}
 	}
 	return nil
@@ -451,7 +452,7 @@ func segmentEntries(file io.ReaderAt, end int64, version uint32, rr *wire.Record
 
 // Segments describes the store's segments, sealed ones oldest first, the
 // active one last. After Close it returns nil. Safe for concurrent use.
-func (f *FileStore) Segments() []SegmentInfo {
+func (f *Store) Segments() []SegmentInfo {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {

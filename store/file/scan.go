@@ -1,11 +1,12 @@
-package broker
+package file
 
-// Reading a FileStore back: Scan, and Verify, which is a Scan that only
+// Reading a Store back: Scan, and Verify, which is a Scan that only
 // checks.
 
 import (
 	"errors"
 	"fmt"
+	"github.com/inflightmq/inflight/broker"
 	"io"
 	"io/fs"
 	"os"
@@ -23,15 +24,15 @@ import (
 // and headers are valid only during fn. Records of a version 1 store (see
 // Recovery.UpgradedFrom) have the topic wire.DefaultTopic and no metadata.
 //
-// Scan returns ErrStoreClosed after Close, and if Close happens during the
+// Scan returns broker.ErrStoreClosed after Close, and if Close happens during the
 // scan. An entry that does not check out (its CRC, its length, its body)
 // stops it with a *CorruptError (wrapping ErrCorrupt) that names the segment
 // and the offset. Safe for concurrent use.
-func (f *FileStore) Scan(fn func(topic, producer string, rec Record) error) error {
+func (f *Store) Scan(fn func(topic, producer string, rec broker.Record) error) error {
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
-		return ErrStoreClosed
+		return broker.ErrStoreClosed
 	}
 	sealed := slices.Clone(f.sealed)
 	active, activeEnd := io.ReaderAt(f.file), f.end-f.base
@@ -42,7 +43,7 @@ func (f *FileStore) Scan(fn func(topic, producer string, rec Record) error) erro
 		var err error
 		if own, err = os.Open(f.path); err != nil {
 			f.mu.Unlock()
-			return fmt.Errorf("inflight/broker: store scan: %w", err)
+			return fmt.Errorf("inflight/file: store scan: %w", err)
 		}
 		defer own.Close()
 		active = own
@@ -56,7 +57,7 @@ func (f *FileStore) Scan(fn func(topic, producer string, rec Record) error) erro
 			continue // retention removed it
 		}
 		if err != nil {
-			return fmt.Errorf("inflight/broker: store scan: %w", err)
+			return fmt.Errorf("inflight/file: store scan: %w", err)
 		}
 		err = f.scanSegment(file, s.size, s.path, true, &rr, fn)
 		_ = file.Close()
@@ -68,16 +69,16 @@ func (f *FileStore) Scan(fn func(topic, producer string, rec Record) error) erro
 }
 
 // scanSegment calls fn for the records of one segment, up to end.
-func (f *FileStore) scanSegment(file io.ReaderAt, end int64, path string, sealed bool, rr *wire.RecordReader, fn func(topic, producer string, rec Record) error) error {
+func (f *Store) scanSegment(file io.ReaderAt, end int64, path string, sealed bool, rr *wire.RecordReader, fn func(topic, producer string, rec broker.Record) error) error {
 	if end <= fileHeaderSize {
 		return nil // a new store: nothing written yet
 	}
 	v, err := segmentVersion(file, end)
 	if errors.Is(err, os.ErrClosed) {
-		return ErrStoreClosed
+		return broker.ErrStoreClosed
 	}
 	if err != nil {
-		return fmt.Errorf("inflight/broker: store scan: %s: %w", path, err)
+		return fmt.Errorf("inflight/file: store scan: %s: %w", path, err)
 	}
 	topic, name := "", ""
 	_, bad, err := segmentEntries(file, end, v, rr,
@@ -87,7 +88,7 @@ func (f *FileStore) scanSegment(file io.ReaderAt, end int64, path string, sealed
 		},
 		func(e *entry) error {
 			if f.shut.Load() {
-				return ErrStoreClosed
+				return broker.ErrStoreClosed
 			}
 			if string(e.topic) != topic {
 				topic = string(e.topic)
@@ -109,11 +110,11 @@ func (f *FileStore) scanSegment(file io.ReaderAt, end int64, path string, sealed
 	var readErr *segmentReadError
 	if errors.As(err, &readErr) {
 		if errors.Is(readErr.err, os.ErrClosed) {
-			return ErrStoreClosed
+			return broker.ErrStoreClosed
 		}
-		return fmt.Errorf("inflight/broker: store scan: %s %w", path, err)
+		return fmt.Errorf("inflight/file: store scan: %s %w", path, err)
 	}
-	return err // nil, ErrStoreClosed, or fn's error as fn returned it
+	return err // nil, broker.ErrStoreClosed, or fn's error as fn returned it
 }
 
 // Verify reads every entry of every segment and checks it (its CRC, its
@@ -121,8 +122,8 @@ func (f *FileStore) scanSegment(file io.ReaderAt, end int64, path string, sealed
 // store opens, so damage there (a flipped bit on disk) shows only when they
 // are read. It returns nil, or a *CorruptError naming the first damaged
 // segment and offset (never cut: copy out what Scan reads before it), or
-// ErrStoreClosed. It costs a read of the whole store. Safe for concurrent
+// broker.ErrStoreClosed. It costs a read of the whole store. Safe for concurrent
 // use.
-func (f *FileStore) Verify() error {
-	return f.Scan(func(string, string, Record) error { return nil })
+func (f *Store) Verify() error {
+	return f.Scan(func(string, string, broker.Record) error { return nil })
 }

@@ -1,9 +1,10 @@
-package broker
+package file
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/inflightmq/inflight/broker"
 	"io/fs"
 	"math"
 	"os"
@@ -14,12 +15,12 @@ import (
 	"github.com/inflightmq/inflight/wire"
 )
 
-// FileStore is a durable Store: append-only segment files, one entry per
-// Append call. It is safe for concurrent use. Only one FileStore may have a
-// store open for writing at a time: OpenFileStore takes an exclusive lock
+// Store is a durable Store: append-only segment files, one entry per
+// Append call. It is safe for concurrent use. Only one Store may have a
+// store open for writing at a time: Open takes an exclusive lock
 // (flock) on the active segment and fails with ErrLocked if another
-// process, or another FileStore of this one, holds it; readers open it with
-// ReadOnly. A FileStore must not be copied.
+// process, or another Store of this one, holds it; readers open it with
+// ReadOnly. A Store must not be copied.
 //
 // A store at PATH is the active segment PATH, which Append writes, and the
 // sealed segments beside it, PATH.00000000000000000001 and up (20 digits,
@@ -60,7 +61,7 @@ import (
 // the damage to the end: that torn tail is cut (Recovery.TruncatedBytes).
 // Any other damage to the active segment (a CRC mismatch, an implausible
 // length or a malformed body, with or without entries after it) may hide
-// acknowledged records: OpenFileStore refuses the store with a
+// acknowledged records: Open refuses the store with a
 // *CorruptError and leaves it untouched, or with Repair moves the damaged
 // remainder to a side file. Sealed segments are not read at open (that is
 // what keeps a restart cheap): damage there is found by Verify, which reads
@@ -70,7 +71,7 @@ import (
 //
 // Format versions: a store of version 1 (before topics and metadata) opens;
 // its records read as topic wire.DefaultTopic without metadata, and
-// OpenFileStore rewrites its header to version 2 (Recovery.UpgradedFrom says
+// Open rewrites its header to version 2 (Recovery.UpgradedFrom says
 // so), after which an older inflight refuses the file instead of misreading
 // it. Version 3 segments (snapshots) are refused by inflight before segments.
 // A version it does not know is refused with ErrCorrupt, file untouched.
@@ -79,13 +80,13 @@ import (
 // and the new one, whatever the policy (the bulk of the first with the
 // store's lock released). After a failed write or fsync the
 // state of the file is unknown: the store refuses every later Append and
-// LastSeq with that first error, which wraps ErrStoreFailed; reopening it
+// LastSeq with that first error, which wraps broker.ErrStoreFailed; reopening it
 // recovers.
-type FileStore struct {
+type Store struct {
 	path     string
 	cfg      fileConfig
 	readOnly bool
-	recovery Recovery    // set by OpenFileStore, read-only afterwards
+	recovery Recovery    // set by Open, read-only afterwards
 	shut     atomic.Bool // set by Close: a Scan in progress stops
 
 	mu      sync.Mutex
@@ -96,7 +97,7 @@ type FileStore struct {
 	streams streams
 	rr      wire.RecordReader // Append and replay: checks records' metadata
 	buf     []byte            // the entry being built, reused
-	// Offsets are logical: counted over every segment this FileStore
+	// Offsets are logical: counted over every segment this Store
 	// wrote, so that a roll never moves them backwards (syncLocked's
 	// callers compare them across a roll). The active segment's byte 0 is
 	// at base; its first record entry at body.
@@ -114,26 +115,26 @@ type FileStore struct {
 	done      chan struct{} // closed by the maintenance goroutine when it exits
 }
 
-// OpenFileStore opens the store at path (see FileStore), creating it (mode
+// Open opens the store at path (see Store), creating it (mode
 // 0600, and fsyncing its directory) if it does not exist, locks it
-// (ErrLocked if another FileStore holds it), finishes or undoes a roll a
+// (ErrLocked if another Store holds it), finishes or undoes a roll a
 // crash interrupted, replays the active segment and applies retention. A
 // torn tail is cut; a corrupt active segment is refused with a
-// *CorruptError unless Repair is given (see FileStore and Recovery). A file
-// that does not start with the FileStore header is refused with an error
+// *CorruptError unless Repair is given (see Store and Recovery). A file
+// that does not start with the Store header is refused with an error
 // wrapping ErrCorrupt and left untouched; an empty file, or one holding only
 // the beginning of the header (a creation cut short by a crash), is taken as
 // new, unless sealed segments exist (then it is refused: a roll writes the
 // new segment whole before it takes the name; Repair rebuilds its snapshot
 // from them). Options are validated before anything is touched. Everything
-// replayed is fsynced before OpenFileStore returns, whatever the policy.
+// replayed is fsynced before Open returns, whatever the policy.
 // With ReadOnly, see that option.
-func OpenFileStore(path string, opts ...FileStoreOption) (*FileStore, error) {
+func Open(path string, opts ...Option) (*Store, error) {
 	cfg, err := fileOptions(opts)
 	if err != nil {
 		return nil, err
 	}
-	f := &FileStore{path: path, cfg: cfg, readOnly: cfg.readOnly, streams: make(streams)}
+	f := &Store{path: path, cfg: cfg, readOnly: cfg.readOnly, streams: make(streams)}
 	f.cond.L = &f.mu
 	var file *os.File
 	var created bool
@@ -177,10 +178,10 @@ func OpenFileStore(path string, opts ...FileStoreOption) (*FileStore, error) {
 // openWriter opens (creating it if the store is new) and locks the active
 // segment, undoes what a crash left of a roll, and lists the sealed
 // segments.
-func (f *FileStore) openWriter() (*os.File, bool, []segment, error) {
+func (f *Store) openWriter() (*os.File, bool, []segment, error) {
 	sealed, err := listSealed(f.path) // before the lock: only to know the store is not new
 	if err != nil {
-		return nil, false, nil, fmt.Errorf("inflight/broker: open store: %w", err)
+		return nil, false, nil, fmt.Errorf("inflight/file: open store: %w", err)
 	}
 	file, created, err := f.openActive(len(sealed) > 0)
 	if err != nil {
@@ -197,7 +198,7 @@ func (f *FileStore) openWriter() (*os.File, bool, []segment, error) {
 	}
 	if err != nil {
 		_ = file.Close()
-		return nil, false, nil, fmt.Errorf("inflight/broker: open store: %w", err)
+		return nil, false, nil, fmt.Errorf("inflight/file: open store: %w", err)
 	}
 	return file, created, sealed, nil
 }
@@ -209,12 +210,12 @@ func (f *FileStore) openWriter() (*os.File, bool, []segment, error) {
 // file, each record once. A listing made while the writer's retention
 // removes segments may show a hole: it is taken again. If retention removed
 // the file itself, the reader opens the new active segment.
-func (f *FileStore) openReader() (*os.File, []segment, error) {
+func (f *Store) openReader() (*os.File, []segment, error) {
 	var lastErr error
 	for range 10 {
 		file, err := os.Open(f.path)
 		if err != nil {
-			return nil, nil, fmt.Errorf("inflight/broker: open store: %w", err)
+			return nil, nil, fmt.Errorf("inflight/file: open store: %w", err)
 		}
 		sealed, err := f.sealedBefore(file)
 		if err == nil {
@@ -222,14 +223,14 @@ func (f *FileStore) openReader() (*os.File, []segment, error) {
 		}
 		_ = file.Close()
 		if !errors.Is(err, errRelist) && !errors.Is(err, ErrCorrupt) {
-			return nil, nil, fmt.Errorf("inflight/broker: open store: %w", err)
+			return nil, nil, fmt.Errorf("inflight/file: open store: %w", err)
 		}
 		lastErr = err
 	}
 	if errors.Is(lastErr, errRelist) {
 		lastErr = fmt.Errorf("%w: %s: the store changed under every attempt to read it", ErrCorrupt, f.path)
 	}
-	return nil, nil, fmt.Errorf("inflight/broker: open store: %w", lastErr)
+	return nil, nil, fmt.Errorf("inflight/file: open store: %w", lastErr)
 }
 
 // errRelist: the file a reader opened is neither the active segment nor a
@@ -237,7 +238,7 @@ func (f *FileStore) openReader() (*os.File, []segment, error) {
 var errRelist = errors.New("removed while opening")
 
 // sealedBefore lists the sealed segments older than file (see openReader).
-func (f *FileStore) sealedBefore(file *os.File) ([]segment, error) {
+func (f *Store) sealedBefore(file *os.File) ([]segment, error) {
 	mine, err := file.Stat()
 	if err != nil {
 		return nil, err
@@ -265,7 +266,7 @@ func (f *FileStore) sealedBefore(file *os.File) ([]segment, error) {
 // openActive opens or creates the active segment of a writer and locks it.
 // A store with sealed segments but no active one is refused: a new empty
 // one would forget every producer's last sequence ID.
-func (f *FileStore) openActive(haveSealed bool) (*os.File, bool, error) {
+func (f *Store) openActive(haveSealed bool) (*os.File, bool, error) {
 	// A roll replaces the file named path. Whoever opened the old one just
 	// before may lock it once the roller lets go: then it is a sealed
 	// segment, and we try again.
@@ -277,7 +278,7 @@ func (f *FileStore) openActive(haveSealed bool) (*os.File, bool, error) {
 			file, err = os.OpenFile(f.path, os.O_RDWR, 0)
 		}
 		if err != nil {
-			return nil, false, fmt.Errorf("inflight/broker: open store: %w", err)
+			return nil, false, fmt.Errorf("inflight/file: open store: %w", err)
 		}
 		if created && haveSealed {
 			_ = os.Remove(f.path)
@@ -288,18 +289,18 @@ func (f *FileStore) openActive(haveSealed bool) (*os.File, bool, error) {
 		// torn tail that the first one is still writing.
 		if err := lockFile(file); err != nil {
 			_ = file.Close()
-			return nil, false, fmt.Errorf("inflight/broker: open store %s: %w", f.path, err)
+			return nil, false, fmt.Errorf("inflight/file: open store %s: %w", f.path, err)
 		}
 		if same, err := isPath(file, f.path); err != nil || same {
 			if err != nil {
 				_ = file.Close()
-				return nil, false, fmt.Errorf("inflight/broker: open store: %w", err)
+				return nil, false, fmt.Errorf("inflight/file: open store: %w", err)
 			}
 			return file, created, nil
 		}
 		_ = file.Close()
 	}
-	return nil, false, fmt.Errorf("inflight/broker: open store %s: %w", f.path, ErrLocked)
+	return nil, false, fmt.Errorf("inflight/file: open store %s: %w", f.path, ErrLocked)
 }
 
 // isPath reports whether file is still the file named path.
@@ -320,20 +321,20 @@ func isPath(file *os.File, path string) (bool, error) {
 
 // load checks or writes the file header, replays the entries, cuts off a
 // torn tail (or repairs corruption) and fsyncs.
-func (f *FileStore) load(created, repair bool) error {
+func (f *Store) load(created, repair bool) error {
 	st, err := f.file.Stat()
 	if err != nil {
-		return fmt.Errorf("inflight/broker: open store: %w", err)
+		return fmt.Errorf("inflight/file: open store: %w", err)
 	}
 	if !st.Mode().IsRegular() {
-		return fmt.Errorf("inflight/broker: open store %s: not a regular file", f.path)
+		return fmt.Errorf("inflight/file: open store %s: not a regular file", f.path)
 	}
 	header := appendHeader(nil, fileVersion)
 	size := st.Size()
 	if size < fileHeaderSize {
 		have := make([]byte, size)
 		if _, err := f.file.ReadAt(have, 0); err != nil {
-			return fmt.Errorf("inflight/broker: open store: %w", err)
+			return fmt.Errorf("inflight/file: open store: %w", err)
 		}
 		if !bytes.HasPrefix(header, have) {
 			return fmt.Errorf("%w: %s: %d bytes, not a store file", ErrCorrupt, f.path, size)
@@ -359,14 +360,14 @@ func (f *FileStore) load(created, repair bool) error {
 			return nil
 		}
 		if _, err := f.file.WriteAt(header, 0); err != nil {
-			return fmt.Errorf("inflight/broker: open store: write header: %w", err)
+			return fmt.Errorf("inflight/file: open store: write header: %w", err)
 		}
 		if err := f.file.Sync(); err != nil {
-			return fmt.Errorf("inflight/broker: open store: %w", err)
+			return fmt.Errorf("inflight/file: open store: %w", err)
 		}
 		if created {
 			if err := syncDir(filepath.Dir(f.path)); err != nil {
-				return fmt.Errorf("inflight/broker: open store: %w", err)
+				return fmt.Errorf("inflight/file: open store: %w", err)
 			}
 		}
 		f.end, f.synced, f.body = fileHeaderSize, fileHeaderSize, fileHeaderSize
@@ -375,14 +376,14 @@ func (f *FileStore) load(created, repair bool) error {
 
 	v, err := segmentVersion(f.file, size)
 	if err != nil {
-		return fmt.Errorf("inflight/broker: open store: %s: %w", f.path, err)
+		return fmt.Errorf("inflight/file: open store: %s: %w", f.path, err)
 	}
 	// Entries carry no time: their producers count as seen now, the
 	// latest they can have appended (ForgetProducersAfter keeps them
 	// longer, never shorter, than their last Append says).
 	seg, err := replaySegment(f.file, size, v, f.cfg.now().UnixNano(), f.streams, &f.rr)
 	if err != nil {
-		return fmt.Errorf("inflight/broker: open store: %s: %w", f.path, err)
+		return fmt.Errorf("inflight/file: open store: %s: %w", f.path, err)
 	}
 	good, bad := seg.good, seg.bad
 	f.recovery.Entries, f.recovery.Records = seg.entries, seg.records
@@ -391,7 +392,7 @@ func (f *FileStore) load(created, repair bool) error {
 		var why string
 		torn, why, err = tornTail(f.file, good, size, bad.kind, bad.why)
 		if err != nil {
-			return fmt.Errorf("inflight/broker: open store: %w", err)
+			return fmt.Errorf("inflight/file: open store: %w", err)
 		}
 		if !torn && (!repair || f.readOnly) {
 			return &CorruptError{Path: f.path, Offset: good, Bytes: size - good, Why: why}
@@ -408,14 +409,14 @@ func (f *FileStore) load(created, repair bool) error {
 		// inflight refuses the file instead of cutting off the version 2
 		// entries it cannot read as a torn tail.
 		if _, err := f.file.WriteAt(header[len(fileMagic):], int64(len(fileMagic))); err != nil {
-			return fmt.Errorf("inflight/broker: open store: upgrade the header: %w", err)
+			return fmt.Errorf("inflight/file: open store: upgrade the header: %w", err)
 		}
 		f.recovery.UpgradedFrom = 1
 	}
 	if good < size {
 		if torn {
 			if err := f.file.Truncate(good); err != nil {
-				return fmt.Errorf("inflight/broker: open store: %s: cannot cut the torn tail at %d: %w", f.path, good, err)
+				return fmt.Errorf("inflight/file: open store: %s: cannot cut the torn tail at %d: %w", f.path, good, err)
 			}
 			f.recovery.TruncatedBytes = size - good
 		} else {
@@ -437,19 +438,19 @@ func (f *FileStore) load(created, repair bool) error {
 	// Make the replayed entries durable: a previous run under FsyncNone may
 	// have left them in the page cache only, and LastSeq now vouches for them.
 	if err := f.file.Sync(); err != nil {
-		return fmt.Errorf("inflight/broker: open store: %w", err)
+		return fmt.Errorf("inflight/file: open store: %w", err)
 	}
 	f.end, f.synced = good, good
 	return nil
 }
 
-// Recovery returns what OpenFileStore found. Safe for concurrent use.
-func (f *FileStore) Recovery() Recovery { return f.recovery }
+// Recovery returns what Open found. Safe for concurrent use.
+func (f *Store) Recovery() Recovery { return f.recovery }
 
 // LastSeq implements Store. It counts entries whose Append has written them
-// but not returned yet. After Close it returns ErrStoreClosed, after a failed
+// but not returned yet. After Close it returns broker.ErrStoreClosed, after a failed
 // write or fsync that failure. Safe for concurrent use.
-func (f *FileStore) LastSeq(topic, producer string) (uint64, error) {
+func (f *Store) LastSeq(topic, producer string) (uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.usableLocked(); err != nil {
@@ -459,9 +460,9 @@ func (f *FileStore) LastSeq(topic, producer string) (uint64, error) {
 }
 
 // usableLocked returns why the store cannot serve a call, or nil.
-func (f *FileStore) usableLocked() error {
+func (f *Store) usableLocked() error {
 	if f.closed {
-		return ErrStoreClosed
+		return broker.ErrStoreClosed
 	}
 	if f.failed != nil {
 		return f.failed
@@ -476,13 +477,13 @@ func (f *FileStore) usableLocked() error {
 // that gets a segment of its own). Appending no records does nothing.
 // Safe for concurrent use.
 //
-// It returns ErrStoreClosed after Close. It refuses, without writing and
+// It returns broker.ErrStoreClosed after Close. It refuses, without writing and
 // without harm to the store, a topic or producer name that is empty or longer
 // than 255 bytes, a sequence ID of 0, sequence IDs that do not increase, a
 // first not above the (topic, producer)'s last stored sequence ID, metadata
 // over the limits of wire.CheckMeta, and an entry over 1 GiB. A failed write
 // or fsync is returned wrapped, and fails every later Append and LastSeq.
-func (f *FileStore) Append(topic, producer string, recs []Record) error {
+func (f *Store) Append(topic, producer string, recs []broker.Record) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.usableLocked(); err != nil {
@@ -496,11 +497,11 @@ func (f *FileStore) Append(topic, producer string, recs []Record) error {
 	}
 	k := stream{topic, producer}
 	if err := f.checkLocked(k, recs); err != nil {
-		return fmt.Errorf("inflight/broker: FileStore.Append: %w", err)
+		return fmt.Errorf("inflight/file: Store.Append: %w", err)
 	}
 	bodyLen, err := entryBodyLen(topic, producer, recs)
 	if err != nil {
-		return fmt.Errorf("inflight/broker: FileStore.Append: %w", err)
+		return fmt.Errorf("inflight/file: Store.Append: %w", err)
 	}
 	if f.mustRollLocked(entryHeaderSize + int64(bodyLen)) {
 		if err := f.rollLocked(entryHeaderSize + int64(bodyLen)); err != nil {
@@ -509,7 +510,7 @@ func (f *FileStore) Append(topic, producer string, recs []Record) error {
 		// The roll may have waited for an fsync, letting other Appends
 		// in: they may have written this stream meanwhile.
 		if err := f.checkLocked(k, recs); err != nil {
-			return fmt.Errorf("inflight/broker: FileStore.Append: %w", err)
+			return fmt.Errorf("inflight/file: Store.Append: %w", err)
 		}
 	}
 
@@ -524,7 +525,7 @@ func (f *FileStore) Append(topic, producer string, recs []Record) error {
 	if _, err := f.file.WriteAt(buf, f.end-f.base); err != nil {
 		// A part of the entry may be in the file: later entries would follow
 		// garbage. Stop here; reopening cuts the torn entry off.
-		f.failed = fmt.Errorf("%w: append at offset %d of %s: %w", ErrStoreFailed, f.end-f.base, f.path, err)
+		f.failed = fmt.Errorf("%w: append at offset %d of %s: %w", broker.ErrStoreFailed, f.end-f.base, f.path, err)
 		return f.failed
 	}
 	f.end += int64(len(buf))
@@ -536,7 +537,7 @@ func (f *FileStore) Append(topic, producer string, recs []Record) error {
 }
 
 // checkLocked validates Append's names and sequence IDs.
-func (f *FileStore) checkLocked(k stream, recs []Record) error {
+func (f *Store) checkLocked(k stream, recs []broker.Record) error {
 	switch {
 	case len(k.topic) == 0 || len(k.topic) > maxNameLen:
 		return fmt.Errorf("topic of %d bytes, want 1 to %d", len(k.topic), maxNameLen)
@@ -562,7 +563,7 @@ func (f *FileStore) checkLocked(k stream, recs []Record) error {
 // that are waiting for an fsync and stopping the maintenance goroutine
 // (FsyncInterval, RetainAge). Later
 // calls do nothing and return nil. Safe for concurrent use.
-func (f *FileStore) Close() error {
+func (f *Store) Close() error {
 	var first bool
 	f.closeOnce.Do(func() {
 		first = true
@@ -580,11 +581,11 @@ func (f *FileStore) Close() error {
 		// Nothing else writes the file now.
 		if !f.readOnly {
 			if err := f.file.Sync(); err != nil {
-				f.closeErr = fmt.Errorf("inflight/broker: store close: %w", err)
+				f.closeErr = fmt.Errorf("inflight/file: store close: %w", err)
 			}
 		}
 		if err := f.file.Close(); err != nil && f.closeErr == nil {
-			f.closeErr = fmt.Errorf("inflight/broker: store close: %w", err)
+			f.closeErr = fmt.Errorf("inflight/file: store close: %w", err)
 		}
 	})
 	if !first {

@@ -1,10 +1,11 @@
-package broker
+package file
 
-// The FileStore's durability machinery: group-commit fsync under
+// The Store's durability machinery: group-commit fsync under
 // FsyncBatch, the FsyncInterval goroutine, and fsyncing a new file's directory.
 
 import (
 	"fmt"
+	"github.com/inflightmq/inflight/broker"
 	"os"
 	"runtime"
 	"time"
@@ -35,7 +36,7 @@ func syncDir(dir string) error {
 //
 //	A: write e1 | fsync ............ | done           (covers e1, e2)
 //	B:   write e2 | wait for A's fsync | done
-func (f *FileStore) syncLocked(target int64) error {
+func (f *Store) syncLocked(target int64) error {
 	f.waiters++
 	defer func() {
 		f.waiters--
@@ -58,7 +59,7 @@ func (f *FileStore) syncLocked(target int64) error {
 		if err != nil && f.failed == nil {
 			// After a failed fsync the kernel may have dropped the dirty
 			// pages: what the file holds is unknown.
-			f.failed = fmt.Errorf("%w: fsync: %w", ErrStoreFailed, err)
+			f.failed = fmt.Errorf("%w: fsync: %w", broker.ErrStoreFailed, err)
 		}
 		if err == nil {
 			f.synced = max(f.synced, upTo)
@@ -67,12 +68,12 @@ func (f *FileStore) syncLocked(target int64) error {
 	return nil
 }
 
-// maintain is the maintenance goroutine, started by OpenFileStore under
+// maintain is the maintenance goroutine, started by Open under
 // FsyncInterval or RetainAge and stopped by Close: under FsyncInterval it
 // fsyncs every interval if something was written since the last fsync;
 // under RetainAge it removes the sealed segments that aged out, so that a
 // store nobody writes to still ages (see retainEvery).
-func (f *FileStore) maintain() {
+func (f *Store) maintain() {
 	defer close(f.done)
 	var syncTick, retainTick <-chan time.Time
 	if f.cfg.policy == FsyncInterval {

@@ -1,4 +1,4 @@
-package broker_test
+package file_test
 
 import (
 	"encoding/binary"
@@ -6,10 +6,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/store/file"
 )
 
-// BenchmarkFileStoreReopen measures a restart: OpenFileStore on a store of
+// BenchmarkReopen measures a restart: OpenFileStore on a store of
 // 1 M or 10 M records (100 producers, batches of 1000 records of 16 bytes,
 // as a busy broker writes them), in segments of the default size (a
 // restart replays the active one) and in one segment as large as the log
@@ -18,7 +18,7 @@ import (
 // and checks every producer's last sequence ID.
 //
 //	go test -run=NONE -bench=FileStoreReopen -benchtime=3x ./broker/
-func BenchmarkFileStoreReopen(b *testing.B) {
+func BenchmarkReopen(b *testing.B) {
 	for _, n := range []int{1_000_000, 10_000_000} {
 		for _, seg := range []struct {
 			name  string
@@ -26,7 +26,7 @@ func BenchmarkFileStoreReopen(b *testing.B) {
 		}{{"segments=128MiB", 128 << 20}, {"segments=one", 1 << 40}} {
 			b.Run(fmt.Sprintf("records=%dM/%s", n/1_000_000, seg.name), func(b *testing.B) {
 				path := filepath.Join(b.TempDir(), "store")
-				s := openFileStore(b, path, broker.Fsync(broker.FsyncNone), broker.SegmentBytes(seg.bytes))
+				s := openFileStore(b, path, file.Fsync(file.FsyncNone), file.SegmentBytes(seg.bytes))
 				const batch, producers = 1000, 100
 				payloads := make([][]byte, batch)
 				for i := range payloads {
@@ -45,7 +45,7 @@ func BenchmarkFileStoreReopen(b *testing.B) {
 				b.ResetTimer()
 				replayed := 0
 				for b.Loop() {
-					s, err := broker.OpenFileStore(path, broker.SegmentBytes(seg.bytes))
+					s, err := file.Open(path, file.SegmentBytes(seg.bytes))
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -1,11 +1,11 @@
-package broker
+package file
 
 import (
 	"sync"
 	"time"
 )
 
-// FileFaults injects faults between a FileStore and its file: while set,
+// FileFaults injects faults between a Store and its file: while set,
 // WriteAt writes half of what it is given and returns WriteErr (as a full
 // disk does), and Sync returns SyncErr.
 type FileFaults struct {
@@ -21,8 +21,8 @@ func (ff *FileFaults) Set(writeErr, syncErr error) {
 	ff.writeErr, ff.syncErr = writeErr, syncErr
 }
 
-// WithFaults opens a FileStore whose file goes through ff.
-func WithFaults(ff *FileFaults) FileStoreOption {
+// WithFaults opens a Store whose file goes through ff.
+func WithFaults(ff *FileFaults) Option {
 	return withFile(func(f storeFile) storeFile { return &faultyFile{storeFile: f, ff: ff} })
 }
 
@@ -52,7 +52,7 @@ func (f *faultyFile) Sync() error {
 	return f.storeFile.Sync()
 }
 
-// WithNow sets the clock of a FileStore's rolls and retention.
-func WithNow(now func() time.Time) FileStoreOption {
+// WithNow sets the clock of a Store's rolls and retention.
+func WithNow(now func() time.Time) Option {
 	return fileOptionFunc(func(c *fileConfig) error { c.now = now; return nil })
 }

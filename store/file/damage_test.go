@@ -1,4 +1,4 @@
-package broker_test
+package file_test
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/store/file"
 	"github.com/inflightmq/inflight/wire"
 )
 
@@ -34,7 +35,7 @@ type storedRec struct {
 // returns them with their offsets.
 func writeDamageFixture(t *testing.T, path string, n int, rng *rand.Rand) []storedEntry {
 	t.Helper()
-	s := openFileStore(t, path, broker.Fsync(broker.FsyncNone))
+	s := openFileStore(t, path, file.Fsync(file.FsyncNone))
 	defer func() { require.NoError(t, s.Close()) }()
 	next := map[[2]string]uint64{}
 	var out []storedEntry
@@ -72,7 +73,7 @@ func writeDamageFixture(t *testing.T, path string, n int, rng *rand.Rand) []stor
 
 // scanStored returns every record of the store at path, opened with opts,
 // as storedEntry values of one record each, in file order.
-func scanStored(t *testing.T, s *broker.FileStore) []storedRec {
+func scanStored(t *testing.T, s *file.Store) []storedRec {
 	t.Helper()
 	var got []storedRec
 	require.NoError(t, s.Scan(func(topic, producer string, r broker.Record) error {
@@ -89,13 +90,13 @@ func scanStored(t *testing.T, s *broker.FileStore) []storedRec {
 	return got
 }
 
-// TestFileStoreBitFlipNeverTruncatesSilently is a property test over single
+// TestBitFlipNeverTruncatesSilently is a property test over single
 // bit flips at many offsets of a store file of random entries: the damaged
 // file never opens without Repair (nothing is cut silently); with Repair it
 // opens, every record of every entry that ends before the flip is there,
 // unchanged, and the store file followed by the side file is the damaged
 // file byte for byte (nothing deleted).
-func TestFileStoreBitFlipNeverTruncatesSilently(t *testing.T) {
+func TestBitFlipNeverTruncatesSilently(t *testing.T) {
 	rng := rand.New(rand.NewPCG(14, 2026))
 	dir := t.TempDir()
 	ref := filepath.Join(dir, "ref")
@@ -123,8 +124,8 @@ func TestFileStoreBitFlipNeverTruncatesSilently(t *testing.T) {
 		path := filepath.Join(dir, fmt.Sprintf("flip-%d", at))
 		require.NoError(t, os.WriteFile(path, damaged, 0o600))
 
-		s, err := broker.OpenFileStore(path)
-		require.ErrorIs(t, err, broker.ErrCorrupt, "flip at %d: opened without repair", at)
+		s, err := file.Open(path)
+		require.ErrorIs(t, err, file.ErrCorrupt, "flip at %d: opened without repair", at)
 		require.Nil(t, s)
 		now, err := os.ReadFile(path)
 		require.NoError(t, err)
@@ -133,7 +134,7 @@ func TestFileStoreBitFlipNeverTruncatesSilently(t *testing.T) {
 			continue // the file header: not a store file any more, nothing to repair
 		}
 
-		s, err = broker.OpenFileStore(path, broker.Repair(), broker.Fsync(broker.FsyncNone))
+		s, err = file.Open(path, file.Repair(), file.Fsync(file.FsyncNone))
 		require.NoError(t, err, "flip at %d: repair", at)
 		rec := s.Recovery()
 		got := scanStored(t, s)

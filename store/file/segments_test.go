@@ -1,4 +1,4 @@
-package broker_test
+package file_test
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/store/file"
 )
 
 const testSegment = 4 << 10 // the smallest SegmentBytes
@@ -42,7 +43,7 @@ func segmentCalls(n, producers int) []fileCall {
 }
 
 // totalBytes is the size of every segment of s.
-func totalBytes(s *broker.FileStore) int64 {
+func totalBytes(s *file.Store) int64 {
 	var n int64
 	for _, seg := range s.Segments() {
 		n += seg.Bytes
@@ -50,12 +51,12 @@ func totalBytes(s *broker.FileStore) int64 {
 	return n
 }
 
-// TestFileStoreSegments: appends roll the store into sealed segments of at
+// TestSegments: appends roll the store into sealed segments of at
 // most SegmentBytes; Scan reads them all in order; a reopen replays the
 // active segment only and still knows every producer's last sequence ID.
-func TestFileStoreSegments(t *testing.T) {
+func TestSegments(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
-	s := openFileStore(t, path, broker.SegmentBytes(testSegment), broker.Fsync(broker.FsyncNone))
+	s := openFileStore(t, path, file.SegmentBytes(testSegment), file.Fsync(file.FsyncNone))
 	calls := segmentCalls(300, 5)
 	fileAppendAll(t, s, calls)
 	segs := s.Segments()
@@ -75,7 +76,7 @@ func TestFileStoreSegments(t *testing.T) {
 	checkFileStore(t, s, calls)
 	require.NoError(t, s.Close())
 
-	s = openFileStore(t, path, broker.SegmentBytes(testSegment))
+	s = openFileStore(t, path, file.SegmentBytes(testSegment))
 	defer s.Close()
 	rec := s.Recovery()
 	assert.Equal(t, len(segs)-1, rec.Sealed)
@@ -91,11 +92,11 @@ func TestFileStoreSegments(t *testing.T) {
 	require.NoError(t, s.Verify())
 }
 
-// TestFileStoreBigEntryGetsItsOwnSegment: an entry over SegmentBytes is
+// TestBigEntryGetsItsOwnSegment: an entry over SegmentBytes is
 // written whole, in a segment of its own.
-func TestFileStoreBigEntryGetsItsOwnSegment(t *testing.T) {
+func TestBigEntryGetsItsOwnSegment(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
-	s := openFileStore(t, path, broker.SegmentBytes(testSegment), broker.Fsync(broker.FsyncNone))
+	s := openFileStore(t, path, file.SegmentBytes(testSegment), file.Fsync(file.FsyncNone))
 	defer s.Close()
 	calls := []fileCall{
 		{"a", 1, []string{"small"}},
@@ -116,7 +117,7 @@ func TestRetention(t *testing.T) {
 	t.Run("Bytes", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "store")
 		const limit = 5 * testSegment
-		s := openFileStore(t, path, broker.SegmentBytes(testSegment), broker.RetainBytes(limit), broker.Fsync(broker.FsyncNone))
+		s := openFileStore(t, path, file.SegmentBytes(testSegment), file.RetainBytes(limit), file.Fsync(file.FsyncNone))
 		defer s.Close()
 		calls := segmentCalls(400, 4)
 		for i, c := range calls {
@@ -146,7 +147,7 @@ func TestRetention(t *testing.T) {
 
 	t.Run("AgeAtOpen", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "store")
-		s := openFileStore(t, path, broker.SegmentBytes(testSegment), broker.Fsync(broker.FsyncNone))
+		s := openFileStore(t, path, file.SegmentBytes(testSegment), file.Fsync(file.FsyncNone))
 		calls := segmentCalls(200, 3)
 		fileAppendAll(t, s, calls)
 		segs := s.Segments()
@@ -163,8 +164,8 @@ func TestRetention(t *testing.T) {
 			}
 			require.NoError(t, os.Chtimes(seg.Path, at, at))
 		}
-		s = openFileStore(t, path, broker.SegmentBytes(testSegment), broker.RetainAge(24*time.Hour),
-			broker.WithNow(func() time.Time { return now }))
+		s = openFileStore(t, path, file.SegmentBytes(testSegment), file.RetainAge(24*time.Hour),
+			file.WithNow(func() time.Time { return now }))
 		defer s.Close()
 		assert.Equal(t, 3, s.Recovery().Removed)
 		var kept []string
@@ -191,8 +192,8 @@ func TestRetention(t *testing.T) {
 		var mu sync.Mutex
 		now := time.Now()
 		clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-		s := openFileStore(t, path, broker.SegmentBytes(testSegment), broker.Fsync(broker.FsyncNone),
-			broker.RetainAge(100*time.Millisecond), broker.WithNow(clock)) // looked at every 10ms
+		s := openFileStore(t, path, file.SegmentBytes(testSegment), file.Fsync(file.FsyncNone),
+			file.RetainAge(100*time.Millisecond), file.WithNow(clock)) // looked at every 10ms
 		defer s.Close()
 		fileAppendAll(t, s, segmentCalls(100, 2))
 		sealed := len(s.Segments()) - 1
@@ -208,19 +209,19 @@ func TestRetention(t *testing.T) {
 	})
 }
 
-// TestFileStoreRollInterrupted: each state a crash can leave in the middle
+// TestRollInterrupted: each state a crash can leave in the middle
 // of a roll opens with every record and goes on rolling.
-func TestFileStoreRollInterrupted(t *testing.T) {
+func TestRollInterrupted(t *testing.T) {
 	setup := func(t *testing.T) (string, []fileCall) {
 		path := filepath.Join(t.TempDir(), "store")
-		s := openFileStore(t, path, broker.SegmentBytes(testSegment), broker.Fsync(broker.FsyncNone))
+		s := openFileStore(t, path, file.SegmentBytes(testSegment), file.Fsync(file.FsyncNone))
 		calls := segmentCalls(60, 2)
 		fileAppendAll(t, s, calls)
 		require.NoError(t, s.Close())
 		return path, calls
 	}
 	reopen := func(t *testing.T, path string, calls []fileCall, sealed int) {
-		s := openFileStore(t, path, broker.SegmentBytes(testSegment))
+		s := openFileStore(t, path, file.SegmentBytes(testSegment))
 		defer s.Close()
 		assert.Equal(t, sealed, s.Recovery().Sealed)
 		checkFileStore(t, s, calls)
@@ -252,17 +253,17 @@ func TestFileStoreRollInterrupted(t *testing.T) {
 		segs := listSegments(t, path)
 		require.Greater(t, len(segs), 2)
 		require.NoError(t, os.Remove(segs[1]))
-		_, err := broker.OpenFileStore(path)
-		require.ErrorIs(t, err, broker.ErrCorrupt)
+		_, err := file.Open(path)
+		require.ErrorIs(t, err, file.ErrCorrupt)
 		assert.Contains(t, err.Error(), "sealed segment 2 missing")
-		_, err = broker.OpenFileStore(path, broker.ReadOnly())
-		require.ErrorIs(t, err, broker.ErrCorrupt, "a reader would skip records")
+		_, err = file.Open(path, file.ReadOnly())
+		require.ErrorIs(t, err, file.ErrCorrupt, "a reader would skip records")
 	})
 	t.Run("ActiveMissing", func(t *testing.T) {
 		path, _ := setup(t)
 		require.NoError(t, os.Remove(path))
-		_, err := broker.OpenFileStore(path)
-		require.ErrorIs(t, err, broker.ErrCorrupt, "a new empty store would forget the producers")
+		_, err := file.Open(path)
+		require.ErrorIs(t, err, file.ErrCorrupt, "a new empty store would forget the producers")
 		_, err = os.Stat(path)
 		assert.ErrorIs(t, err, os.ErrNotExist, "nothing created")
 	})
@@ -276,16 +277,16 @@ func listSegments(t *testing.T, path string) []string {
 	return m
 }
 
-// TestFileStoreBitFlipInSealedSegment is a property test over single bit
+// TestBitFlipInSealedSegment is a property test over single bit
 // flips in sealed segments, which OpenFileStore does not read: the store
 // opens with no file changed and every producer's last sequence ID, Verify
 // and Scan report the damage with the segment's name, and Scan returns
 // every record before it unchanged.
-func TestFileStoreBitFlipInSealedSegment(t *testing.T) {
+func TestBitFlipInSealedSegment(t *testing.T) {
 	rng := rand.New(rand.NewPCG(14, 3))
 	dir := t.TempDir()
 	ref := filepath.Join(dir, "ref")
-	s := openFileStore(t, ref, broker.SegmentBytes(testSegment), broker.Fsync(broker.FsyncNone))
+	s := openFileStore(t, ref, file.SegmentBytes(testSegment), file.Fsync(file.FsyncNone))
 	calls := segmentCalls(150, 3)
 	fileAppendAll(t, s, calls)
 	segs := s.Segments()
@@ -310,14 +311,14 @@ func TestFileStoreBitFlipInSealedSegment(t *testing.T) {
 		}
 		damaged := filepath.Join(filepath.Dir(store), filepath.Base(store)+strings.TrimPrefix(segs[victim].Path, ref))
 
-		s := openFileStore(t, store, broker.SegmentBytes(testSegment))
+		s := openFileStore(t, store, file.SegmentBytes(testSegment))
 		for name, seq := range last {
 			have, err := s.LastSeq(dflt, name)
 			require.NoError(t, err)
 			require.Equal(t, seq, have, "flip at %d of segment %d", at, victim)
 		}
 		err = s.Verify()
-		var ce *broker.CorruptError
+		var ce *file.CorruptError
 		require.ErrorAs(t, err, &ce, "flip at %d of segment %d", at, victim)
 		assert.Equal(t, damaged, ce.Path)
 		assert.True(t, ce.Sealed)
@@ -328,7 +329,7 @@ func TestFileStoreBitFlipInSealedSegment(t *testing.T) {
 			got = append(got, fileRec{producer, r.Seq, string(r.Payload)})
 			return nil
 		})
-		require.ErrorIs(t, err, broker.ErrCorrupt)
+		require.ErrorIs(t, err, file.ErrCorrupt)
 		require.Equal(t, want[:len(got)], got, "records before the damage")
 		require.NoError(t, s.Close())
 		now, err := os.ReadFile(damaged)
@@ -337,12 +338,12 @@ func TestFileStoreBitFlipInSealedSegment(t *testing.T) {
 	}
 }
 
-// TestFileStoreRepairTakesTheSnapshot: damage in the active segment's
+// TestRepairTakesTheSnapshot: damage in the active segment's
 // snapshot is corruption; Repair moves it aside and rebuilds every
 // producer's last sequence ID from the sealed segments.
-func TestFileStoreRepairTakesTheSnapshot(t *testing.T) {
+func TestRepairTakesTheSnapshot(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
-	s := openFileStore(t, path, broker.SegmentBytes(testSegment), broker.Fsync(broker.FsyncNone))
+	s := openFileStore(t, path, file.SegmentBytes(testSegment), file.Fsync(file.FsyncNone))
 	calls := segmentCalls(100, 3)
 	fileAppendAll(t, s, calls)
 	require.NoError(t, s.Close())
@@ -352,12 +353,12 @@ func TestFileStoreRepairTakesTheSnapshot(t *testing.T) {
 	data[8+8+3] ^= 0x10 // in the snapshot's body
 	require.NoError(t, os.WriteFile(path, data, 0o600))
 
-	_, err = broker.OpenFileStore(path)
-	var ce *broker.CorruptError
+	_, err = file.Open(path)
+	var ce *file.CorruptError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, int64(8), ce.Offset)
 
-	s = openFileStore(t, path, broker.SegmentBytes(testSegment), broker.Repair())
+	s = openFileStore(t, path, file.SegmentBytes(testSegment), file.Repair())
 	defer s.Close()
 	side, err := os.ReadFile(s.Recovery().SideFile)
 	require.NoError(t, err)
@@ -385,12 +386,12 @@ func TestFileStoreRepairTakesTheSnapshot(t *testing.T) {
 	assert.Equal(t, lastSealed["p0"]+1000, have)
 }
 
-// TestFileStoreRollUnderLoad: concurrent Appends under FsyncBatch (sharing
+// TestRollUnderLoad: concurrent Appends under FsyncBatch (sharing
 // fsyncs across rolls) and concurrent Scans: every record once, in order
 // per producer.
-func TestFileStoreRollUnderLoad(t *testing.T) {
+func TestRollUnderLoad(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
-	s := openFileStore(t, path, broker.SegmentBytes(testSegment))
+	s := openFileStore(t, path, file.SegmentBytes(testSegment))
 	const producers, per = 4, 150
 	var wg sync.WaitGroup
 	for p := range producers {
@@ -444,13 +445,13 @@ func TestFileStoreRollUnderLoad(t *testing.T) {
 	}
 }
 
-// TestFileStoreRollFails: a full disk while a roll writes the new segment
+// TestRollFails: a full disk while a roll writes the new segment
 // fails the store for good (ErrStoreFailed, the cause wrapped); reopening
 // it finds every acknowledged record and rolls again.
-func TestFileStoreRollFails(t *testing.T) {
+func TestRollFails(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
-	var faults broker.FileFaults
-	s := openFileStore(t, path, broker.SegmentBytes(testSegment), broker.WithFaults(&faults))
+	var faults file.FileFaults
+	s := openFileStore(t, path, file.SegmentBytes(testSegment), file.WithFaults(&faults))
 	calls := segmentCalls(15, 1) // under one segment
 	fileAppendAll(t, s, calls)
 	require.Len(t, s.Segments(), 1)
@@ -463,7 +464,7 @@ func TestFileStoreRollFails(t *testing.T) {
 	require.ErrorIs(t, err, broker.ErrStoreFailed, "sticky")
 	require.NoError(t, s.Close())
 
-	s = openFileStore(t, path, broker.SegmentBytes(testSegment))
+	s = openFileStore(t, path, file.SegmentBytes(testSegment))
 	defer s.Close()
 	checkFileStore(t, s, calls)
 	fileAppendAll(t, s, []fileCall{big})
@@ -472,7 +473,7 @@ func TestFileStoreRollFails(t *testing.T) {
 }
 
 // scanSeqs returns the sequence IDs Scan reads for each producer of s.
-func scanSeqs(t *testing.T, s *broker.FileStore) (map[string][]uint64, error) {
+func scanSeqs(t *testing.T, s *file.Store) (map[string][]uint64, error) {
 	t.Helper()
 	out := map[string][]uint64{}
 	err := s.Scan(func(_, producer string, r broker.Record) error {
@@ -482,12 +483,12 @@ func scanSeqs(t *testing.T, s *broker.FileStore) (map[string][]uint64, error) {
 	return out, err
 }
 
-// TestFileStoreReaderDuringRolls: readers (ReadOnly) opened while a writer
+// TestReaderDuringRolls: readers (ReadOnly) opened while a writer
 // rolls all the time each see a prefix of what was written, every record
 // once, in order.
-func TestFileStoreReaderDuringRolls(t *testing.T) {
+func TestReaderDuringRolls(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
-	s := openFileStore(t, path, broker.SegmentBytes(testSegment), broker.Fsync(broker.FsyncNone))
+	s := openFileStore(t, path, file.SegmentBytes(testSegment), file.Fsync(file.FsyncNone))
 	defer s.Close()
 	require.NoError(t, s.Append(dflt, "p", seqRecs(1, recs("first"))))
 	const appends = 2000 // 400 bytes each: a roll every 10 or so
@@ -522,7 +523,7 @@ func TestFileStoreReaderDuringRolls(t *testing.T) {
 	readers := 0
 	for ; writing() || readers < 20; readers++ {
 		require.True(t, time.Now().Before(deadline), "%d readers in %v", readers, waitTimeout)
-		r, err := broker.OpenFileStore(path, broker.ReadOnly())
+		r, err := file.Open(path, file.ReadOnly())
 		require.NoError(t, err, "reader %d", readers)
 		seqs, err := scanSeqs(t, r)
 		require.NoError(t, err, "reader %d", readers)
@@ -535,41 +536,41 @@ func TestFileStoreReaderDuringRolls(t *testing.T) {
 	t.Logf("%d readers while the writer rolled %d times", readers, len(s.Segments())-1)
 }
 
-// TestFileStoreReaderMidRoll: a reader of a store left between the link and
+// TestReaderMidRoll: a reader of a store left between the link and
 // the rename of a roll (a writer mid-roll, or a crash there) reads the
 // active segment once.
-func TestFileStoreReaderMidRoll(t *testing.T) {
+func TestReaderMidRoll(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
-	s := openFileStore(t, path, broker.SegmentBytes(testSegment), broker.Fsync(broker.FsyncNone))
+	s := openFileStore(t, path, file.SegmentBytes(testSegment), file.Fsync(file.FsyncNone))
 	calls := segmentCalls(100, 3)
 	fileAppendAll(t, s, calls)
 	sealed := len(s.Segments()) - 1
 	require.NoError(t, s.Close())
 	require.NoError(t, os.Link(path, fmt.Sprintf("%s.%020d", path, sealed+1)))
-	r := openFileStore(t, path, broker.ReadOnly())
+	r := openFileStore(t, path, file.ReadOnly())
 	defer r.Close()
 	checkFileStore(t, r, calls)
 }
 
-// TestFileStoreShortActiveWithSealed: an active segment cut below its
+// TestShortActiveWithSealed: an active segment cut below its
 // header while sealed segments exist (outside damage: a roll writes it
 // whole first) is refused, not taken as a new store that forgets every
 // producer; Repair rebuilds its snapshot from the sealed segments.
-func TestFileStoreShortActiveWithSealed(t *testing.T) {
+func TestShortActiveWithSealed(t *testing.T) {
 	for _, size := range []int64{0, 5} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "store")
-			s := openFileStore(t, path, broker.SegmentBytes(testSegment), broker.Fsync(broker.FsyncNone))
+			s := openFileStore(t, path, file.SegmentBytes(testSegment), file.Fsync(file.FsyncNone))
 			calls := segmentCalls(100, 3)
 			fileAppendAll(t, s, calls)
 			require.NoError(t, s.Close())
 			require.NoError(t, os.Truncate(path, size))
-			_, err := broker.OpenFileStore(path)
-			require.ErrorIs(t, err, broker.ErrCorrupt)
-			_, err = broker.OpenFileStore(path, broker.ReadOnly())
-			require.ErrorIs(t, err, broker.ErrCorrupt)
+			_, err := file.Open(path)
+			require.ErrorIs(t, err, file.ErrCorrupt)
+			_, err = file.Open(path, file.ReadOnly())
+			require.ErrorIs(t, err, file.ErrCorrupt)
 
-			s = openFileStore(t, path, broker.Repair())
+			s = openFileStore(t, path, file.Repair())
 			defer s.Close()
 			seqs, err := scanSeqs(t, s)
 			require.NoError(t, err)
@@ -582,11 +583,11 @@ func TestFileStoreShortActiveWithSealed(t *testing.T) {
 	}
 }
 
-// TestFileStoreSnapshotDoesNotForceRolls: a snapshot larger than a segment
+// TestSnapshotDoesNotForceRolls: a snapshot larger than a segment
 // (many producers seen) does not make every Append roll.
-func TestFileStoreSnapshotDoesNotForceRolls(t *testing.T) {
+func TestSnapshotDoesNotForceRolls(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
-	s := openFileStore(t, path, broker.SegmentBytes(testSegment), broker.Fsync(broker.FsyncNone))
+	s := openFileStore(t, path, file.SegmentBytes(testSegment), file.Fsync(file.FsyncNone))
 	defer s.Close()
 	for i := range 200 { // 200 names of 24 bytes: a snapshot of ~7 KiB
 		require.NoError(t, s.Append(dflt, fmt.Sprintf("inflight-%016x", i), seqRecs(1, recs("x"))))
@@ -598,18 +599,18 @@ func TestFileStoreSnapshotDoesNotForceRolls(t *testing.T) {
 	assert.LessOrEqual(t, len(s.Segments())-before, 1, "rolls for 50 appends of one byte")
 }
 
-// TestFileStoreForgetsIdleProducers: ForgetProducersAfter drops, at a roll
+// TestForgetsIdleProducers: ForgetProducersAfter drops, at a roll
 // and at open, the producers idle for longer, and keeps the others across
 // restarts (the snapshot carries when each last appended).
-func TestFileStoreForgetsIdleProducers(t *testing.T) {
+func TestForgetsIdleProducers(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
 	var mu sync.Mutex
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	opts := []broker.FileStoreOption{broker.SegmentBytes(testSegment), broker.Fsync(broker.FsyncNone),
-		broker.ForgetProducersAfter(time.Hour), broker.WithNow(clock)}
-	last := func(s *broker.FileStore, name string) uint64 {
+	opts := []file.Option{file.SegmentBytes(testSegment), file.Fsync(file.FsyncNone),
+		file.ForgetProducersAfter(time.Hour), file.WithNow(clock)}
+	last := func(s *file.Store, name string) uint64 {
 		seq, err := s.LastSeq(dflt, name)
 		require.NoError(t, err)
 		return seq
