@@ -56,3 +56,44 @@ func (f *faultyFile) Sync() error {
 func WithNow(now func() time.Time) Option {
 	return fileOptionFunc(func(c *fileConfig) error { c.now = now; return nil })
 }
+
+// FileCounts counts the writes and fsyncs that reach a Store's file, and
+// makes each fsync take at least SyncDelay (a slower disk).
+type FileCounts struct {
+	SyncDelay time.Duration
+
+	mu            sync.Mutex
+	writes, syncs int
+}
+
+// Counts returns the writes and fsyncs so far.
+func (c *FileCounts) Counts() (writes, syncs int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.writes, c.syncs
+}
+
+// WithCounts opens a Store whose file goes through c.
+func WithCounts(c *FileCounts) Option {
+	return withFile(func(f storeFile) storeFile { return &countingFile{storeFile: f, c: c} })
+}
+
+type countingFile struct {
+	storeFile
+	c *FileCounts
+}
+
+func (f *countingFile) WriteAt(p []byte, off int64) (int, error) {
+	f.c.mu.Lock()
+	f.c.writes++
+	f.c.mu.Unlock()
+	return f.storeFile.WriteAt(p, off)
+}
+
+func (f *countingFile) Sync() error {
+	time.Sleep(f.c.SyncDelay)
+	f.c.mu.Lock()
+	f.c.syncs++
+	f.c.mu.Unlock()
+	return f.storeFile.Sync()
+}

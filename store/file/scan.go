@@ -35,7 +35,7 @@ func (f *Store) Scan(fn func(topic, producer string, rec broker.Record) error) e
 		return broker.ErrStoreClosed
 	}
 	sealed := slices.Clone(f.sealed)
-	active, activeEnd := io.ReaderAt(f.file), f.end-f.base
+	active, activeEnd := io.ReaderAt(f.file), f.written-f.base
 	var own *os.File
 	if !f.readOnly {
 		// A roll may replace f.file while fn runs: read through a file of

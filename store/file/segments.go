@@ -168,7 +168,7 @@ const unlockedSealSync = 1 << 20
 // recover.
 func (f *Store) rollLocked(size int64) error {
 	for tries := 0; ; tries++ {
-		for f.syncing {
+		for f.flushing {
 			f.cond.Wait()
 		}
 		if err := f.usableLocked(); err != nil {
@@ -193,10 +193,14 @@ func (f *Store) rollLocked(size int64) error {
 		f.failed = fmt.Errorf("%w: roll %s: %s: %w", broker.ErrStoreFailed, f.path, step, err)
 		return f.failed
 	}
+	if err := f.flushLocked(); err != nil {
+		return err
+	}
 	if err := f.file.Sync(); err != nil {
 		return fail("fsync the segment to seal", err)
 	}
 	f.synced = f.end
+	f.stats.syncs.Add(1)
 	written := f.cfg.now() // the sealed segment's last write, for RetainAge
 	if st, err := f.file.Stat(); err == nil {
 		written = st.ModTime()
@@ -250,7 +254,7 @@ func (f *Store) rollLocked(size int64) error {
 	f.next++
 	f.base = f.end
 	f.end += int64(len(head))
-	f.body, f.synced = f.end, f.end
+	f.body, f.synced, f.written = f.end, f.end, f.end
 	f.retainLocked(now)
 	return nil
 }
@@ -462,5 +466,5 @@ func (f *Store) Segments() []SegmentInfo {
 	for _, s := range f.sealed {
 		out = append(out, SegmentInfo{Path: s.path, Bytes: s.size, Written: s.written})
 	}
-	return append(out, SegmentInfo{Path: f.path, Bytes: f.end - f.base})
+	return append(out, SegmentInfo{Path: f.path, Bytes: f.written - f.base})
 }

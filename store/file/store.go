@@ -91,23 +91,31 @@ type Store struct {
 
 	mu      sync.Mutex
 	cond    sync.Cond // on mu: a sync finished, or a syncLocked caller left
-	file    storeFile // the active segment; replaced only by rollLocked, never while syncing
+	file    storeFile // the active segment; replaced only by rollLocked, never while flushing
 	sealed  []segment // the sealed segments, oldest first
 	next    uint64    // the number of the next sealed segment
 	streams streams
 	rr      wire.RecordReader // Append and replay: checks records' metadata
-	buf     []byte            // the entry being built, reused
+	buf     []byte            // FsyncNone, FsyncInterval: the entry being built, reused
 	// Offsets are logical: counted over every segment this Store
 	// wrote, so that a roll never moves them backwards (syncLocked's
 	// callers compare them across a roll). The active segment's byte 0 is
 	// at base; its first record entry at body.
+	//
+	//	base      body          synced       written           end
+	//	|--header--|-- entries ---|-- in file ---|--- in pend ---|
+	//	                fsynced    not fsynced     encoded, not written (FsyncBatch)
 	base, body int64
-	end        int64 // after the last entry written
-	synced     int64 // up to which the store is known fsynced
-	syncing    bool  // a goroutine is in file.Sync with mu released
-	waiters    int   // goroutines inside syncLocked
+	end        int64  // after the last entry encoded
+	written    int64  // after the last entry written to the file; <= end
+	synced     int64  // up to which the store is known fsynced; <= written
+	pend       []byte // entries encoded from written to end, for the next commit
+	spare      []byte // the other buffer of the commit (double buffering)
+	flushing   bool   // a goroutine writes or fsyncs with mu released: file stays the active segment
+	waiters    int    // goroutines inside syncLocked
 	closed     bool
 	failed     error // the first write or fsync error; sticky
+	stats      storeStats
 
 	closeOnce sync.Once
 	closeErr  error
@@ -351,12 +359,12 @@ func (f *Store) load(created, repair bool) error {
 			if err != nil {
 				return err
 			}
-			f.end, f.synced, f.body = end, end, end
+			f.end, f.written, f.synced, f.body = end, end, end, end
 			f.recovery.RepairedBytes = size // a header's beginning: no record
 			return nil
 		}
 		if f.readOnly {
-			f.end, f.body = fileHeaderSize, fileHeaderSize // nothing to read yet
+			f.end, f.written, f.body = fileHeaderSize, fileHeaderSize, fileHeaderSize // nothing to read yet
 			return nil
 		}
 		if _, err := f.file.WriteAt(header, 0); err != nil {
@@ -370,7 +378,7 @@ func (f *Store) load(created, repair bool) error {
 				return fmt.Errorf("inflight/file: open store: %w", err)
 			}
 		}
-		f.end, f.synced, f.body = fileHeaderSize, fileHeaderSize, fileHeaderSize
+		f.end, f.written, f.synced, f.body = fileHeaderSize, fileHeaderSize, fileHeaderSize, fileHeaderSize
 		return nil
 	}
 
@@ -400,7 +408,7 @@ func (f *Store) load(created, repair bool) error {
 	}
 	f.body = seg.body
 	if f.readOnly {
-		f.end = good // a torn tail may be an Append in progress: not ours to cut
+		f.end, f.written = good, good // a torn tail may be an Append in progress: not ours to cut
 		return nil
 	}
 	if v == 1 {
@@ -440,7 +448,7 @@ func (f *Store) load(created, repair bool) error {
 	if err := f.file.Sync(); err != nil {
 		return fmt.Errorf("inflight/file: open store: %w", err)
 	}
-	f.end, f.synced = good, good
+	f.end, f.written, f.synced = good, good, good
 	return nil
 }
 
@@ -514,6 +522,17 @@ func (f *Store) Append(topic, producer string, recs []broker.Record) error {
 		}
 	}
 
+	f.stats.appends.Add(1)
+	f.stats.records.Add(uint64(len(recs)))
+	if f.cfg.policy == FsyncBatch {
+		// Encoded into the commit's buffer, for the next commit to write
+		// and fsync with whatever else was encoded meanwhile.
+		n := len(f.pend)
+		f.pend = appendEntry(f.pend, topic, producer, recs, bodyLen)
+		f.end += int64(len(f.pend) - n)
+		f.streams[k] = streamState{last: recs[len(recs)-1].Seq, seen: f.cfg.now().UnixNano()}
+		return f.syncLocked(f.end)
+	}
 	// Built only now: f.buf is shared, and nothing below releases f.mu
 	// before the write.
 	buf := appendEntry(f.buf[:0], topic, producer, recs, bodyLen)
@@ -522,17 +541,24 @@ func (f *Store) Append(topic, producer string, recs []broker.Record) error {
 	} else {
 		f.buf = nil
 	}
-	if _, err := f.file.WriteAt(buf, f.end-f.base); err != nil {
-		// A part of the entry may be in the file: later entries would follow
-		// garbage. Stop here; reopening cuts the torn entry off.
-		f.failed = fmt.Errorf("%w: append at offset %d of %s: %w", broker.ErrStoreFailed, f.end-f.base, f.path, err)
+	if err := f.writeLocked(buf); err != nil {
+		return err
+	}
+	f.end = f.written
+	f.streams[k] = streamState{last: recs[len(recs)-1].Seq, seen: f.cfg.now().UnixNano()}
+	return nil
+}
+
+// writeLocked writes buf at the end of the file, under f.mu. A failure is
+// sticky: a part of buf may be in the file, and later entries would follow
+// garbage; reopening cuts the torn entry off.
+func (f *Store) writeLocked(buf []byte) error {
+	if _, err := f.file.WriteAt(buf, f.written-f.base); err != nil {
+		f.failed = fmt.Errorf("%w: append at offset %d of %s: %w", broker.ErrStoreFailed, f.written-f.base, f.path, err)
 		return f.failed
 	}
-	f.end += int64(len(buf))
-	f.streams[k] = streamState{last: recs[len(recs)-1].Seq, seen: f.cfg.now().UnixNano()}
-	if f.cfg.policy == FsyncBatch {
-		return f.syncLocked(f.end)
-	}
+	f.written += int64(len(buf))
+	f.stats.writes.Add(1)
 	return nil
 }
 
@@ -592,4 +618,25 @@ func (f *Store) Close() error {
 		return nil
 	}
 	return f.closeErr
+}
+
+// Stats counts a Store's work since Open.
+type Stats struct {
+	Appends uint64 // Append calls that stored records
+	Records uint64 // records they stored
+	// Writes counts the writes to the active segment: one per Append
+	// under FsyncNone and FsyncInterval, one per commit under FsyncBatch.
+	Writes uint64
+	// Syncs counts the fsyncs of the active segment: commits (FsyncBatch),
+	// ticks (FsyncInterval) and rolls. Records/Syncs is how many records
+	// one fsync made durable.
+	Syncs uint64
+}
+
+type storeStats struct{ appends, records, writes, syncs atomic.Uint64 }
+
+// Stats returns the store's counters. Safe for concurrent use.
+func (f *Store) Stats() Stats {
+	return Stats{Appends: f.stats.appends.Load(), Records: f.stats.records.Load(),
+		Writes: f.stats.writes.Load(), Syncs: f.stats.syncs.Load()}
 }

@@ -1,7 +1,7 @@
 package file
 
-// The Store's durability machinery: group-commit fsync under
-// FsyncBatch, the FsyncInterval goroutine, and fsyncing a new file's directory.
+// The Store's durability machinery: the group commit of FsyncBatch, the
+// FsyncInterval goroutine, and fsyncing a new file's directory.
 
 import (
 	"fmt"
@@ -29,13 +29,24 @@ func syncDir(dir string) error {
 	return err
 }
 
-// syncLocked returns once the file is fsynced at least up to target, or the
-// store failed. Called with f.mu held; it releases f.mu during the fsync, so
-// that Appends keep writing meanwhile, and one fsync covers every entry
-// written before it started (group commit):
+// syncLocked returns once the file is written and fsynced at least up to
+// target, or the store failed. Called with f.mu held. It is the group
+// commit: the first caller to find no commit in progress becomes its
+// leader, takes every entry encoded so far (f.pend, from all the Appends
+// waiting), and writes them with one write and one fsync with f.mu
+// released, so that Appends keep encoding meanwhile into the other buffer;
+// every Append whose entry that commit covered returns after it, the others
+// wait for the next one, which one of them leads:
 //
-//	A: write e1 | fsync ............ | done           (covers e1, e2)
-//	B:   write e2 | wait for A's fsync | done
+//	A: encode e1 | lead: write e1+e2, fsync ....... | done
+//	B:    encode e2 | wait ........................ | done
+//	C:                  encode e3 | wait .......... | lead: write e3+e4, fsync | done
+//	D:                      encode e4 | wait ...................................| done
+//
+// Nothing is delayed on purpose: a commit starts as soon as the previous
+// one ended (RocksDB's and PostgreSQL's group commits work the same way).
+// Under FsyncNone and FsyncInterval Append writes at once and f.pend stays
+// empty: a commit is then an fsync alone.
 func (f *Store) syncLocked(target int64) error {
 	f.waiters++
 	defer func() {
@@ -46,26 +57,56 @@ func (f *Store) syncLocked(target int64) error {
 		if f.failed != nil {
 			return f.failed
 		}
-		if f.syncing {
+		if f.flushing {
 			f.cond.Wait()
 			continue
 		}
-		f.syncing = true // rollLocked waits for it: file stays the active segment
-		upTo, file := f.end, f.file
+		f.flushing = true // rollLocked waits for it: file stays the active segment
+		buf, off, file := f.pend, f.written-f.base, f.file
+		f.pend = f.spare[:0]
+		upTo := f.end
 		f.mu.Unlock()
-		err := file.Sync()
-		f.mu.Lock()
-		f.syncing = false
-		if err != nil && f.failed == nil {
-			// After a failed fsync the kernel may have dropped the dirty
-			// pages: what the file holds is unknown.
-			f.failed = fmt.Errorf("%w: fsync: %w", broker.ErrStoreFailed, err)
+		var err error
+		if len(buf) > 0 {
+			_, err = file.WriteAt(buf, off)
 		}
 		if err == nil {
-			f.synced = max(f.synced, upTo)
+			err = file.Sync()
 		}
+		f.mu.Lock()
+		f.flushing = false
+		f.spare = nil
+		if cap(buf) <= maxKeptBuf {
+			f.spare = buf[:0]
+		}
+		switch {
+		case err != nil && f.failed == nil:
+			// A part of the entries may be in the file; after a failed
+			// fsync the kernel may have dropped the dirty pages: what the
+			// file holds is unknown.
+			f.failed = fmt.Errorf("%w: commit at offset %d of %s: %w", broker.ErrStoreFailed, off, f.path, err)
+		case err == nil:
+			if len(buf) > 0 {
+				f.written += int64(len(buf))
+				f.stats.writes.Add(1)
+			}
+			f.synced = max(f.synced, upTo)
+			f.stats.syncs.Add(1)
+		}
+		f.cond.Broadcast()
 	}
 	return nil
+}
+
+// flushLocked writes what is encoded and not yet written, under f.mu and
+// with no commit in progress (rollLocked, before it seals the segment).
+func (f *Store) flushLocked() error {
+	if len(f.pend) == 0 {
+		return nil
+	}
+	err := f.writeLocked(f.pend)
+	f.pend = f.pend[:0]
+	return err
 }
 
 // maintain is the maintenance goroutine, started by Open under
