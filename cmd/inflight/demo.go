@@ -61,7 +61,7 @@ flags:
 `)
 		fs.PrintDefaults()
 	}
-	if code := parseFlags(fs, args, stderr); code >= 0 {
+	if code := parseFlags(fs, args, stdout, stderr); code >= 0 {
 		return code
 	}
 	switch {

@@ -17,6 +17,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -32,6 +34,9 @@ func main() {
 	stop()
 	os.Exit(code)
 }
+
+// commands are the subcommands, in the order the usage lists them.
+var commands = []string{"demo", "serve", "produce", "read", "version"}
 
 // run dispatches to a subcommand; it is main without the process around it,
 // so tests call it directly.
@@ -51,13 +56,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runRead(ctx, args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		return runVersion(args[1:], stdout, stderr)
-	case "-h", "-help", "--help", "help":
+	case "help":
+		return runHelp(ctx, args[1:], stdout, stderr)
+	case "-h", "-help", "--help":
 		usage(stdout)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "inflight: unknown command %q\n\n", args[0])
-	usage(stderr)
+	why := fmt.Sprintf("unknown command %q", args[0])
+	if close := closeNames(strings.TrimLeft(args[0], "-"), commands); len(close) > 0 {
+		why += " (did you mean " + strings.Join(close, " or ") + "?)"
+	}
+	fmt.Fprintf(stderr, "inflight: %s\nsee 'inflight -h'\n", why)
 	return exitUsage
+}
+
+// runHelp is `inflight help [COMMAND]`: the usage of the command, or of
+// inflight, on stdout.
+func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) == 0 || len(args) == 1 && args[0] == "help":
+		usage(stdout)
+		return exitOK
+	case len(args) > 1:
+		fmt.Fprintf(stderr, "inflight help: one command at most, not %q\nsee 'inflight -h'\n", strings.Join(args, " "))
+		return exitUsage
+	case !slices.Contains(commands, args[0]):
+		fmt.Fprintf(stderr, "inflight help: unknown command %q\nsee 'inflight -h'\n", args[0])
+		return exitUsage
+	}
+	return run(ctx, []string{args[0], "-h"}, stdout, stderr)
 }
 
 func usage(w io.Writer) {
@@ -71,6 +98,7 @@ commands:
   read      print the records a store holds (file or NATS JetStream), one line each
   version   print the version of this build
 
-Run 'inflight <command> -h' for the flags of a command.
+Run 'inflight <command> -h' or 'inflight help <command>' for the flags of a
+command. Exit status: 0 success, 1 failure, 2 bad usage.
 `)
 }

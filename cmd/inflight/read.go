@@ -41,7 +41,7 @@ flags:
 `)
 		fs.PrintDefaults()
 	}
-	if code := parseFlags(fs, args, stderr); code >= 0 {
+	if code := parseFlags(fs, args, stdout, stderr); code >= 0 {
 		return code
 	}
 	path, isFile := strings.CutPrefix(*storeFlag, "file:")
