@@ -89,6 +89,29 @@ func TestServeNATSStore(t *testing.T) {
 	}
 }
 
+// TestServeNATSStoreOverlap: serve on a stream whose subjects another
+// stream already captures exits 1 at once, with the server's reason on
+// stderr (not 30 s of retries ending in "context deadline exceeded").
+func TestServeNATSStoreOverlap(t *testing.T) {
+	c, err := natsjstest.Start(t.TempDir(), 1, natsjstest.Options{})
+	require.NoError(t, err)
+	defer c.Shutdown()
+	hosts := strings.TrimPrefix(c.URLs(), "nats://")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := natsjs.Open(ctx, "nats://"+hosts+"/ORDERS")
+	require.NoError(t, err)
+	s.Close()
+
+	start := time.Now()
+	var out, errOut strings.Builder
+	code := run(ctx, []string{"serve", "-listen=127.0.0.1:0", "-store=nats://" + hosts + "/ORDERS2", "-stats-every=0"}, &out, &errOut)
+	require.Equal(t, exitFailure, code, "%s\n%s", out.String(), errOut.String())
+	require.Less(t, time.Since(start), 5*time.Second)
+	require.Contains(t, errOut.String(), "subjects overlap with an existing stream")
+	require.Contains(t, out.String(), "subjects overlap with an existing stream", "and in the log")
+}
+
 // TestDemoNATSEngine: `inflight demo -engine nats` runs briefly, with the
 // stream leader stopped and the gateway restarted, and every guarantee
 // holds, read back from the stream.
