@@ -75,10 +75,10 @@ func TestServeNATSStore(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 100)
-	require.Equal(t, `topic=orders producer=gw-test seq=1 key="k" payload="m0"`, lines[0])
+	require.Equal(t, `topic="orders" producer="gw-test" seq=1 key="k" payload="m0"`, lines[0])
 	code, out, errOut = runCmd(t, "read", "-store="+storeURL, "-topic=orders", "-producer=gw-test", "-from=100", "-format=json")
 	require.Equal(t, exitOK, code, errOut)
-	require.JSONEq(t, `{"topic":"orders","producer":"gw-test","seq":100,"key":"k","payload":"m99"}`, out)
+	require.JSONEq(t, `{"topic":"orders","producer":"gw-test","seq":100,"key":"k","key_base64":"aw==","event_time":null,"headers":[],"payload":"m99","payload_base64":"bTk5"}`, out)
 	for _, args := range [][]string{
 		{"read", "-topic=orders"},
 		{"read", "-store=" + storeURL},
