@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -112,17 +113,41 @@ func TestServeNATSStoreOverlap(t *testing.T) {
 	require.Contains(t, out.String(), "subjects overlap with an existing stream", "and in the log")
 }
 
-// TestDemoNATSEngine: `inflight demo -engine nats` runs briefly, with the
-// stream leader stopped and the gateway restarted, and every guarantee
-// holds, read back from the stream.
-func TestDemoNATSEngine(t *testing.T) {
+// TestDemoNATSEngineRepeated: `inflight demo -engine nats` runs briefly,
+// several times, with the stream leader stopped and the gateway restarted;
+// each run shows its progress while it reads the stream back, ends with
+// its report within a bound, and every guarantee holds, read back from the
+// stream. (Reading back asked for up to a thousand packed messages at once;
+// on a busy machine the server cut the reader off as a slow consumer, and a
+// run sat silent until its two-minute deadline, with no report.)
+func TestDemoNATSEngineRepeated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-server cluster")
 	}
-	code, out, errOut := runCmd(t, "demo", "-engine=nats", "-duration=3s", "-kill-every=1s", "-down-for=100ms", "-timeout=5s", "-progress=1s")
-	require.Equal(t, exitOK, code, "%s\n%s", out, errOut)
-	require.Contains(t, out, "stream leader n")
-	require.Regexp(t, `in the stream exactly once, in order\s+ok`, out)
-	require.Regexp(t, `success but missing from the stream\s+ok`, out)
-	require.Contains(t, out, "all guarantees held")
+	for run := range 2 {
+		out := newWatchWriter()
+		var errOut strings.Builder
+		wait := runAsync(t, context.Background(), out, &errOut, "demo", "-engine=nats", "-duration=1500ms", "-kill-every=500ms", "-down-for=100ms",
+			"-timeout=5s", "-progress=200ms", "-max-pending=8192")
+		require.Equal(t, exitOK, wait(), "run %d:\n%s\n%s", run, out, errOut.String())
+		report := out.String()
+		require.Regexp(t, `reading the stream back: [\d,]+ records \(.*\), at least [\d,]+ expected`, report)
+		require.Contains(t, report, "stream leader n")
+		require.Regexp(t, `in the stream exactly once, in order\s+ok`, report)
+		require.Regexp(t, `success but missing from the stream\s+ok`, report)
+		require.Contains(t, report, "all guarantees held")
+	}
+}
+
+// TestDemoReportWhenReadBackFails: when the stream cannot be read back
+// (within its bound), the demo still prints its report, saying so instead
+// of giving verdicts on what it could not read; exit 1.
+func TestDemoReportWhenReadBackFails(t *testing.T) {
+	r := &demoResult{elapsed: time.Second, sent: 3, acked: 3, nats: &natsEngine{},
+		readErr: errors.New("no record came for 30s")}
+	var out strings.Builder
+	require.False(t, r.print(&out, demoConfig{size: 100}))
+	require.Regexp(t, `stream read back\s+FAILED no record came for 30s`, out.String())
+	require.NotContains(t, out.String(), "in the stream exactly once")
+	require.Contains(t, out.String(), "THE STREAM COULD NOT BE READ BACK")
 }
