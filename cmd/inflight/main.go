@@ -30,7 +30,7 @@ const (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
@@ -39,8 +39,8 @@ func main() {
 var commands = []string{"demo", "serve", "produce", "read", "version"}
 
 // run dispatches to a subcommand; it is main without the process around it,
-// so tests call it directly.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// so tests call it directly. Only produce -input - reads stdin.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
 		return exitUsage
@@ -51,13 +51,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "serve":
 		return runServe(ctx, args[1:], stdout, stderr)
 	case "produce":
-		return runProduce(ctx, args[1:], stdout, stderr)
+		return runProduce(ctx, args[1:], stdin, stdout, stderr)
 	case "read":
 		return runRead(ctx, args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		return runVersion(args[1:], stdout, stderr)
 	case "help":
-		return runHelp(ctx, args[1:], stdout, stderr)
+		return runHelp(ctx, args[1:], stdin, stdout, stderr)
 	case "-h", "-help", "--help":
 		usage(stdout)
 		return exitOK
@@ -72,7 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // runHelp is `inflight help [COMMAND]`: the usage of the command, or of
 // inflight, on stdout.
-func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func runHelp(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch {
 	case len(args) == 0 || len(args) == 1 && args[0] == "help":
 		usage(stdout)
@@ -84,7 +84,7 @@ func runHelp(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "inflight help: unknown command %q\nsee 'inflight -h'\n", args[0])
 		return exitUsage
 	}
-	return run(ctx, []string{args[0], "-h"}, stdout, stderr)
+	return run(ctx, []string{args[0], "-h"}, stdin, stdout, stderr)
 }
 
 func usage(w io.Writer) {

@@ -23,8 +23,14 @@ func TestMain(m *testing.M) {
 
 func runCmd(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
+	return runCmdInput(t, "", args...)
+}
+
+// runCmdInput is runCmd with stdin holding input.
+func runCmdInput(t *testing.T, input string, args ...string) (int, string, string) {
+	t.Helper()
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), args, &out, &errOut)
+	code := run(context.Background(), args, strings.NewReader(input), &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 

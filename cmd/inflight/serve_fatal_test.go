@@ -27,7 +27,7 @@ func TestServeFatalErrorOnStderr(t *testing.T) {
 	for _, extra := range [][]string{nil, {"-tls-cert=" + filepath.Join(s.dir, "server.pem"), "-tls-key=" + filepath.Join(s.dir, "server-key.pem")}} {
 		var errOut bytes.Buffer
 		args := append([]string{"serve", "-listen=" + taken.Addr().String(), "-stats-every=0"}, extra...)
-		code := run(context.Background(), args, io.Discard, &errOut)
+		code := run(context.Background(), args, nil, io.Discard, &errOut)
 		assert.Equal(t, exitFailure, code, "%v", args)
 		assert.Regexp(t, `^inflight serve: cannot listen on `+regexp.QuoteMeta(taken.Addr().String())+`: .*address already in use\n$`, errOut.String(), "%v", args)
 	}

@@ -106,7 +106,7 @@ func TestServeNATSStoreOverlap(t *testing.T) {
 
 	start := time.Now()
 	var out, errOut strings.Builder
-	code := run(ctx, []string{"serve", "-listen=127.0.0.1:0", "-store=nats://" + hosts + "/ORDERS2", "-stats-every=0"}, &out, &errOut)
+	code := run(ctx, []string{"serve", "-listen=127.0.0.1:0", "-store=nats://" + hosts + "/ORDERS2", "-stats-every=0"}, nil, &out, &errOut)
 	require.Equal(t, exitFailure, code, "%s\n%s", out.String(), errOut.String())
 	require.Less(t, time.Since(start), 5*time.Second)
 	require.Contains(t, errOut.String(), "subjects overlap with an existing stream")
