@@ -5,6 +5,7 @@
 //	inflight serve     a standalone broker over TCP or TLS
 //	inflight produce   a load generator against any broker
 //	inflight read      the records a store holds (file or NATS JetStream), one line each
+//	inflight certs     certificates and an access list for serve and produce over mutual TLS
 //	inflight version   the version of this build
 //
 // Exit status: 0 success, 1 failure (for demo: a guarantee did not hold), 2
@@ -36,7 +37,7 @@ func main() {
 }
 
 // commands are the subcommands, in the order the usage lists them.
-var commands = []string{"demo", "serve", "produce", "read", "version"}
+var commands = []string{"demo", "serve", "produce", "read", "certs", "version"}
 
 // run dispatches to a subcommand; it is main without the process around it,
 // so tests call it directly. Only produce -input - reads stdin.
@@ -54,6 +55,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runProduce(ctx, args[1:], stdin, stdout, stderr)
 	case "read":
 		return runRead(ctx, args[1:], stdout, stderr)
+	case "certs":
+		return runCerts(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		return runVersion(args[1:], stdout, stderr)
 	case "help":
@@ -96,6 +99,8 @@ commands:
   serve     run a standalone broker over TCP or TLS
   produce   send messages to a broker and report throughput and latency
   read      print the records a store holds (file or NATS JetStream), one line each
+  certs     write a CA, server and client certificates and an access list
+            for serve and produce over mutual TLS
   version   print the version of this build
 
 Run 'inflight <command> -h' or 'inflight help <command>' for the flags of a
