@@ -60,9 +60,10 @@ func TestCertsRecipe(t *testing.T) {
 	assert.Contains(t, pout, "50 acked, 0 failed")
 
 	intruder := setFlag(setFlag(command("produce .*-name till-2"), "-addr", addr), "-name", "till-1-b")
-	code, pout, _ = runCmd(t, append(intruder, "-n=1", "-timeout=500ms", "-progress=1h")...)
+	code, pout, perr = runCmd(t, append(intruder, "-n=1", "-timeout=500ms", "-progress=1h")...)
 	assert.Equal(t, exitFailure, code)
 	assert.Contains(t, pout, `may not write topic "orders" as producer "till-1-b"`)
+	assert.Regexp(t, `^inflight produce: 1 message failed: `, perr, "why it failed, on stderr")
 	stop()
 	require.Equal(t, exitOK, wait(), log.String())
 

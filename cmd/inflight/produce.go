@@ -361,7 +361,11 @@ func (r *producing) report(stdout, stderr io.Writer, interrupted bool) int {
 		if e := r.firstErr.Load(); e != nil {
 			first = *e
 		}
-		fmt.Fprintf(stdout, "first error: %v\n", first)
+		if f == 1 {
+			fmt.Fprintf(stderr, "inflight produce: 1 message failed: %v\n", first)
+		} else {
+			fmt.Fprintf(stderr, "inflight produce: %s messages failed; the first: %v\n", count(f), first)
+		}
 		code = exitFailure
 	}
 	if err := r.src.err(); err != nil {
