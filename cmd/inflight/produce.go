@@ -33,7 +33,7 @@ func runProduce(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	fs := flag.NewFlagSet("produce", flag.ContinueOnError)
 	var f produceFlags
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:7070", "broker address")
-	fs.IntVar(&f.n, "n", 1_000_000, "messages to send (not with -input)")
+	fs.IntVar(&f.n, "n", 1_000_000, "messages to send (not with -input; 1 with -payload unless given)")
 	fs.IntVar(&f.size, "size", 100, "payload bytes per message, at least 16: the message's number and send time, then zeros (not with -payload or -input)")
 	fs.StringVar(&f.payload, "payload", "", "send this payload in every message, instead of -size bytes")
 	fs.StringVar(&f.input, "input", "", "send one message per line of this file (- for stdin), the line without its end, until the end of the input")
@@ -54,8 +54,8 @@ func runProduce(ctx context.Context, args []string, stdin io.Reader, stdout, std
 
 Sends messages to a broker (inflight serve) and reports throughput and the
 send-to-callback latency distribution: -n messages of -size bytes (a load
-generator), -n messages with the payload -payload, or one message per line
-of -input (a file, or - for stdin). Its first line names the producer, for
+generator), the message -payload (once, or -n times), or one message per line of
+-input (a file, or - for stdin). Its first line names the producer, for
 inflight read -producer. On SIGINT or SIGTERM it stops sending, waits up to
 -drain-timeout for what was sent, and says how many messages were
 acknowledged, failed, and left unacknowledged.
@@ -158,6 +158,9 @@ func checkProduceFlags(fs *flag.FlagSet, f *produceFlags, stderr io.Writer) int 
 		return usageError(fs, stderr, "-addr: %v", err)
 	}
 	f.payloadSet = set["payload"]
+	if f.payloadSet && !set["n"] {
+		f.n = 1 // a message of one's own, not a million of them
+	}
 	return -1
 }
 

@@ -132,6 +132,9 @@ func TestProduceStdin(t *testing.T) {
 	code, out, errOut = runCmd(t, "produce", "-addr="+addr, "-payload={\"n\":1}", "-n=3", "-name=fixed", "-progress=1h")
 	require.Equal(t, exitOK, code, "%s\n%s", out, errOut)
 	assert.Equal(t, []string{`{"n":1}`, `{"n":1}`, `{"n":1}`}, s.stored(t, "default", "fixed"))
+	code, out, errOut = runCmd(t, "produce", "-addr="+addr, "-payload=once", "-name=once", "-progress=1h")
+	require.Equal(t, exitOK, code, "%s\n%s", out, errOut)
+	assert.Equal(t, []string{"once"}, s.stored(t, "default", "once"), "-payload sends one message without -n")
 
 	code, out, errOut = runCmdInput(t, "ok\n"+strings.Repeat("x", maxPayload+1)+"\nnever\n", "produce", "-addr="+addr, "-input=-", "-name=too-long", "-progress=1h")
 	assert.Equal(t, exitFailure, code, out)
