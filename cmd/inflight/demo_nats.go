@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -102,22 +103,68 @@ func (e *natsEngine) leaderLoop(ctx context.Context, d time.Duration, start time
 // streamCheck is what the stream holds for the demo's producer: records,
 // sequence IDs stored twice, records out of send order, records whose key
 // or header is not what was sent (the topic is in the subject), and
-// successes missing.
+// successes missing; err, if the stream could not be read back in full
+// (then the counts are not a verdict).
 type streamCheck struct {
 	records, duplicates, disorder, badMeta, missing uint64
+	err                                             error
 }
 
-func (e *natsEngine) check(ctx context.Context, successes bitset) (streamCheck, error) {
+// Reading the stream back ends within readBackLimit, and sooner when no
+// record came for readBackStall: the demo always gets to its report.
+const (
+	readBackLimit = 2 * time.Minute
+	readBackStall = 30 * time.Second
+)
+
+// check reads the stream back and checks every record, showing on prog,
+// every interval, how many it read (of at least acked: every success is in
+// the stream).
+func (e *natsEngine) check(ctx context.Context, successes bitset, acked uint64, prog *progress, every time.Duration) streamCheck {
 	var c streamCheck
 	js, err := jetstream.New(e.nc)
 	if err != nil {
-		return c, err
+		c.err = err
+		return c
 	}
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	rctx, cancel := context.WithTimeoutCause(ctx, readBackLimit, fmt.Errorf("not read back within %v", readBackLimit))
 	defer cancel()
+	rctx, stalled := context.WithCancelCause(rctx)
+	defer stalled(nil)
+
+	var read atomic.Uint64 // records, for the progress line
+	start := time.Now()
+	show := func() {
+		n := read.Load()
+		el := time.Since(start).Seconds()
+		prog.show(fmt.Sprintf("%5.1fs  reading the stream back: %s records (%s), at least %s expected",
+			el, count(n), rate(float64(n)/el), count(acked)))
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		last, lastAt := uint64(0), time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			if n := read.Load(); n != last {
+				last, lastAt = n, time.Now()
+			} else if time.Since(lastAt) >= readBackStall {
+				stalled(fmt.Errorf("no record came for %v", readBackStall))
+			}
+			show()
+		}
+	})
+
 	var stored bitset
 	var lastIdx uint64
 	err = natsjs.Read(rctx, js, demoStream, e.store.Subject(demoTopic, "demo"), func(_ string, _ uint64, r broker.Record) error {
+		read.Add(1)
 		c.records++
 		if stored.set(r.Seq) {
 			c.duplicates++
@@ -136,12 +183,23 @@ func (e *natsEngine) check(ctx context.Context, successes bitset) (streamCheck, 
 		}
 		return nil
 	})
+	close(done)
+	wg.Wait()
+	show()
+	prog.end()
+	if err != nil {
+		if cause := context.Cause(rctx); rctx.Err() != nil && cause != nil {
+			err = fmt.Errorf("%w (%w)", cause, err)
+		}
+		c.err = err
+		return c
+	}
 	successes.each(func(seq uint64) {
 		if !stored.has(seq) {
 			c.missing++
 		}
 	})
-	return c, err
+	return c
 }
 
 func (e *natsEngine) printEvents(w io.Writer) {

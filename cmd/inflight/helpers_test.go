@@ -61,7 +61,7 @@ func (w *watchWriter) wait(t *testing.T, re *regexp.Regexp, limit time.Duration)
 func runAsync(t *testing.T, ctx context.Context, stdout, stderr io.Writer, args ...string) func() int {
 	t.Helper()
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, args, stdout, stderr) }()
+	go func() { done <- run(ctx, args, strings.NewReader(""), stdout, stderr) }()
 	return func() int {
 		t.Helper()
 		select {

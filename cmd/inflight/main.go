@@ -5,6 +5,7 @@
 //	inflight serve     a standalone broker over TCP or TLS
 //	inflight produce   a load generator against any broker
 //	inflight read      the records a store holds (file or NATS JetStream), one line each
+//	inflight certs     certificates and an access list for serve and produce over mutual TLS
 //	inflight version   the version of this build
 //
 // Exit status: 0 success, 1 failure (for demo: a guarantee did not hold), 2
@@ -17,6 +18,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -28,14 +31,17 @@ const (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
+// commands are the subcommands, in the order the usage lists them.
+var commands = []string{"demo", "serve", "produce", "read", "certs", "version"}
+
 // run dispatches to a subcommand; it is main without the process around it,
-// so tests call it directly.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// so tests call it directly. Only produce -input - reads stdin.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
 		return exitUsage
@@ -46,18 +52,42 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "serve":
 		return runServe(ctx, args[1:], stdout, stderr)
 	case "produce":
-		return runProduce(ctx, args[1:], stdout, stderr)
+		return runProduce(ctx, args[1:], stdin, stdout, stderr)
 	case "read":
 		return runRead(ctx, args[1:], stdout, stderr)
+	case "certs":
+		return runCerts(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		return runVersion(args[1:], stdout, stderr)
-	case "-h", "-help", "--help", "help":
+	case "help":
+		return runHelp(ctx, args[1:], stdin, stdout, stderr)
+	case "-h", "-help", "--help":
 		usage(stdout)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "inflight: unknown command %q\n\n", args[0])
-	usage(stderr)
+	why := fmt.Sprintf("unknown command %q", args[0])
+	if close := closeNames(strings.TrimLeft(args[0], "-"), commands); len(close) > 0 {
+		why += " (did you mean " + strings.Join(close, " or ") + "?)"
+	}
+	fmt.Fprintf(stderr, "inflight: %s\nsee 'inflight -h'\n", why)
 	return exitUsage
+}
+
+// runHelp is `inflight help [COMMAND]`: the usage of the command, or of
+// inflight, on stdout.
+func runHelp(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) == 0 || len(args) == 1 && args[0] == "help":
+		usage(stdout)
+		return exitOK
+	case len(args) > 1:
+		fmt.Fprintf(stderr, "inflight help: one command at most, not %q\nsee 'inflight -h'\n", strings.Join(args, " "))
+		return exitUsage
+	case !slices.Contains(commands, args[0]):
+		fmt.Fprintf(stderr, "inflight help: unknown command %q\nsee 'inflight -h'\n", args[0])
+		return exitUsage
+	}
+	return run(ctx, []string{args[0], "-h"}, stdin, stdout, stderr)
 }
 
 func usage(w io.Writer) {
@@ -69,8 +99,11 @@ commands:
   serve     run a standalone broker over TCP or TLS
   produce   send messages to a broker and report throughput and latency
   read      print the records a store holds (file or NATS JetStream), one line each
+  certs     write a CA, server and client certificates and an access list
+            for serve and produce over mutual TLS
   version   print the version of this build
 
-Run 'inflight <command> -h' for the flags of a command.
+Run 'inflight <command> -h' or 'inflight help <command>' for the flags of a
+command. Exit status: 0 success, 1 failure, 2 bad usage.
 `)
 }

@@ -23,8 +23,14 @@ func TestMain(m *testing.M) {
 
 func runCmd(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
+	return runCmdInput(t, "", args...)
+}
+
+// runCmdInput is runCmd with stdin holding input.
+func runCmdInput(t *testing.T, input string, args ...string) (int, string, string) {
+	t.Helper()
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), args, &out, &errOut)
+	code := run(context.Background(), args, strings.NewReader(input), &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 
@@ -91,10 +97,68 @@ func TestBadUsage(t *testing.T) {
 	}
 }
 
-func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{"help"}, {"demo", "-h"}, {"serve", "-h"}, {"produce", "-h"}, {"read", "-h"}} {
+// TestHelpOnEveryCommand: -h, -help and `inflight help CMD` print the
+// command's usage on stdout and exit 0, for every command; `inflight -h`
+// and `inflight help` list every command.
+func TestHelpOnEveryCommand(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}, {"help", "help"}} {
 		code, out, errOut := runCmd(t, args...)
 		assert.Equal(t, exitOK, code, "%v", args)
-		assert.Contains(t, out+errOut, "usage: inflight")
+		assert.Empty(t, errOut, "%v", args)
+		for _, cmd := range commands {
+			assert.Regexp(t, `(?m)^  `+cmd+` `, out, "%v lists %s", args, cmd)
+		}
 	}
+	for _, cmd := range commands {
+		var usage string
+		for _, args := range [][]string{{cmd, "-h"}, {cmd, "-help"}, {cmd, "--help"}, {"help", cmd}} {
+			code, out, errOut := runCmd(t, args...)
+			assert.Equal(t, exitOK, code, "%v", args)
+			assert.Empty(t, errOut, "%v: usage goes to stdout", args)
+			assert.True(t, strings.HasPrefix(out, "usage: inflight "+cmd), "%v: %q", args, out)
+			if usage == "" {
+				usage = out
+			}
+			assert.Equal(t, usage, out, "%v prints what %s -h prints", args, cmd)
+		}
+	}
+	for _, args := range [][]string{{"help", "nope"}, {"help", "serve", "read"}} {
+		code, out, errOut := runCmd(t, args...)
+		assert.Equal(t, exitUsage, code, "%v", args)
+		assert.Empty(t, out)
+		assert.Contains(t, errOut, "see 'inflight -h'")
+	}
+}
+
+// TestMistypedFlag: a flag that is not defined, a value that does not
+// parse, or a stray argument gives one line saying why, naming the flags it
+// may be a typo of, and a pointer to -h, on stderr; exit 2.
+func TestMistypedFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"produce", "-token=secret"}, "unknown flag -token (did you mean -token-file?); a token is read from -token-file FILE or $INFLIGHT_TOKEN"},
+		{[]string{"serve", "-lisetn=:1"}, "unknown flag -lisetn (did you mean -listen?)"},
+		{[]string{"produce", "-tls-certificate=x"}, "unknown flag -tls-certificate (did you mean -tls-cert?)"},
+		{[]string{"read", "-zzz"}, "unknown flag -zzz"},
+		{[]string{"demo", "-duration"}, "flag needs an argument: -duration"},
+		{[]string{"produce", "-n", "many"}, `invalid value "many" for flag -n`},
+		{[]string{"read", "extra"}, `unexpected argument "extra"`},
+		{[]string{"version", "extra"}, `unexpected argument "extra"`},
+		{[]string{"version", "-v"}, `unknown flag -v`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, out, errOut := runCmd(t, tc.args...)
+			assert.Equal(t, exitUsage, code)
+			assert.Empty(t, out)
+			assert.True(t, strings.HasPrefix(errOut, "inflight "+tc.args[0]+": "), errOut)
+			assert.Contains(t, errOut, tc.says)
+			assert.True(t, strings.HasSuffix(errOut, "\nsee 'inflight "+tc.args[0]+" -h'\n"), errOut)
+			assert.Equal(t, 2, strings.Count(errOut, "\n"), "one line and the pointer: %q", errOut)
+		})
+	}
+	code, _, errOut := runCmd(t, "sreve")
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, "inflight: unknown command \"sreve\" (did you mean serve?)\nsee 'inflight -h'\n", errOut)
 }

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -13,52 +15,66 @@ import (
 	"github.com/inflightmq/inflight/internal/hist"
 )
 
-func runProduce(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// maxPayload is the largest payload produce sends: -size, -payload, or a
+// line of -input.
+const maxPayload = 1 << 20
+
+// produceFlags are produce's flags, parsed.
+type produceFlags struct {
+	addr, codec, name, topic, payload, input string
+	n, size, rate                            int
+	timeout, every, linger, drain            time.Duration
+	payloadSet                               bool // -payload given, maybe ""
+	key                                      keyFlag
+	headers                                  headerFlags
+}
+
+func runProduce(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("produce", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:7070", "broker address")
-	n := fs.Int("n", 1_000_000, "messages to send")
-	size := fs.Int("size", 100, "payload bytes per message (at least 16)")
-	rateFlag := fs.Int("rate", 0, "messages per second (0: as fast as possible)")
-	codec := fs.String("codec", "none", "batch compression: "+codecNames)
-	timeout := fs.Duration("timeout", 10*time.Second, "SendTimeout of every message")
-	name := fs.String("name", "", "producer name (default: random)")
-	every := fs.Duration("progress", time.Second/2, "progress line interval")
-	topic := fs.String("topic", core.DefaultTopic, "topic to write")
-	var key keyFlag
-	fs.Var(&key, "key", `record key: a fixed key, "random" (16 random bytes per message) or "" (none)`)
-	var headers headerFlags
-	fs.Var(&headers, "header", "header key=value on every message (repeatable)")
+	var f produceFlags
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:7070", "broker address")
+	fs.IntVar(&f.n, "n", 1_000_000, "messages to send (not with -input; 1 with -payload unless given)")
+	fs.IntVar(&f.size, "size", 100, "payload bytes per message, at least 16: the message's number and send time, then zeros (not with -payload or -input)")
+	fs.StringVar(&f.payload, "payload", "", "send this payload in every message, instead of -size bytes")
+	fs.StringVar(&f.input, "input", "", "send one message per line of this file (- for stdin), the line without its end, until the end of the input")
+	fs.IntVar(&f.rate, "rate", 0, "messages per second (0: as fast as possible)")
+	fs.StringVar(&f.codec, "codec", "none", "batch compression: "+codecNames)
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "SendTimeout of every message")
+	fs.DurationVar(&f.linger, "linger", 0, "how long a batch that is not full may wait for more messages (0: send what is ready)")
+	fs.DurationVar(&f.drain, "drain-timeout", 5*time.Second, "on SIGINT or SIGTERM, how long to wait for the messages already sent to be acknowledged")
+	fs.StringVar(&f.name, "name", "", "producer name (default: random, printed at the start)")
+	fs.DurationVar(&f.every, "progress", time.Second/2, "progress line interval")
+	fs.StringVar(&f.topic, "topic", core.DefaultTopic, "topic to write")
+	fs.Var(&f.key, "key", `record key: a fixed key, "random" (16 random bytes per message) or "" (none)`)
+	fs.Var(&f.headers, "header", "header key=value on every message (repeatable)")
 	var sec clientSecurity
 	sec.register(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: inflight produce [flags]
 
-Sends -n messages to a broker (inflight serve) and reports throughput and the
-send-to-callback latency distribution. Exit status 1 if a message failed.
-Over TLS with -tls or any -tls-* flag. A token to present is read from
--token-file or $INFLIGHT_TOKEN, never from the command line.
+Sends messages to a broker (inflight serve) and reports throughput and the
+send-to-callback latency distribution: -n messages of -size bytes (a load
+generator), the message -payload (once, or -n times), or one message per line of
+-input (a file, or - for stdin). Its first line names the producer, for
+inflight read -producer. On SIGINT or SIGTERM it stops sending, waits up to
+-drain-timeout for what was sent, and says how many messages were
+acknowledged, failed, and left unacknowledged.
+
+Exit status 1 if a message failed or it was interrupted. Over TLS with -tls
+or any -tls-* flag. A token to present is read from -token-file or
+$INFLIGHT_TOKEN, never from the command line.
 
 flags:
 `)
 		fs.PrintDefaults()
 	}
-	if code := parseFlags(fs, args, stderr); code >= 0 {
+	if code := parseFlags(fs, args, stdout, stderr); code >= 0 {
 		return code
 	}
-	switch {
-	case *n <= 0:
-		return usageError(fs, stderr, "-n must be positive")
-	case *size < 16 || *size > 1<<20:
-		return usageError(fs, stderr, "-size must be in [16, 1048576]")
-	case *rateFlag < 0:
-		return usageError(fs, stderr, "-rate must not be negative")
-	case *timeout <= 0 || *every <= 0:
-		return usageError(fs, stderr, "-timeout and -progress must be positive")
+	if code := checkProduceFlags(fs, &f, stderr); code >= 0 {
+		return code
 	}
-	if err := checkHostPort(*addr); err != nil {
-		return usageError(fs, stderr, "-addr: %v", err)
-	}
-	codecOpt, err := codecOption(*codec)
+	codecOpt, err := codecOption(f.codec)
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
@@ -69,10 +85,15 @@ flags:
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
+	src, err := newSource(&f, stdin)
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	defer src.close()
 	if tokenOpt != nil && !sec.tls {
 		fmt.Fprintln(stderr, "inflight produce: warning: sending the token without TLS: anyone on the network path can read it")
 	}
-	d, closeDialer, err := sec.dialer(*addr)
+	d, closeDialer, err := sec.dialer(f.addr)
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
@@ -82,10 +103,10 @@ flags:
 	defer connTrouble.close()
 	// A broker answers HELLO in milliseconds; waiting the default 5s would
 	// hide for that long that -addr is, say, an HTTP server.
-	opts := []core.Option{core.SendTimeout(*timeout), core.Topic(*topic), core.ErrorHandler(connTrouble.observe),
-		core.HandshakeTimeout(handshakeTimeout)}
-	if *name != "" {
-		opts = append(opts, core.Name(*name))
+	opts := []core.Option{core.SendTimeout(f.timeout), core.Topic(f.topic), core.Linger(f.linger),
+		core.ErrorHandler(connTrouble.observe), core.HandshakeTimeout(handshakeTimeout)}
+	if f.name != "" {
+		opts = append(opts, core.Name(f.name))
 	}
 	if codecOpt != nil {
 		opts = append(opts, codecOpt)
@@ -97,102 +118,333 @@ flags:
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
+	prog.note(fmt.Sprintf("producer %q, topic %q, broker %s", p.Name(), f.topic, f.addr)) // prog: connTrouble writes too
+	r := &producing{p: p, f: &f, src: src, prog: prog, drained: make(chan struct{})}
+	// An interrupt closes the producer at once: a SendAsync waiting for
+	// room returns, nothing more is accepted, and what was sent drains.
+	r.stopDrain = context.AfterFunc(ctx, r.drain)
+	r.send(ctx)
+	interrupted := r.finish(ctx)
+	connTrouble.close()
+	return r.report(stdout, stderr, interrupted)
+}
 
-	// Each payload carries its message index and send time; callbacks run
-	// on one goroutine, so the histogram needs no lock.
-	start := time.Now()
-	var h hist.Histogram
-	var acked, failed atomic.Uint64
-	var firstErr atomic.Pointer[error]
-	done := make(chan struct{})
-	total := uint64(*n)
-	cb := func(_ core.MessageID, m *core.Message, err error) {
-		sentAt := time.Duration(binary.BigEndian.Uint64(m.Payload[8:]))
-		if err != nil {
-			failed.Add(1)
-			firstErr.CompareAndSwap(nil, &err)
-		} else {
-			h.Record(time.Since(start) - sentAt)
-			acked.Add(1)
-		}
-		if acked.Load()+failed.Load() == total {
-			close(done)
-		}
+// checkProduceFlags refuses values that make no sense and flags that do
+// not go together; it returns the exit code to stop with, or -1.
+func checkProduceFlags(fs *flag.FlagSet, f *produceFlags, stderr io.Writer) int {
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	switch {
+	case set["input"] && (set["n"] || set["size"] || set["payload"]):
+		return usageError(fs, stderr, "-input sends one message per line until the end of the input: -n, -size and -payload do not apply")
+	case set["payload"] && set["size"]:
+		return usageError(fs, stderr, "-payload sets the payload: -size does not apply")
+	case set["input"] && f.input == "":
+		return usageError(fs, stderr, "-input needs a file name, or - for stdin")
+	case f.n <= 0:
+		return usageError(fs, stderr, "-n must be positive")
+	case f.size < 16 || f.size > maxPayload:
+		return usageError(fs, stderr, "-size must be in [16, %d]", maxPayload)
+	case len(f.payload) > maxPayload:
+		return usageError(fs, stderr, "-payload of %d bytes, limit %d", len(f.payload), maxPayload)
+	case f.rate < 0:
+		return usageError(fs, stderr, "-rate must not be negative")
+	case f.timeout <= 0 || f.every <= 0 || f.drain <= 0:
+		return usageError(fs, stderr, "-timeout, -progress and -drain-timeout must be positive")
+	case f.linger < 0:
+		return usageError(fs, stderr, "-linger must not be negative")
 	}
-	maxPending := core.DefaultMaxPending
-	msgs := make([]core.Message, maxPending+1)
+	if err := checkHostPort(f.addr); err != nil {
+		return usageError(fs, stderr, "-addr: %v", err)
+	}
+	f.payloadSet = set["payload"]
+	if f.payloadSet && !set["n"] {
+		f.n = 1 // a message of one's own, not a million of them
+	}
+	return -1
+}
+
+// producing is one run of produce: what it sent and what came back.
+// Callbacks run on the producer's one callback goroutine; the counters are
+// atomic for the progress line and the end, which read them from the
+// sending goroutine.
+type producing struct {
+	p    *core.Producer
+	f    *produceFlags
+	src  source
+	prog *progress
+
+	start            time.Time
+	sent             uint64 // SendAsync calls, by the sending goroutine
+	refused          uint64 // SendAsync errors (no callback due)
+	refusedErr       error
+	acked, ackedSize atomic.Uint64
+	failed           atomic.Uint64 // callbacks with an error, but those left
+	left             atomic.Uint64 // ErrClosed after an interrupt: still pending when -drain-timeout ran out
+	resolved         atomic.Uint64 // callbacks run
+	firstErr         atomic.Pointer[error]
+	draining         atomic.Bool // an interrupt: ErrClosed counts as left
+	stopDrain        func() bool // stops drain from running on an interrupt
+	drained          chan struct{}
+	sendingDone      atomic.Bool
+	wake             chan struct{} // after sendingDone, a callback ran
+	sentAt           []time.Duration
+	latency          hist.Histogram
+}
+
+// send sends messages from the source until it ends or ctx does.
+// Messages are reused round robin over the accepted ones: a slot comes
+// around again only after MaxPending newer messages were accepted, and the
+// producer holds at most MaxPending, so its callback has run by then. A
+// refused message is not held, so its slot is used again at once.
+func (r *producing) send(ctx context.Context) {
+	r.start = time.Now()
+	r.wake = make(chan struct{}, 1)
+	msgs := make([]core.Message, core.DefaultMaxPending+1)
+	cbs := make([]core.Callback, len(msgs))
+	r.sentAt = make([]time.Duration, len(msgs))
 	for i := range msgs {
-		msgs[i].Payload = make([]byte, *size)
-		key.prepare(&msgs[i], headers)
+		r.f.key.prepare(&msgs[i], r.f.headers)
+		cbs[i] = func(_ core.MessageID, m *core.Message, err error) { r.callback(i, m, err) }
 	}
-	show := func() {
-		el := time.Since(start).Seconds()
-		st := p.Stats()
-		prog.show(fmt.Sprintf("%5.1fs  acked %s (%s)  failed %s  pending %s  reconnects %d",
-			el, count(acked.Load()), rate(float64(acked.Load())/el), count(failed.Load()), count(st.Pending), st.Reconnects))
-	}
-	tick := time.NewTicker(*every)
+	tick := time.NewTicker(r.f.every)
 	defer tick.Stop()
-	var refused uint64
-	// Messages are reused round robin over the accepted ones: a refused
-	// message is not held by the producer, an accepted one until its callback.
 	slot := 0
-	for i := range total {
-		if *rateFlag > 0 {
-			if wait := time.Duration(float64(i)/float64(*rateFlag)*float64(time.Second)) - time.Since(start); wait > 0 {
-				time.Sleep(wait)
-			}
+	for i := uint64(0); ctx.Err() == nil; i++ {
+		if r.f.rate > 0 && !r.pace(ctx, i) {
+			break
 		}
 		select {
 		case <-tick.C:
-			show()
+			r.show()
 		default:
 		}
 		m := &msgs[slot]
-		binary.BigEndian.PutUint64(m.Payload, i)
-		binary.BigEndian.PutUint64(m.Payload[8:], uint64(time.Since(start)))
-		key.next(m)
-		if err := p.SendAsync(ctx, m, cb); err != nil {
-			refused++
-			firstErr.CompareAndSwap(nil, &err)
-			if failed.Add(1)+acked.Load() == total {
-				close(done)
-			}
-			if ctx.Err() != nil {
+		if !r.src.next(ctx, m, i) {
+			break
+		}
+		r.f.key.next(m)
+		r.sentAt[slot] = time.Since(r.start)
+		r.sent++
+		// ctx only stops the loop: a message sent lives by SendTimeout, and
+		// an interrupt drains it rather than failing it.
+		if err := r.p.SendAsync(context.Background(), m, cbs[slot]); err != nil {
+			if r.draining.Load() && errors.Is(err, core.ErrClosed) {
+				r.sent-- // not sent: interrupted
 				break
+			}
+			r.refused++
+			if r.refusedErr == nil {
+				r.refusedErr = err
 			}
 			continue
 		}
 		slot = (slot + 1) % len(msgs)
 	}
-	for wait := true; wait; {
+	r.sendingDone.Store(true)
+}
+
+// pace waits until message i is due at -rate; false if ctx ended first.
+func (r *producing) pace(ctx context.Context, i uint64) bool {
+	wait := time.Duration(float64(i)/float64(r.f.rate)*float64(time.Second)) - time.Since(r.start)
+	if wait <= 0 {
+		return true
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (r *producing) callback(slot int, m *core.Message, err error) {
+	switch {
+	case err == nil:
+		r.latency.Record(time.Since(r.start) - r.sentAt[slot])
+		r.ackedSize.Add(uint64(len(m.Payload)))
+		r.acked.Add(1)
+	case r.draining.Load() && errors.Is(err, core.ErrClosed):
+		r.left.Add(1)
+	default:
+		r.failed.Add(1)
+		r.firstErr.CompareAndSwap(nil, &err)
+	}
+	r.resolved.Add(1)
+	if r.sendingDone.Load() {
 		select {
-		case <-done:
-			wait = false
-		case <-tick.C:
-			show()
-		case <-ctx.Done():
-			wait = false
+		case r.wake <- struct{}{}:
+		default:
 		}
 	}
-	elapsed := time.Since(start)
-	show()
-	prog.end()
-	closeCtx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	_ = p.Close(closeCtx)
-	connTrouble.close()
-
-	a, f := acked.Load(), failed.Load()
-	fmt.Fprintf(stdout, "\n%s acked, %s failed (%d refused at send) in %.2fs: %s, %s\n",
-		count(a), count(f), refused, elapsed.Seconds(), rate(float64(a)/elapsed.Seconds()), bytesRate(float64(a)*float64(*size)/elapsed.Seconds()))
-	printLatency(stdout, &h)
-	if f > 0 {
-		fmt.Fprintf(stdout, "first error: %v\n", *firstErr.Load())
-		return exitFailure
-	}
-	if a < total {
-		return exitFailure // interrupted
-	}
-	return exitOK
 }
+
+// drain runs on an interrupt (ctx ended): it closes the producer, which
+// stops accepting messages, waits at most -drain-timeout for those it holds
+// and fails the rest with ErrClosed (counted as left).
+func (r *producing) drain() {
+	defer close(r.drained)
+	r.draining.Store(true)
+	r.prog.note(fmt.Sprintf("interrupted: sending stopped; waiting up to %v (-drain-timeout) for the %s messages in flight",
+		r.f.drain, count(r.p.Stats().Pending)))
+	ctx, cancel := context.WithTimeout(context.Background(), r.f.drain)
+	defer cancel()
+	_ = r.p.Close(ctx)
+}
+
+// finish waits for the callback of every message sent, then closes the
+// producer; on an interrupt (ctx ends, while sending or after), it waits
+// for drain instead and returns true. Either way every callback has run
+// when it returns.
+func (r *producing) finish(ctx context.Context) (interrupted bool) {
+	tick := time.NewTicker(r.f.every)
+	defer tick.Stop()
+	accepted := r.sent - r.refused
+	for ctx.Err() == nil && r.resolved.Load() < accepted {
+		select {
+		case <-r.wake:
+		case <-tick.C:
+			r.show()
+		case <-ctx.Done():
+		}
+	}
+	if r.stopDrain() {
+		// Done before any interrupt: every message has its callback.
+		closeCtx, cancel := context.WithTimeout(context.Background(), r.f.timeout)
+		defer cancel()
+		_ = r.p.Close(closeCtx)
+	} else {
+		interrupted = true
+		for waiting := true; waiting; {
+			select {
+			case <-r.drained:
+				waiting = false
+			case <-tick.C:
+				r.show()
+			}
+		}
+	}
+	// A Close whose ctx ended returns before the callbacks of the messages
+	// it failed: a second one waits for them.
+	callbacks, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = r.p.Close(callbacks)
+	r.show()
+	r.prog.end()
+	return interrupted
+}
+
+func (r *producing) show() {
+	el := time.Since(r.start).Seconds()
+	st := r.p.Stats()
+	r.prog.show(fmt.Sprintf("%5.1fs  acked %s (%s)  failed %s  pending %s  reconnects %d",
+		el, count(r.acked.Load()), rate(float64(r.acked.Load())/el), count(r.failed.Load()+r.refused), count(st.Pending), st.Reconnects))
+}
+
+// report prints the summary and the latency, and returns the exit code.
+// The counts add up: sent = acknowledged + failed + left.
+func (r *producing) report(stdout, stderr io.Writer, interrupted bool) int {
+	elapsed := time.Since(r.start)
+	a, f, l := r.acked.Load(), r.failed.Load()+r.refused, r.left.Load()
+	if interrupted {
+		fmt.Fprintf(stdout, "\ninterrupted: %s sent: %s acknowledged, %s failed, %s left", count(r.sent), count(a), count(f), count(l))
+		if l > 0 {
+			fmt.Fprintf(stdout, " (not acknowledged within -drain-timeout %v: stored or not, unknown)", r.f.drain)
+		}
+		fmt.Fprintln(stdout)
+	}
+	fmt.Fprintf(stdout, "\n%s acked, %s failed (%d refused at send) in %.2fs: %s, %s\n",
+		count(a), count(f), r.refused, elapsed.Seconds(), rate(float64(a)/elapsed.Seconds()), bytesRate(float64(r.ackedSize.Load())/elapsed.Seconds()))
+	printLatency(stdout, &r.latency)
+	code := exitOK
+	if f > 0 {
+		first := r.refusedErr
+		if e := r.firstErr.Load(); e != nil {
+			first = *e
+		}
+		if f == 1 {
+			fmt.Fprintf(stderr, "inflight produce: 1 message failed: %v\n", first)
+		} else {
+			fmt.Fprintf(stderr, "inflight produce: %s messages failed; the first: %v\n", count(f), first)
+		}
+		code = exitFailure
+	}
+	if err := r.src.err(); err != nil {
+		fmt.Fprintf(stderr, "inflight produce: -input: %v\n", err)
+		code = exitFailure
+	}
+	if interrupted {
+		code = exitFailure
+	}
+	return code
+}
+
+// source makes the payloads produce sends.
+type source interface {
+	// next sets the payload of m, message number i, and reports whether
+	// there is one; false at the end of the source or of ctx. m's previous
+	// payload is no longer held by the producer.
+	next(ctx context.Context, m *core.Message, i uint64) bool
+	// err says why the source ended early (nil: it did not).
+	err() error
+	close()
+}
+
+// newSource returns the source the flags name: -input, -payload, or the
+// load generator's -n messages of -size bytes.
+func newSource(f *produceFlags, stdin io.Reader) (source, error) {
+	switch {
+	case f.input == "-":
+		return startLines(stdin, nil), nil
+	case f.input != "":
+		file, err := os.Open(f.input)
+		if err != nil {
+			return nil, fmt.Errorf("-input: %w", err)
+		}
+		return startLines(file, file), nil
+	case f.payloadSet:
+		return &fixedSource{payload: []byte(f.payload), n: uint64(f.n)}, nil
+	}
+	return &loadSource{size: f.size, n: uint64(f.n), start: time.Now()}, nil
+}
+
+// loadSource is the load generator: n messages of size bytes, each
+// starting with its number and its send time (big-endian uint64s, the time
+// in nanoseconds since the start).
+type loadSource struct {
+	size  int
+	n     uint64
+	start time.Time
+}
+
+func (s *loadSource) next(_ context.Context, m *core.Message, i uint64) bool {
+	if i >= s.n {
+		return false
+	}
+	if len(m.Payload) != s.size {
+		m.Payload = make([]byte, s.size)
+	}
+	binary.BigEndian.PutUint64(m.Payload, i)
+	binary.BigEndian.PutUint64(m.Payload[8:], uint64(time.Since(s.start)))
+	return true
+}
+
+func (s *loadSource) err() error { return nil }
+func (s *loadSource) close()     {}
+
+// fixedSource is n messages of one payload, shared (the producer only
+// reads it).
+type fixedSource struct {
+	payload []byte
+	n       uint64
+}
+
+func (s *fixedSource) next(_ context.Context, m *core.Message, i uint64) bool {
+	m.Payload = s.payload
+	return i < s.n
+}
+
+func (s *fixedSource) err() error { return nil }
+func (s *fixedSource) close()     {}

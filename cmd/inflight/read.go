@@ -28,7 +28,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	producer := fs.String("producer", "", "only this producer name (empty: all)")
 	from := fs.Uint64("from", 0, "only sequence IDs from this one on")
 	n := fs.Int("n", 0, "at most this many records (0: all)")
-	format := fs.String("format", "text", "one line per record: text (key=value) or json")
+	format := fs.String("format", "text", "one line per record: text (key=value, every value quoted) or json (see below)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: inflight read -store file:PATH|nats://HOST:PORT/STREAM [flags]
 
@@ -38,11 +38,23 @@ when it started, beside a running serve. A NATS JetStream stream (written by
 serve -store nats://...) is read in stream order up to the last message
 present when it started.
 
+-format text prints key=value pairs; every topic, name, key, header and
+payload is quoted as Go quotes strings, so no byte can forge a line:
+
+  topic="orders" producer="till-1" seq=1 key="table-7" time=2026-12-03T09:00:00Z header."src"="cli" payload="espresso"
+
+-format json prints one object per line, always with the same fields:
+topic, producer, seq, key, key_base64, event_time, headers (a list of
+{key, value, value_base64}), payload, payload_base64. Bytes are there
+twice: as text (null when they are not valid UTF-8) and, exactly, in base64
+(always set). With jq: .payload for text, .payload_base64 | @base64d for
+any bytes. A record without a key has key and key_base64 null.
+
 flags:
 `)
 		fs.PrintDefaults()
 	}
-	if code := parseFlags(fs, args, stderr); code >= 0 {
+	if code := parseFlags(fs, args, stdout, stderr); code >= 0 {
 		return code
 	}
 	path, isFile := strings.CutPrefix(*storeFlag, "file:")
@@ -101,15 +113,18 @@ flags:
 	return exitOK
 }
 
-// textRecord appends one record as a line of key=value pairs; strings are
-// quoted as Go quotes them, so any byte reads back unambiguously:
+// textRecord appends one record as a line of key=value pairs. Every value
+// that holds bytes or names from a producer (topic, producer name, key,
+// header keys and values, payload) is quoted as Go quotes strings, so that
+// no byte (a newline, an escape sequence) can forge a line or act on the
+// terminal, and any byte reads back unambiguously:
 //
-//	topic=orders producer=till-1 seq=3 key="k" time=2026-12-03T09:00:00Z header.src="cli" payload="hello"
+//	topic="orders" producer="till-1" seq=3 key="k" time=2026-12-03T09:00:00Z header."src"="cli" payload="hello"
 func textRecord(b []byte, topic, producer string, r broker.Record) []byte {
 	b = append(b, "topic="...)
-	b = append(b, topic...)
+	b = strconv.AppendQuote(b, topic)
 	b = append(b, " producer="...)
-	b = append(b, producer...)
+	b = strconv.AppendQuote(b, producer)
 	b = append(b, " seq="...)
 	b = strconv.AppendUint(b, r.Seq, 10)
 	if r.Key != nil {
@@ -122,7 +137,7 @@ func textRecord(b []byte, topic, producer string, r broker.Record) []byte {
 	}
 	for _, h := range r.Headers {
 		b = append(b, " header."...)
-		b = append(b, h.Key...)
+		b = strconv.AppendQuote(b, h.Key)
 		b = append(b, '=')
 		b = strconv.AppendQuote(b, string(h.Value))
 	}
@@ -131,55 +146,64 @@ func textRecord(b []byte, topic, producer string, r broker.Record) []byte {
 	return append(b, '\n')
 }
 
-// jsonHeader and jsonLine are a record as JSON. Bytes that are valid UTF-8
-// are strings; others go in the _base64 field instead.
+// jsonHeader and jsonLine are a record as JSON: the same fields, under the
+// same names, in every line, whatever the bytes, so that a jq filter never
+// has to ask which of two fields a record used.
+//
+// A field that holds bytes (key, a header's value, payload) is there twice:
+// as text (key, value, payload), null when the bytes are not valid UTF-8,
+// for the common case of text payloads (`jq -r .payload`, or `.payload |
+// fromjson` for JSON ones); and exactly, in standard base64 (key_base64,
+// value_base64, payload_base64), always set, for any bytes (`.payload_base64
+// | @base64d`). A record without a key has both key fields null; one without
+// an event time has event_time null; headers is [] when there are none.
+// Topics are ASCII; a producer name or header key is shown as text, with
+// U+FFFD for a byte that is not UTF-8.
 type jsonHeader struct {
-	Key         string `json:"key"`
-	Value       string `json:"value,omitempty"`
-	ValueBase64 []byte `json:"value_base64,omitempty"`
+	Key         string  `json:"key"`
+	Value       *string `json:"value"`
+	ValueBase64 []byte  `json:"value_base64"`
 }
 
 type jsonLine struct {
 	Topic         string       `json:"topic"`
 	Producer      string       `json:"producer"`
 	Seq           uint64       `json:"seq"`
-	Key           *string      `json:"key,omitempty"`
-	KeyBase64     []byte       `json:"key_base64,omitempty"`
-	EventTime     *time.Time   `json:"event_time,omitempty"`
-	Headers       []jsonHeader `json:"headers,omitempty"`
-	Payload       *string      `json:"payload,omitempty"`
-	PayloadBase64 []byte       `json:"payload_base64,omitempty"`
+	Key           *string      `json:"key"`
+	KeyBase64     []byte       `json:"key_base64"`
+	EventTime     *time.Time   `json:"event_time"`
+	Headers       []jsonHeader `json:"headers"`
+	Payload       *string      `json:"payload"`
+	PayloadBase64 []byte       `json:"payload_base64"`
 }
 
-// jsonBytes sets one of a string and a base64 field from p.
-func jsonBytes(p []byte, s **string, b64 *[]byte) {
-	if utf8.Valid(p) {
-		v := string(p)
-		*s = &v
-	} else {
-		*b64 = p
+// jsonBytes returns p as text (nil if it is not valid UTF-8) and as the
+// bytes of its base64 field (never nil: an empty value is "", not null).
+func jsonBytes(p []byte) (*string, []byte) {
+	if p == nil {
+		p = []byte{}
 	}
+	if !utf8.Valid(p) {
+		return nil, p
+	}
+	s := string(p)
+	return &s, p
 }
 
 func jsonRecord(b []byte, topic, producer string, r broker.Record) []byte {
-	l := jsonLine{Topic: topic, Producer: producer, Seq: r.Seq}
+	l := jsonLine{Topic: topic, Producer: producer, Seq: r.Seq, Headers: make([]jsonHeader, len(r.Headers))}
 	if r.Key != nil {
-		jsonBytes(r.Key, &l.Key, &l.KeyBase64)
+		l.Key, l.KeyBase64 = jsonBytes(r.Key)
 	}
 	if !r.EventTime.IsZero() {
 		t := r.EventTime.UTC()
 		l.EventTime = &t
 	}
-	for _, h := range r.Headers {
-		jh := jsonHeader{Key: h.Key}
-		if utf8.Valid(h.Value) {
-			jh.Value = string(h.Value)
-		} else {
-			jh.ValueBase64 = h.Value
-		}
-		l.Headers = append(l.Headers, jh)
+	for i, h := range r.Headers {
+		l.Headers[i].Key = h.Key
+		l.Headers[i].Value, l.Headers[i].ValueBase64 = jsonBytes(h.Value)
 	}
-	jsonBytes(r.Payload, &l.Payload, &l.PayloadBase64)
+	l.Payload, l.PayloadBase64 = jsonBytes(r.Payload)
 	out, _ := json.Marshal(l) // only strings, numbers, bytes and a time: cannot fail
 	b = append(b, out...)
 	return append(b, '\n')

@@ -23,7 +23,7 @@ func TestREADMEListsEveryFlag(t *testing.T) {
 	flagLine := regexp.MustCompile(`(?m)^  -(\S+)`)
 	for _, cmd := range []string{"serve", "produce", "demo", "read"} {
 		assert.Contains(t, section, "- `"+cmd+"`", "the README describes %s", cmd)
-		_, _, help := runCmd(t, cmd, "-h")
+		_, help, _ := runCmd(t, cmd, "-h")
 		flags := flagLine.FindAllStringSubmatch(help, -1)
 		require.NotEmpty(t, flags, "%s -h lists its flags", cmd)
 		for _, f := range flags {

@@ -58,9 +58,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprint(fs.Output(), `usage: inflight serve [flags]
 
 Serves the inflight protocol over TCP until SIGINT or SIGTERM, then closes
-gracefully. It logs with log/slog on stdout; its first line says where it
-listens (msg=listening addr=ADDR). It exits 1 if the store fails for good
-(a full disk, an I/O error), saying why. With -tls-cert and -tls-key it
+gracefully. It logs with log/slog on stdout: what the store holds once it
+opened, then a line that says where it listens (msg=listening addr=ADDR).
+It exits 1 if it cannot start or the store fails for good (a full disk, an
+I/O error), saying why in its log and on stderr. -store mem keeps records
+in memory only: they are gone when serve exits. With -tls-cert and -tls-key it
 serves TLS 1.3 (the standard library's transport; SIGHUP reloads the
 certificate files); with -auth it refuses every producer its access list
 does not grant, and a producer name held by a live producer of another
@@ -70,7 +72,7 @@ flags:
 `)
 		fs.PrintDefaults()
 	}
-	if code := parseFlags(fs, args, stderr); code >= 0 {
+	if code := parseFlags(fs, args, stdout, stderr); code >= 0 {
 		return code
 	}
 	if code := checkServeFlags(fs, &f, stderr); code >= 0 {
@@ -80,22 +82,30 @@ flags:
 		return usageError(fs, stderr, "%v", err)
 	}
 	log := newLogger(stdout, f.logFormat)
+	// fatal reports why serve cannot go on: in its log, and on stderr,
+	// which a terminal shows even when the log goes elsewhere.
+	fatal := func(msg string, err error, args ...any) int {
+		log.Error(msg, append(args, "err", err)...)
+		fmt.Fprintf(stderr, "inflight serve: %s: %v\n", msg, err)
+		return exitFailure
+	}
 
 	store, closeStore, err := openStore(ctx, &f, log)
 	if errors.Is(err, natsjs.ErrInvalidConfig) {
 		return usageError(fs, stderr, "-store: %v", err)
 	}
 	if err != nil {
-		log.Error("cannot open the store", "store", f.store, "err", err)
-		return exitFailure
+		return fatal("cannot open the store", err, "store", redactStore(f.store))
 	}
 	defer closeStore()
+	if f.store == "mem" {
+		log.Warn("-store mem keeps records in this process's memory only: they are lost when it exits (-store file:PATH or nats://... keeps them)")
+	}
 
 	health := &healthStore{Store: store, failed: make(chan error, 1)}
 	bopts, err := sec.brokerOptions()
 	if err != nil {
-		fmt.Fprintf(stderr, "inflight serve: %v\n", err)
-		return exitFailure
+		return fatal("cannot load the access list", err, "auth", sec.auth)
 	}
 	// Refusals are logged like a producer's connection trouble: each new
 	// one at once, repeats summarized, never blocking the session.
@@ -106,13 +116,11 @@ flags:
 	}))
 	b, err := broker.New(health, bopts...)
 	if err != nil {
-		log.Error("cannot start the broker", "err", err)
-		return exitFailure
+		return fatal("cannot start the broker", err)
 	}
 	srv, reload, err := startServer(&f, b, &sec)
 	if err != nil {
-		log.Error("cannot listen", "addr", f.listen, "err", err)
-		return exitFailure
+		return fatal("cannot listen on "+f.listen, err, "addr", f.listen)
 	}
 	// SIGHUP is taken before the line that says serve is ready: a SIGHUP
 	// sent once it is printed reloads, and never kills the process.
@@ -126,9 +134,8 @@ flags:
 	if f.metrics != "" {
 		m, err := startMetrics(f.metrics, metricsHandler(b, srv, health.health))
 		if err != nil {
-			log.Error("cannot serve metrics", "err", err)
 			_ = srv.Close(context.Background())
-			return exitFailure
+			return fatal("cannot serve metrics", err, "addr", f.metrics)
 		}
 		defer m.close(context.Background())
 		log.Info("metrics", "metrics", "http://"+m.addr.String()+"/metrics", "health", "http://"+m.addr.String()+"/healthz")
@@ -156,28 +163,25 @@ flags:
 				log.Info("SIGHUP: certificate reloaded")
 			}
 		case err := <-health.failed:
-			log.Error("store failed for good; producers are told (ERROR store unavailable); shutting down", "err", err)
-			code = exitFailure
+			code = fatal("store failed for good; producers are told (ERROR store unavailable); shutting down", err)
 		case <-ctx.Done():
 			log.Info("shutting down")
-			return shutdown(srv, closeStore, f.shutdown, log, exitOK)
+			return shutdown(srv, closeStore, f.shutdown, fatal, exitOK)
 		}
 	}
-	return shutdown(srv, closeStore, f.shutdown, log, code)
+	return shutdown(srv, closeStore, f.shutdown, fatal, code)
 }
 
 // shutdown closes the server (bounded by timeout) and the store, and
-// returns code, or exitFailure if either failed.
-func shutdown(srv *server.Server, closeStore func() error, timeout time.Duration, log *slog.Logger, code int) int {
+// returns code, or exitFailure (after fatal) if either failed.
+func shutdown(srv *server.Server, closeStore func() error, timeout time.Duration, fatal func(string, error, ...any) int, code int) int {
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := srv.Close(sctx); err != nil {
-		log.Error("close", "err", err)
-		code = exitFailure
+		code = fatal("close", err)
 	}
 	if err := closeStore(); err != nil {
-		log.Error("close the store", "err", err)
-		code = exitFailure
+		code = fatal("close the store", err)
 	}
 	return code
 }

@@ -38,7 +38,7 @@ func serveChild() bool {
 		return false
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, append([]string{"serve"}, strings.Fields(args)...), os.Stdout, os.Stderr)
+	code := run(ctx, append([]string{"serve"}, strings.Fields(args)...), os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 	return true

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"runtime"
@@ -44,9 +45,20 @@ func versionLine() string {
 }
 
 func runVersion(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		fmt.Fprintf(stderr, "inflight version: unexpected argument %q\n", args[0])
-		return exitUsage
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: inflight version
+
+Prints the version of this build on one line, for example
+
+  inflight v0.1.0 (commit 1a2b3c4d5e6f, go1.26.8 linux/amd64)
+
+The version is the one make build sets (-ldflags '-X main.version=...'),
+else the module version go install records, else (devel).
+`)
+	}
+	if code := parseFlags(fs, args, stdout, stderr); code >= 0 {
+		return code
 	}
 	fmt.Fprintln(stdout, versionLine())
 	return exitOK

@@ -35,7 +35,8 @@ import (
 //	tls_cert=FILE&tls_key=FILE   client certificate
 //
 // Errors: ErrInvalidConfig for a URL or option it cannot read, then those
-// of Connect, EnsureStream and New.
+// of Connect, EnsureStream and New. As EnsureStream, it returns an error the
+// server gives for good at once and retries the others until ctx ends.
 func Open(ctx context.Context, rawURL string) (*Store, error) {
 	servers, cfg, sc, create, nopts, err := parseURL(rawURL)
 	if err != nil {
@@ -54,7 +55,7 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 		_, err = EnsureStream(ctx, js, sc)
 	} else if err = sc.setDefaults(); err == nil {
 		var s jetstream.Stream
-		if s, err = js.Stream(ctx, sc.Name); err == nil {
+		if s, err = lookupStream(ctx, js, sc.Name); err == nil {
 			err = checkStream(s.CachedInfo().Config, sc)
 		}
 	}

@@ -85,9 +85,9 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inflight: natsjs: %w", err)
 	}
-	st, err := js.Stream(ctx, cfg.Stream)
+	st, err := lookupStream(ctx, js, cfg.Stream)
 	if err != nil {
-		return nil, fmt.Errorf("inflight: natsjs: stream %q: %w", cfg.Stream, err)
+		return nil, err
 	}
 	got := st.CachedInfo().Config
 	all := cfg.Prefix + ".>"

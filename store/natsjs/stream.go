@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -42,8 +43,14 @@ type StreamConfig struct {
 // asked. A stream that does not fit yields ErrStreamMismatch; EnsureStream
 // never changes an existing stream.
 //
-// Right after a cluster forms, placement may fail for a moment ("no
-// suitable peers"); EnsureStream retries until ctx ends.
+// An error the server gives for good (its subjects overlap another
+// stream's, JetStream is not enabled, a limit of the account) is returned
+// at once with the server's description, as a *jetstream.APIError. Errors
+// that go away by themselves are retried until ctx ends: no answer in time,
+// no responders, a connection being re-established, and right after a
+// cluster forms or loses a server, no meta leader yet ("JetStream system
+// temporarily unavailable") or no suitable peers for placement. When ctx
+// ends first, the error wraps ctx's and the last one seen.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, c StreamConfig) (jetstream.Stream, error) {
 	if err := c.setDefaults(); err != nil {
 		return nil, err
@@ -63,29 +70,115 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c StreamConfig) (
 	if c.MaxBytes == 0 {
 		want.MaxBytes = -1
 	}
-	for {
-		s, err := js.Stream(ctx, c.Name)
+	var s jetstream.Stream
+	err := retryTransient(ctx, func(ctx context.Context) error {
+		var err error
+		s, err = js.Stream(ctx, c.Name)
 		if err == nil {
-			return s, checkStream(s.CachedInfo().Config, c)
+			return nil
 		}
 		if !errors.Is(err, jetstream.ErrStreamNotFound) {
-			return nil, fmt.Errorf("inflight: natsjs: stream %q: %w", c.Name, err)
+			return err
 		}
 		s, err = js.CreateStream(ctx, want)
-		if err == nil {
-			return s, nil
-		}
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			continue // created meanwhile by another gateway: check it
+			// Created meanwhile by another gateway: check that one.
+			s, err = js.Stream(ctx, c.Name)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inflight: natsjs: stream %q: %w%s", c.Name, err, hint(err, c.Prefix))
+	}
+	return s, checkStream(s.CachedInfo().Config, c)
+}
+
+// lookupStream returns the stream name, retrying errors that go away by
+// themselves as EnsureStream does.
+func lookupStream(ctx context.Context, js jetstream.JetStream, name string) (jetstream.Stream, error) {
+	var s jetstream.Stream
+	err := retryTransient(ctx, func(ctx context.Context) error {
+		var err error
+		s, err = js.Stream(ctx, name)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inflight: natsjs: stream %q: %w", name, err)
+	}
+	return s, nil
+}
+
+// attemptTimeout bounds one request of retryTransient: a server that does
+// not answer (a cluster without a leader) is asked again rather than waited
+// on until ctx ends.
+const attemptTimeout = 5 * time.Second
+
+// retryTransient calls f until it returns nil or an error that is not
+// transient, waiting a little between attempts; each attempt has at most
+// attemptTimeout. When ctx ends first, the error wraps ctx's and the last
+// error seen.
+func retryTransient(ctx context.Context, f func(ctx context.Context) error) error {
+	wait := 50 * time.Millisecond
+	for {
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		err := f(actx)
+		cancel()
+		if err == nil {
+			return nil
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("inflight: natsjs: create stream %q: %w", c.Name, err)
+			return fmt.Errorf("%w, after retrying: %w", ctx.Err(), err)
+		}
+		if !transient(err) {
+			return err
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
+			return fmt.Errorf("%w, after retrying: %w", ctx.Err(), err)
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, time.Second)
 	}
+}
+
+// JetStream API error codes that go away by themselves (nats-server's
+// errors.json): a cluster between leaders or still placing its peers.
+const (
+	codeClusterIncomplete  = 10004 // JSClusterIncompleteErr: incomplete results
+	codeClusterNoPeers     = 10005 // JSClusterNoPeersErrF: no suitable peers for placement
+	codeClusterUnavailable = 10008 // JSClusterNotAvailErr: JetStream system temporarily unavailable
+	codeClusterNotLeader   = 10009 // JSClusterNotLeaderErr: JetStream cluster can not handle request
+	codeStreamOffline      = 10118 // JSStreamOfflineErr: stream is offline
+	codeSubjectOverlap     = 10065 // JSStreamSubjectOverlapErr (for good: see hint)
+)
+
+// transient reports whether err may go away without anyone changing a
+// configuration: an attempt that timed out, no responders (a server
+// starting, or one without its JetStream API yet), a connection being
+// re-established, and the cluster errors above. Everything else the server
+// says is for good.
+func transient(err error) bool {
+	var api *jetstream.APIError
+	if errors.As(err, &api) {
+		switch api.ErrorCode {
+		case codeClusterIncomplete, codeClusterNoPeers, codeClusterUnavailable, codeClusterNotLeader, codeStreamOffline:
+			return true
+		}
+		return false
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrConnectionReconnecting) || errors.Is(err, nats.ErrDisconnected)
+}
+
+// hint says what to do about an error for good that a newcomer may not
+// read from the server's words.
+func hint(err error, prefix string) string {
+	var api *jetstream.APIError
+	if errors.As(err, &api) && api.ErrorCode == codeSubjectOverlap {
+		return fmt.Sprintf(" (another stream already captures subjects under %q: use that stream, or give this one another subject prefix: StreamConfig.Prefix, prefix=P in a store URL)", prefix+".>")
+	}
+	return ""
 }
 
 // setDefaults fills in the defaults and checks the fields.

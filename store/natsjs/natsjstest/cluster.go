@@ -21,6 +21,9 @@ type Options struct {
 	MaxPayload int32
 	// MaxBatchSize is the servers' limit on an atomic batch (0: 1000).
 	MaxBatchSize int
+	// MaxPending is the servers' max_pending: the bytes a server holds for
+	// one client before it cuts it off as a slow consumer (0: 64 MiB).
+	MaxPending int64
 }
 
 // Cluster is n servers, joined by routes when n > 1. Its methods are safe
@@ -50,6 +53,7 @@ func Start(dir string, n int, o Options) (*Cluster, error) {
 			JetStream:  true,
 			StoreDir:   filepath.Join(dir, fmt.Sprintf("n%d", i)),
 			MaxPayload: o.MaxPayload,
+			MaxPending: o.MaxPending,
 		}
 		so.JetStreamLimits.MaxBatchSize = o.MaxBatchSize
 		if n > 1 {
@@ -146,6 +150,20 @@ func (c *Cluster) StreamLeader(stream string) int {
 		}
 	}
 	return -1
+}
+
+// SlowConsumers returns how many clients the running servers have cut off
+// (or found) as slow consumers since they started.
+func (c *Cluster) SlowConsumers() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for _, s := range c.servers {
+		if s != nil {
+			n += s.NumSlowConsumers()
+		}
+	}
+	return n
 }
 
 // StreamCurrent reports whether server i runs and its replica of stream is
