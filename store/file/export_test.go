@@ -42,6 +42,23 @@ func (f *faultyFile) WriteAt(p []byte, off int64) (int, error) {
 	return f.storeFile.WriteAt(p, off)
 }
 
+// WriteBuffersAt writes the buffers as one: half of them, then the error,
+// while a write error is set.
+func (f *faultyFile) WriteBuffersAt(bufs [][]byte, off int64) (int, error) {
+	f.ff.mu.Lock()
+	err := f.ff.writeErr
+	f.ff.mu.Unlock()
+	if err != nil {
+		var all []byte
+		for _, b := range bufs {
+			all = append(all, b...)
+		}
+		n, _ := f.storeFile.WriteAt(all[:len(all)/2], off)
+		return n, err
+	}
+	return f.storeFile.WriteBuffersAt(bufs, off)
+}
+
 func (f *faultyFile) Sync() error {
 	f.ff.mu.Lock()
 	err := f.ff.syncErr
@@ -88,6 +105,13 @@ func (f *countingFile) WriteAt(p []byte, off int64) (int, error) {
 	f.c.writes++
 	f.c.mu.Unlock()
 	return f.storeFile.WriteAt(p, off)
+}
+
+func (f *countingFile) WriteBuffersAt(bufs [][]byte, off int64) (int, error) {
+	f.c.mu.Lock()
+	f.c.writes++
+	f.c.mu.Unlock()
+	return f.storeFile.WriteBuffersAt(bufs, off)
 }
 
 func (f *countingFile) Sync() error {

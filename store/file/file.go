@@ -8,14 +8,34 @@ import (
 	"os"
 )
 
-// storeFile is the part of *os.File that Store uses.
+// storeFile is the part of *os.File that Store uses, and a write of
+// several buffers with one system call (a commit's entries).
 type storeFile interface {
 	io.ReaderAt
 	io.WriterAt
+	// WriteBuffersAt writes bufs, one after the other, at off; it returns
+	// the bytes written, and an error if that is not all of them.
+	WriteBuffersAt(bufs [][]byte, off int64) (int, error)
 	Sync() error
 	Truncate(size int64) error
 	Stat() (os.FileInfo, error)
 	Close() error
+}
+
+// osFile is a store's *os.File.
+type osFile struct{ *os.File }
+
+// writeEach is WriteBuffersAt with one WriteAt per buffer.
+func writeEach(w io.WriterAt, bufs [][]byte, off int64) (int, error) {
+	total := 0
+	for _, b := range bufs {
+		n, err := w.WriteAt(b, off+int64(total))
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
 }
 
 // withFile wraps the store's file (opened and locked by Open)

@@ -214,9 +214,9 @@ func (f *Store) rollLocked(size int64) error {
 	if err != nil {
 		return fail("create the new segment", err)
 	}
-	var file storeFile = nf
+	var file storeFile = osFile{nf}
 	if f.cfg.wrap != nil {
-		file = f.cfg.wrap(nf)
+		file = f.cfg.wrap(file)
 	}
 	err = lockFile(nf)
 	if err == nil {

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/inflightmq/inflight/broker"
 	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+
+	"github.com/inflightmq/inflight/broker"
 
 	"github.com/inflightmq/inflight/wire"
 )
@@ -95,8 +96,8 @@ type Store struct {
 	sealed  []segment // the sealed segments, oldest first
 	next    uint64    // the number of the next sealed segment
 	streams streams
-	rr      wire.RecordReader // Append and replay: checks records' metadata
-	buf     []byte            // FsyncNone, FsyncInterval: the entry being built, reused
+	rr      wire.RecordReader // replay: checks records' metadata
+	bufs    bufPool           // the entries Append encodes
 	// Offsets are logical: counted over every segment this Store
 	// wrote, so that a roll never moves them backwards (syncLocked's
 	// callers compare them across a roll). The active segment's byte 0 is
@@ -106,13 +107,14 @@ type Store struct {
 	//	|--header--|-- entries ---|-- in file ---|--- in pend ---|
 	//	                fsynced    not fsynced     encoded, not written (FsyncBatch)
 	base, body int64
-	end        int64  // after the last entry encoded
-	written    int64  // after the last entry written to the file; <= end
-	synced     int64  // up to which the store is known fsynced; <= written
-	pend       []byte // entries encoded from written to end, for the next commit
-	spare      []byte // the other buffer of the commit (double buffering)
-	flushing   bool   // a goroutine writes or fsyncs with mu released: file stays the active segment
-	waiters    int    // goroutines inside syncLocked
+	end        int64     // after the last entry encoded
+	written    int64     // after the last entry written to the file; <= end
+	synced     int64     // up to which the store is known fsynced; <= written
+	pend       []*[]byte // entries encoded from written to end, in order, for the next commit
+	spare      []*[]byte // the other list of the commit (double buffering)
+	iov        [][]byte  // the committing goroutine's: pend as pwritev takes it
+	flushing   bool      // a goroutine writes or fsyncs with mu released: file stays the active segment
+	waiters    int       // goroutines inside syncLocked
 	closed     bool
 	failed     error // the first write or fsync error; sticky
 	stats      storeStats
@@ -155,9 +157,9 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.file = file
+	f.file = osFile{file}
 	if cfg.wrap != nil {
-		f.file = cfg.wrap(file)
+		f.file = cfg.wrap(f.file)
 	}
 	f.sealed = sealed
 	f.next = 1
@@ -493,59 +495,69 @@ func (f *Store) usableLocked() error {
 // or fsync is returned wrapped, and fails every later Append and LastSeq.
 func (f *Store) Append(topic, producer string, recs []broker.Record) error {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.usableLocked(); err != nil {
+	err := f.usableLocked()
+	f.mu.Unlock()
+	switch {
+	case err != nil:
 		return err
-	}
-	if f.readOnly {
+	case f.readOnly:
 		return ErrReadOnly
-	}
-	if len(recs) == 0 {
+	case len(recs) == 0:
 		return nil
 	}
-	k := stream{topic, producer}
-	if err := f.checkLocked(k, recs); err != nil {
-		return fmt.Errorf("inflight/file: Store.Append: %w", err)
-	}
+	// Encoded without the lock: the entry does not depend on where it goes,
+	// and the Appends of different producers encode at the same time.
 	bodyLen, err := entryBodyLen(topic, producer, recs)
 	if err != nil {
 		return fmt.Errorf("inflight/file: Store.Append: %w", err)
 	}
-	if f.mustRollLocked(entryHeaderSize + int64(bodyLen)) {
-		if err := f.rollLocked(entryHeaderSize + int64(bodyLen)); err != nil {
-			return err
-		}
-		// The roll may have waited for an fsync, letting other Appends
-		// in: they may have written this stream meanwhile.
-		if err := f.checkLocked(k, recs); err != nil {
-			return fmt.Errorf("inflight/file: Store.Append: %w", err)
-		}
-	}
+	buf := f.bufs.get(entryHeaderSize + bodyLen)
+	*buf = appendEntry((*buf)[:0], topic, producer, recs, bodyLen)
+	size := int64(len(*buf))
 
-	f.stats.appends.Add(1)
-	f.stats.records.Add(uint64(len(recs)))
-	if f.cfg.policy == FsyncBatch {
-		// Encoded into the commit's buffer, for the next commit to write
-		// and fsync with whatever else was encoded meanwhile.
-		n := len(f.pend)
-		f.pend = appendEntry(f.pend, topic, producer, recs, bodyLen)
-		f.end += int64(len(f.pend) - n)
-		f.streams[k] = streamState{last: recs[len(recs)-1].Seq, seen: f.cfg.now().UnixNano()}
-		return f.syncLocked(f.end)
-	}
-	// Built only now: f.buf is shared, and nothing below releases f.mu
-	// before the write.
-	buf := appendEntry(f.buf[:0], topic, producer, recs, bodyLen)
-	if cap(buf) <= maxKeptBuf {
-		f.buf = buf[:0]
-	} else {
-		f.buf = nil
-	}
-	if err := f.writeLocked(buf); err != nil {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.admitLocked(stream{topic, producer}, recs, size); err != nil {
+		f.bufs.put(buf)
 		return err
 	}
+	f.stats.appends.Add(1)
+	f.stats.records.Add(uint64(len(recs)))
+	f.streams[stream{topic, producer}] = streamState{last: recs[len(recs)-1].Seq, seen: f.cfg.now().UnixNano()}
+	if f.cfg.policy == FsyncBatch {
+		// For the next commit, which writes and fsyncs it with whatever
+		// else was encoded meanwhile.
+		f.pend = append(f.pend, buf)
+		f.end += size
+		return f.syncLocked(f.end)
+	}
+	err = f.writeLocked(*buf)
+	f.bufs.put(buf)
 	f.end = f.written
-	f.streams[k] = streamState{last: recs[len(recs)-1].Seq, seen: f.cfg.now().UnixNano()}
+	return err
+}
+
+// admitLocked checks an entry of size bytes holding recs for k before it is
+// written: the store usable, the sequence IDs above the stream's last, and
+// room in the active segment, which it rolls if there is none.
+func (f *Store) admitLocked(k stream, recs []broker.Record, size int64) error {
+	if err := f.usableLocked(); err != nil {
+		return err
+	}
+	if err := f.checkLocked(k, recs); err != nil {
+		return fmt.Errorf("inflight/file: Store.Append: %w", err)
+	}
+	if !f.mustRollLocked(size) {
+		return nil
+	}
+	if err := f.rollLocked(size); err != nil {
+		return err
+	}
+	// The roll may have waited for a commit, letting other Appends in:
+	// they may have written this stream meanwhile.
+	if err := f.checkLocked(k, recs); err != nil {
+		return fmt.Errorf("inflight/file: Store.Append: %w", err)
+	}
 	return nil
 }
 

@@ -5,10 +5,12 @@ package file
 
 import (
 	"fmt"
-	"github.com/inflightmq/inflight/broker"
 	"os"
 	"runtime"
+	"sync"
 	"time"
+
+	"github.com/inflightmq/inflight/broker"
 )
 
 // syncDir fsyncs a directory so that a file created in it survives a
@@ -62,23 +64,29 @@ func (f *Store) syncLocked(target int64) error {
 			continue
 		}
 		f.flushing = true // rollLocked waits for it: file stays the active segment
-		buf, off, file := f.pend, f.written-f.base, f.file
+		list, off, file := f.pend, f.written-f.base, f.file
 		f.pend = f.spare[:0]
 		upTo := f.end
+		iov := f.iov[:0]
+		for _, b := range list {
+			iov = append(iov, *b)
+		}
 		f.mu.Unlock()
 		var err error
-		if len(buf) > 0 {
-			_, err = file.WriteAt(buf, off)
+		if len(iov) > 0 {
+			_, err = file.WriteBuffersAt(iov, off)
 		}
 		if err == nil {
 			err = file.Sync()
 		}
+		clear(iov)
+		for i, b := range list {
+			f.bufs.put(b)
+			list[i] = nil
+		}
 		f.mu.Lock()
 		f.flushing = false
-		f.spare = nil
-		if cap(buf) <= maxKeptBuf {
-			f.spare = buf[:0]
-		}
+		f.spare, f.iov = list[:0], iov[:0]
 		switch {
 		case err != nil && f.failed == nil:
 			// A part of the entries may be in the file; after a failed
@@ -86,8 +94,8 @@ func (f *Store) syncLocked(target int64) error {
 			// file holds is unknown.
 			f.failed = fmt.Errorf("%w: commit at offset %d of %s: %w", broker.ErrStoreFailed, off, f.path, err)
 		case err == nil:
-			if len(buf) > 0 {
-				f.written += int64(len(buf))
+			if len(iov) > 0 {
+				f.written = upTo
 				f.stats.writes.Add(1)
 			}
 			f.synced = max(f.synced, upTo)
@@ -104,9 +112,50 @@ func (f *Store) flushLocked() error {
 	if len(f.pend) == 0 {
 		return nil
 	}
-	err := f.writeLocked(f.pend)
+	iov := f.iov[:0]
+	for _, b := range f.pend {
+		iov = append(iov, *b)
+	}
+	_, err := f.file.WriteBuffersAt(iov, f.written-f.base)
+	clear(iov)
+	f.iov = iov[:0]
+	for i, b := range f.pend {
+		f.bufs.put(b)
+		f.pend[i] = nil
+	}
 	f.pend = f.pend[:0]
-	return err
+	if err != nil {
+		f.failed = fmt.Errorf("%w: append at offset %d of %s: %w", broker.ErrStoreFailed, f.written-f.base, f.path, err)
+		return f.failed
+	}
+	f.written = f.end
+	f.stats.writes.Add(1)
+	return nil
+}
+
+// bufPool holds the buffers entries are encoded into; those larger than
+// maxKeptBuf are left to the garbage collector.
+type bufPool struct{ pool sync.Pool }
+
+// get returns a buffer of capacity at least n.
+func (p *bufPool) get(n int) *[]byte {
+	b, _ := p.pool.Get().(*[]byte)
+	if b == nil {
+		b = new([]byte)
+	}
+	if cap(*b) < n {
+		*b = make([]byte, 0, n)
+	}
+	return b
+}
+
+// put returns b to the pool.
+func (p *bufPool) put(b *[]byte) {
+	if cap(*b) > maxKeptBuf {
+		return
+	}
+	*b = (*b)[:0]
+	p.pool.Put(b)
 }
 
 // maintain is the maintenance goroutine, started by Open under

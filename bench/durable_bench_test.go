@@ -1,0 +1,241 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/internal/hist"
+	"github.com/inflightmq/inflight/server"
+	"github.com/inflightmq/inflight/store/file"
+	"github.com/inflightmq/inflight/transport/tcp"
+)
+
+// The receiving side's benchmarks: producers over tcp to a server whose
+// broker stores into a file store in the test's temporary directory, beside
+// the cost of the disk itself (BenchmarkDiskFsync, the same directory).
+// Run them in one command so that every row meets the same disk:
+//
+//	go test -run=NONE -bench='DiskFsync|Durable|SlowStore' -benchtime=2s ./bench/
+
+// BenchmarkDiskFsync: what the disk costs, without inflight: append n
+// bytes to a file and fsync it, one op each, as a commit does. p50 and p99
+// are the floor of a durable message's latency.
+func BenchmarkDiskFsync(b *testing.B) {
+	for _, size := range []int{128, 4 << 10} {
+		b.Run(fmt.Sprintf("write=%d", size), func(b *testing.B) {
+			f, err := os.Create(filepath.Join(b.TempDir(), "raw"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			buf := make([]byte, size)
+			var h hist.Histogram
+			for b.Loop() {
+				start := time.Now()
+				if _, err := f.Write(buf); err != nil {
+					b.Fatal(err)
+				}
+				if err := f.Sync(); err != nil {
+					b.Fatal(err)
+				}
+				h.Record(time.Since(start))
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "fsyncs/s")
+			reportLatency(b, &h)
+		})
+	}
+}
+
+// durableEnv is a server on 127.0.0.1 whose broker stores into a file
+// store, and a tcp dialer to it.
+type durableEnv struct {
+	store  *file.Store
+	broker *broker.Broker
+	dialer *tcp.Dialer
+}
+
+// openDurable starts a durableEnv with a file store under policy, the
+// broker's store wrapped by wrap (if not nil); everything stops when b ends.
+func openDurable(b *testing.B, policy file.FsyncPolicy, wrap func(broker.Store) broker.Store) *durableEnv {
+	b.Helper()
+	s, err := file.Open(filepath.Join(b.TempDir(), "store"), file.Fsync(policy))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var st broker.Store = s
+	if wrap != nil {
+		st = wrap(s)
+	}
+	br, err := broker.New(st)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := server.New("127.0.0.1:0", br)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := tcp.NewDialer(srv.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		d.Close()
+		srv.Close(context.Background())
+		s.Close()
+	})
+	return &durableEnv{store: s, broker: br, dialer: d}
+}
+
+// producer returns a connected producer named name, closed when b ends.
+func (e *durableEnv) producer(b *testing.B, name string, opts ...core.Option) *core.Producer {
+	b.Helper()
+	p, err := core.New(e.dialer, append([]core.Option{core.Name(name)}, opts...)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { p.Close(context.Background()) })
+	if _, err := p.Send(context.Background(), &core.Message{Payload: []byte("connect")}); err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// reportStore reports records per fsync and per frame since before.
+func (e *durableEnv) reportStore(b *testing.B, before file.Stats, frames0 uint64) {
+	st := e.store.Stats()
+	if syncs := st.Syncs - before.Syncs; syncs > 0 {
+		b.ReportMetric(float64(st.Records-before.Records)/float64(syncs), "records/fsync")
+	}
+	if frames := e.broker.Stats().Batches - frames0; frames > 0 {
+		b.ReportMetric(float64(st.Records-before.Records)/float64(frames), "records/frame")
+	}
+}
+
+// BenchmarkDurable: one producer, 100 B, over tcp to a file store, with
+// every record fsynced before its receipt (batch) or left to the page
+// cache (none), offered at a fixed rate (every message timed, one op is
+// one message: -benchtime=2s runs about 2 s) or as fast as it goes (rate=max,
+// a sample of messages timed). Durable should cost what the disk sets:
+// compare the latency with BenchmarkDiskFsync's.
+func BenchmarkDurable(b *testing.B) {
+	for _, rate := range []int{5_000, 20_000, 100_000, 0} {
+		for _, policy := range []file.FsyncPolicy{file.FsyncBatch, file.FsyncNone} {
+			r := "max"
+			if rate > 0 {
+				r = fmt.Sprint(rate)
+			}
+			b.Run(fmt.Sprintf("rate=%s/fsync=%s", r, policy), func(b *testing.B) {
+				e := openDurable(b, policy, nil)
+				p := e.producer(b, "durable")
+				before, frames0 := e.store.Stats(), e.broker.Stats().Batches
+				if rate > 0 {
+					h := paced(b, p, rate)
+					reportLatency(b, h)
+				} else {
+					l := newLoad(p, 1, 100)
+					b.SetBytes(100)
+					b.ReportAllocs()
+					l.start = time.Now()
+					b.ResetTimer()
+					l.send(b, 0, b.N)
+					if err := p.Flush(context.Background()); err != nil {
+						b.Fatal(err)
+					}
+					b.StopTimer()
+					l.report(b, b.N, b.Elapsed())
+				}
+				e.reportStore(b, before, frames0)
+			})
+		}
+	}
+}
+
+// BenchmarkDurableProducers: 1, 4 and 16 producers, each on its own
+// connection, as fast as they go, every record fsynced before its receipt.
+// The commits of their Appends are shared, so the total should not fall as
+// producers are added; records/fsync says how much one fsync carries.
+func BenchmarkDurableProducers(b *testing.B) {
+	for _, n := range []int{1, 4, 16} {
+		b.Run(fmt.Sprintf("producers=%d", n), func(b *testing.B) {
+			e := openDurable(b, file.FsyncBatch, nil)
+			runProducers(b, e, n)
+		})
+	}
+}
+
+// slowStore makes every Append take at least delay: a store behind a
+// network round trip, such as a replicated stream.
+type slowStore struct {
+	broker.Store
+	delay time.Duration
+}
+
+func (s slowStore) Append(topic, producer string, recs []broker.Record) error {
+	time.Sleep(s.delay)
+	return s.Store.Append(topic, producer, recs)
+}
+
+// BenchmarkSlowStore: a store whose every Append takes 5 ms (under
+// FsyncNone, so that the delay is all of it), 1 and 32 producers. Appends
+// of different producers run concurrently: 32 producers should get far
+// more than one.
+func BenchmarkSlowStore(b *testing.B) {
+	for _, n := range []int{1, 32} {
+		b.Run(fmt.Sprintf("append=5ms/producers=%d", n), func(b *testing.B) {
+			e := openDurable(b, file.FsyncNone, func(s broker.Store) broker.Store { return slowStore{s, 5 * time.Millisecond} })
+			runProducers(b, e, n)
+		})
+	}
+}
+
+// runProducers sends b.N messages of 100 B from n producers at once and
+// reports the total rate.
+func runProducers(b *testing.B, e *durableEnv, n int) {
+	ps := make([]*core.Producer, n)
+	for i := range ps {
+		ps[i] = e.producer(b, fmt.Sprint("p", i))
+	}
+	msgs := messages(poolSize(100), 100)
+	cb := func(_ core.MessageID, _ *core.Message, err error) {
+		if err != nil {
+			b.Error(err)
+		}
+	}
+	before, frames0 := e.store.Stats(), e.broker.Stats().Batches
+	per := max(b.N/n, 1)
+	b.SetBytes(100)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		wg.Go(func() {
+			for i := range per {
+				if err := p.SendAsync(context.Background(), msgs[i%len(msgs)], cb); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+			if err := p.Flush(context.Background()); err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(per*n)/b.Elapsed().Seconds(), "msgs/s")
+	e.reportStore(b, before, frames0)
+}
+
+// reportLatency reports a histogram's percentiles.
+func reportLatency(b *testing.B, h *hist.Histogram) {
+	b.ReportMetric(float64(h.Quantile(0.50).Microseconds()), "p50-µs")
+	b.ReportMetric(float64(h.Quantile(0.99).Microseconds()), "p99-µs")
+	b.ReportMetric(float64(h.Quantile(0.999).Microseconds()), "p999-µs")
+}
