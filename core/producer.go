@@ -159,13 +159,19 @@ func (p *Producer) Flush(ctx context.Context) error {
 //     any, keeps sending) or ctx ends;
 //  3. if ctx ended, it fails every message still pending with ErrClosed;
 //  4. it stops its goroutines and closes the connection;
-//  5. it waits until every callback has returned, or ctx ends.
+//  5. it waits until every callback has returned.
 //
-// Close returns ctx's error if ctx ended before it finished, else nil. When
-// it returns early, the callbacks still owed run afterwards, each exactly
-// once, and the callback goroutine then exits; a later Close(ctx) waits for
-// that. Every wait is bounded by ctx, also while a callback blocks (see
-// below for step 4).
+// Close returns ctx's error if ctx ended before it finished, else nil.
+// Every callback has run when Close returns, also when ctx ended: step 5
+// goes on past ctx's end as long as callbacks keep running. The one
+// exception is a callback that blocks: when no callback has started for
+// 100ms after ctx ended, Close takes the running one for blocked and
+// returns (at most 200ms after ctx ended); that callback and those after it
+// then run when it returns, each exactly once, and the callback goroutine
+// then exits; a later Close(ctx) waits for that. The time past ctx's end
+// is what failing the rest and running their callbacks takes (a few
+// milliseconds for thousands of quick callbacks). Stats read after Close
+// returned show nothing pending, unless a callback blocks.
 //
 // Close may be called from a callback: it then waits as in step 2 (the
 // callbacks of the messages it waits for run after the calling callback
@@ -211,15 +217,49 @@ func (p *Producer) Close(ctx context.Context) error {
 	if inCallback {
 		return err
 	}
+	if werr := p.awaitCallbacks(ctx); err == nil {
+		err = werr
+	}
+	return err
+}
+
+// blockedCallback is how long Close, past its context's end, lets one
+// callback run before it takes that callback for blocked and returns
+// without it.
+const blockedCallback = 100 * time.Millisecond
+
+// awaitCallbacks waits until the dispatcher has run every callback and
+// ended (step 5 of Close). Until ctx ends it waits for that alone. Past
+// ctx's end it goes on waiting as long as callbacks keep starting: it
+// returns ctx's error when no callback started during a whole
+// blockedCallback, that is, when one callback has run that long (or the
+// dispatcher was not scheduled that long). A callback that blocks thus
+// delays Close by at most 2*blockedCallback past ctx's end.
+func (p *Producer) awaitCallbacks(ctx context.Context) error {
 	select {
 	case <-p.closed:
 		p.dispWG.Wait()
+		return nil
 	case <-ctx.Done():
-		if err == nil {
-			err = ctx.Err()
-		}
 	}
-	return err
+	// The producer's clock may be a manual one: a blocked callback is
+	// measured in real time.
+	t := time.NewTicker(blockedCallback)
+	defer t.Stop()
+	last := p.stats.delivered()
+	for {
+		select {
+		case <-p.closed:
+			p.dispWG.Wait()
+			return ctx.Err()
+		case <-t.C:
+		}
+		n := p.stats.delivered()
+		if n == last {
+			return ctx.Err()
+		}
+		last = n
+	}
 }
 
 // drain waits until every position below tail is resolved, and reports
