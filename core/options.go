@@ -168,7 +168,15 @@ func Topic(name string) Option {
 }
 
 // ReconnectBackoff sets the bounds of the exponential backoff, with full
-// jitter, between failed dials (defaults 50ms and 5s).
+// jitter, between connection attempts (defaults 50ms and 5s). Each failed
+// dial or handshake doubles the longest wait, from min up to max. So does a
+// connection that completed its handshake and then ended before it had
+// stayed up that long: a broker that accepts the HELLO and fails the
+// connection at once (a store failing every append, a refused sequence ID)
+// is retried with growing waits, not in a loop. A connection that stayed
+// up at least that long proved healthy: the wait is back at min, and the
+// producer redials at once when it ends. The producer never dials more
+// than once per min.
 func ReconnectBackoff(min, max time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if min <= 0 || max < min {

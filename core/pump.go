@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -17,10 +16,11 @@ import (
 const framesInFlight = 4
 
 // runPump is the connection supervisor and the writer: dial, handshake,
-// write batches until the connection dies, back off, again, until Close.
+// write batches until the connection dies, back off (see backoff), again,
+// until Close.
 func (p *Producer) runPump() {
 	bufs := make(chan *transport.Buffer, framesInFlight)
-	backoff := p.cfg.backoffMin
+	wait := newBackoff(p.cfg.backoffMin, p.cfg.backoffMax)
 	connected := false
 	for !p.stopping() {
 		s, kind, err := p.connect()
@@ -30,15 +30,12 @@ func (p *Producer) runPump() {
 			}
 			p.event(Event{Kind: kind, Err: err})
 			p.report(err)
-			// Full jitter: anywhere in [min, backoff].
-			d := p.cfg.backoffMin + rand.N(backoff-p.cfg.backoffMin+1)
-			if !p.sleep(d) {
+			if !p.sleep(wait.failed()) {
 				return
 			}
-			backoff = min(backoff*2, p.cfg.backoffMax)
 			continue
 		}
-		backoff = p.cfg.backoffMin
+		up := p.preciseNow()
 		if connected {
 			p.stats.reconnects.Add(1)
 		}
@@ -58,6 +55,9 @@ func (p *Producer) runPump() {
 		p.event(Event{Kind: EventDisconnected, Err: cause})
 		if cause != ErrClosed {
 			p.report(fmt.Errorf("%w: %w", errConnLost, cause))
+		}
+		if d := wait.ended(time.Duration(p.preciseNow() - up)); d > 0 && !p.sleep(d) {
+			return
 		}
 	}
 }
