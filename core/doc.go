@@ -25,6 +25,11 @@
 //     behind it run after Close returned.
 //   - A message whose deadline passed or whose context ended before it was
 //     written is never written.
+//   - A message's error says why: a timeout or ErrClosed while the producer
+//     has no connection also wraps the last connection failure (errors.Is
+//     matches both). A broker that refuses the producer in a way waiting
+//     cannot heal (ErrUnauthorized, ErrProtocolVersion) fails the pending
+//     messages with the refusal after MaxRefusals refusals in a row.
 //   - Outcomes are reported in sequence order, which is SendAsync order for
 //     one goroutine: successes, and messages the broker refused as too
 //     large. The one exception: a message that fails by its own deadline

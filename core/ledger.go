@@ -531,23 +531,23 @@ func (l *ledger) settle(pos uint64, prev, st ringbuf.State) {
 	l.wakeDispatcher()
 }
 
-// failAll fails every position still pending below tail with Closed. It
-// settles them as a run: each Send is notified, and the dispatcher is woken
+// failBelow fails every position still pending below tail as st (Closed,
+// Aborted). It settles them as a run: each Send is notified, and the dispatcher is woken
 // once, for its in-order walk, which finds every position below tail
 // resolved. (Queued one by one, as fail does, 2000 failures took 2 to 16
 // ms under the race detector, most of it passing failMu back and forth
 // with the dispatcher.)
-func (l *ledger) failAll(tail uint64) {
+func (l *ledger) failBelow(tail uint64, st ringbuf.State) {
 	failed := int64(0)
 	for pos := l.ring.Head(); pos < tail; pos++ {
-		prev, ok := l.ring.Resolve(pos, ringbuf.Closed)
+		prev, ok := l.ring.Resolve(pos, st)
 		if !ok {
 			continue
 		}
 		if prev == ringbuf.Written {
 			failed++
 		}
-		l.notify(pos, ringbuf.Closed)
+		l.notify(pos, st)
 	}
 	l.unacked.Add(-failed)
 	l.wakeDispatcher()

@@ -377,7 +377,7 @@ func TestLedgerTransitions(t *testing.T) {
 		assert.ErrorIs(t, err, ErrClosed)
 		_, tail := r.l.bounds()
 		assert.False(t, r.l.resolvedBelow(tail))
-		r.l.failAll(tail)
+		r.l.failBelow(tail, ringbuf.Closed)
 		assert.True(t, r.l.resolvedBelow(tail))
 		r.dispatch()
 		for pos := range uint64(4) {
@@ -524,7 +524,7 @@ func ledgerProperty(t *testing.T, seed uint64) {
 		cancel()
 	}
 	_, tail := r.l.bounds()
-	r.l.failAll(tail)
+	r.l.failBelow(tail, ringbuf.Closed)
 	r.dispatch()
 	check("close")
 	head, _ := r.l.bounds()

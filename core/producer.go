@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/inflightmq/inflight/clock"
+	"github.com/inflightmq/inflight/ringbuf"
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/wire"
 )
@@ -51,6 +52,12 @@ type Producer struct {
 	stats     counters
 	sessionMu sync.Mutex
 	session   *session // current connection, for Close to cut
+
+	// lastFail is the last connection failure while no connection is
+	// ready (nil while one is, and before the first attempt ends): the
+	// pump stores it, the dispatcher names it in timeouts and ErrClosed.
+	lastFail atomic.Pointer[connFailure]
+	abortErr atomic.Pointer[error] // why the pump last aborted (see abort)
 }
 
 // New returns a Producer that connects through dialer and starts its
@@ -199,7 +206,7 @@ func (p *Producer) Close(ctx context.Context) error {
 	var err error
 	if !p.drain(ctx, tail, inCallback) {
 		err = ctx.Err()
-		p.led.failAll(tail)
+		p.led.failBelow(tail, ringbuf.Closed)
 	}
 	close(p.stop)
 	p.cutSession()

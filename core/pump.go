@@ -2,10 +2,12 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/inflightmq/inflight/ringbuf"
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/wire"
 )
@@ -21,6 +23,7 @@ const framesInFlight = 4
 func (p *Producer) runPump() {
 	bufs := make(chan *transport.Buffer, framesInFlight)
 	wait := newBackoff(p.cfg.backoffMin, p.cfg.backoffMax)
+	refusals := 0 // final refusals since the last handshake that succeeded
 	connected := false
 	for !p.stopping() {
 		s, kind, err := p.connect()
@@ -30,11 +33,20 @@ func (p *Producer) runPump() {
 			}
 			p.event(Event{Kind: kind, Err: err})
 			p.report(err)
+			p.lastFail.Store(newConnFailure(err))
+			var refusal *brokerError
+			if errors.As(err, &refusal) && refusal.final() {
+				refusals++
+				if n := p.cfg.maxRefusals; n > 0 && refusals >= n {
+					p.abort(refusal)
+				}
+			}
 			if !p.sleep(wait.failed()) {
 				return
 			}
 			continue
 		}
+		refusals = 0
 		up := p.preciseNow()
 		if connected {
 			p.stats.reconnects.Add(1)
@@ -54,7 +66,9 @@ func (p *Producer) runPump() {
 		}
 		p.event(Event{Kind: EventDisconnected, Err: cause})
 		if cause != ErrClosed {
-			p.report(fmt.Errorf("%w: %w", errConnLost, cause))
+			lost := wrap(errConnLost, cause)
+			p.report(lost)
+			p.lastFail.Store(newConnFailure(lost))
 		}
 		if d := wait.ended(time.Duration(p.preciseNow() - up)); d > 0 && !p.sleep(d) {
 			return
@@ -118,7 +132,7 @@ func (p *Producer) connect() (*session, EventKind, error) {
 	conn, err := p.dialer.Dial(ctx, s)
 	cancel()
 	if err != nil {
-		return nil, EventDialFailed, fmt.Errorf("%w: %w", errDial, err)
+		return nil, EventDialFailed, wrap(errDial, err)
 	}
 	s.conn = conn
 	p.setSession(s)
@@ -133,10 +147,10 @@ func (p *Producer) connect() (*session, EventKind, error) {
 func (p *Producer) handshake(s *session) error {
 	hello, err := s.hello()
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrHandshake, err)
+		return wrap(ErrHandshake, err)
 	}
 	if err := s.conn.WriteFrame(&transport.Buffer{Bytes: hello}); err != nil {
-		return fmt.Errorf("%w: %w", ErrHandshake, err)
+		return wrap(ErrHandshake, err)
 	}
 	t := p.clock.NewTimer(p.cfg.handshakeTimeout)
 	defer t.Stop()
@@ -144,7 +158,7 @@ func (p *Producer) handshake(s *session) error {
 	select {
 	case ok = <-s.helloOK:
 	case <-s.dead:
-		return fmt.Errorf("%w: %w", ErrHandshake, s.reason())
+		return wrap(ErrHandshake, s.reason())
 	case <-t.C():
 		return fmt.Errorf("%w: no HELLO_OK within %v", ErrHandshake, p.cfg.handshakeTimeout)
 	case <-p.stop:
@@ -162,7 +176,16 @@ func (p *Producer) handshake(s *session) error {
 	s.maxFrame = min(int(ok.MaxFrameSize), p.cfg.maxFrameSize)
 	s.inbound.Store(p.preciseNow())
 	s.ready.Store(true)
+	p.lastFail.Store(nil)
 	return nil
+}
+
+// abort fails every message pending now with err, before its deadline: the
+// broker refused the producer in a way that cannot heal by waiting.
+func (p *Producer) abort(err error) {
+	p.abortErr.Store(&err)
+	_, tail := p.led.bounds()
+	p.led.failBelow(tail, ringbuf.Aborted)
 }
 
 // writeLoop writes batches from the oldest unresolved position on, until the

@@ -63,21 +63,25 @@ func (s *session) OnFrame(frame []byte) {
 	s.inbound.Store(s.p.now())
 	typ, err := wire.TypeOf(frame)
 	if err != nil {
-		s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
+		s.fail(wrap(ErrProtocol, err))
 		return
 	}
 	switch typ {
 	case wire.TypeReceipt:
+		if !s.ready.Load() {
+			s.fail(fmt.Errorf("%w: RECEIPT before HELLO_OK", ErrProtocol))
+			return
+		}
 		r, err := wire.DecodeReceipt(frame)
-		if err != nil || !s.ready.Load() {
-			s.fail(fmt.Errorf("%w: bad or early RECEIPT: %v", ErrProtocol, err))
+		if err != nil {
+			s.fail(wrap(ErrProtocol, fmt.Errorf("bad RECEIPT: %w", err)))
 			return
 		}
 		s.p.led.ackThrough(r.Seq)
 	case wire.TypeHelloOK:
 		h, err := wire.DecodeHelloOK(frame)
 		if err != nil {
-			s.fail(fmt.Errorf("%w: %w", ErrHandshake, err))
+			s.fail(wrap(ErrHandshake, err))
 			return
 		}
 		select {
@@ -88,14 +92,10 @@ func (s *session) OnFrame(frame []byte) {
 	case wire.TypeError:
 		e, err := wire.DecodeError(frame)
 		if err != nil {
-			s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
+			s.fail(wrap(ErrProtocol, err))
 			return
 		}
-		if e.Code == wire.CodeUnauthorized {
-			s.fail(fmt.Errorf("%w: %w", ErrUnauthorized, e.Err()))
-			return
-		}
-		s.fail(e.Err())
+		s.fail(newBrokerError(e))
 	case wire.TypePong:
 		// Heartbeat replies need no action: any inbound frame shows the
 		// connection is alive.
