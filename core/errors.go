@@ -64,9 +64,10 @@ var (
 	// (an ERROR of code wire.CodeVersion): the producer and the broker need
 	// versions of inflight that speak one protocol.
 	ErrProtocolVersion = errors.New("inflight: protocol version refused by the broker")
-	// ErrHeartbeat is reported to the ErrorHandler when a connection sent
-	// nothing for twice the Heartbeat interval, PINGs included; the producer
-	// closes it and dials again.
+	// ErrHeartbeat is reported to the ErrorHandler when the broker sent
+	// nothing on a connection for twice the Heartbeat interval, not even a
+	// PONG to the producer's PINGs (only the producer sends PINGs); the
+	// producer closes it and dials again.
 	ErrHeartbeat = errors.New("inflight: connection silent past heartbeat timeout")
 	// ErrProtocol is reported to the ErrorHandler when the broker sent a
 	// frame that breaks the protocol; the producer closes that connection.

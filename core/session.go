@@ -124,7 +124,8 @@ func (s *session) hello() ([]byte, error) {
 
 // heartbeat runs beside the pump for the life of a ready session: it PINGs
 // the broker after one interval of silence and fails the session after two.
-// Any inbound frame counts as a sign of life. WriteFrame is safe to call
+// Any inbound frame counts as a sign of life: a PONG, a RECEIPT. Only the
+// producer PINGs; a PING from the broker breaks the protocol (OnFrame). WriteFrame is safe to call
 // concurrently with the pump's writes.
 func (s *session) heartbeat() {
 	p := s.p

@@ -23,7 +23,7 @@ func (c *counters) delivered() uint64 {
 // Stats is a snapshot of a Producer's counters.
 type Stats struct {
 	Pending      int    // messages enqueued and not yet released (callback not yet run)
-	PendingBytes int64  // their payload bytes
+	PendingBytes int64  // their bytes: payload plus metadata, as MaxPendingBytes counts them
 	Unacked      int    // messages written to a connection and not yet resolved (no receipt, no failure)
 	Sent         uint64 // messages written to a connection, resends included
 	Acked        uint64 // success callbacks
