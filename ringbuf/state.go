@@ -60,9 +60,6 @@ const (
 	stateMask = 1<<stateBits - 1
 )
 
-// Resolved reports whether s is an outcome (Acked or one of the failures).
-func (s State) Resolved() bool { return s >= Acked && s < Done }
-
 // Failed reports whether s is a failed outcome.
 func (s State) Failed() bool { return s > Acked && s < Done }
 
