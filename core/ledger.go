@@ -54,9 +54,9 @@ import (
 //
 // Slot states and their transitions are drawn in ringbuf.State.
 type ledger struct {
-	ring         *ringbuf.Ring[entry]
-	timeout      int64 // SendTimeout, ns
-	coarseStamps bool  // deadlines are stamped from the coarse clock (see due)
+	ring    *ringbuf.Ring[entry]
+	timeout int64        // SendTimeout, ns
+	coarse  *coarseClock // deadlines are stamped from it (see due); nil: from the precise clock
 
 	waits    []atomic.Pointer[waiter]
 	waitMask uint64
@@ -84,7 +84,7 @@ type entry struct {
 	stopCancel func() bool     // stops ctx's AfterFunc; nil without one
 }
 
-func newLedger(maxPending int, maxBytes int64, timeout time.Duration, coarseStamps bool) (*ledger, error) {
+func newLedger(maxPending int, maxBytes int64, timeout time.Duration, coarse *coarseClock) (*ledger, error) {
 	ring, err := ringbuf.New[entry](maxPending, maxBytes)
 	if err != nil {
 		return nil, err
@@ -92,7 +92,7 @@ func newLedger(maxPending int, maxBytes int64, timeout time.Duration, coarseStam
 	return &ledger{
 		ring:         ring,
 		timeout:      int64(timeout),
-		coarseStamps: coarseStamps,
+		coarse:       coarse,
 		waits:        make([]atomic.Pointer[waiter], ring.Cap()),
 		waitMask:     uint64(ring.Cap() - 1),
 		dispatchWake: make(chan struct{}, 1),
@@ -549,22 +549,23 @@ func (l *ledger) wakeDispatcher() {
 
 // due reports whether the message whose slot deadline is d has expired at
 // the precise time now, never early; if not, next is when to look again.
-// On the system clock d was stamped from the coarse clock, which may have
-// been stale; coarse.Upper bounds when the message was really sent.
+// With a coarse clock d was stamped from it, and it may have been stale;
+// its Upper bounds when the message was really sent.
 func (l *ledger) due(d, now int64) (expired bool, next int64) {
 	if d > now {
 		return false, d // the true expiry is never before d
 	}
-	if !l.coarseStamps {
+	c := l.coarse
+	if c == nil {
 		return true, 0
 	}
-	sent, ok := coarse.Upper(d - l.timeout)
+	sent, ok := c.Upper(d - l.timeout)
 	if !ok {
 		// d was stamped from the latest value and the ticker has not run
 		// since (it is starved): publish a value here, so the deadline is
 		// late by this goroutine's scheduling only, not the ticker's.
-		coarse.publish()
-		sent, ok = coarse.Upper(d - l.timeout)
+		c.publish()
+		sent, ok = c.Upper(d - l.timeout)
 	}
 	switch {
 	case !ok:
@@ -583,14 +584,15 @@ func (l *ledger) expired(d, now int64) bool {
 // expiry returns the precise time by which the message with slot deadline
 // d expires, counted from now when the coarse clock cannot tell yet.
 func (l *ledger) expiry(d, now int64) int64 {
-	if !l.coarseStamps {
+	c := l.coarse
+	if c == nil {
 		return d
 	}
-	if sent, ok := coarse.Upper(d - l.timeout); ok {
+	if sent, ok := c.Upper(d - l.timeout); ok {
 		return sent + l.timeout
 	}
-	coarse.publish() // as in due
-	if sent, ok := coarse.Upper(d - l.timeout); ok {
+	c.publish() // as in due
+	if sent, ok := c.Upper(d - l.timeout); ok {
 		return sent + l.timeout
 	}
 	return now + l.timeout // the message was sent before now

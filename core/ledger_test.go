@@ -36,7 +36,7 @@ type ledgerRig struct {
 }
 
 func newLedgerRig(t *testing.T, maxPending int) *ledgerRig {
-	l, err := newLedger(maxPending, 1<<20, ledgerTimeout, false)
+	l, err := newLedger(maxPending, 1<<20, ledgerTimeout, nil)
 	require.NoError(t, err)
 	_, err = l.handshake(0) // fixes seqBase
 	require.NoError(t, err)

@@ -24,12 +24,12 @@ import (
 // of what the ledger reports ready. The ledger (ledger.go) alone moves
 // message states and cursors.
 type Producer struct {
-	cfg           config
-	dialer        transport.Dialer
-	led           *ledger
-	clock         clock.Clock
-	epoch         time.Time
-	onSystemClock bool // SendAsync reads the shared coarse clock
+	cfg    config
+	dialer transport.Dialer
+	led    *ledger
+	clock  clock.Clock
+	epoch  time.Time
+	coarse *coarseClock // on the system clock, the shared coarse clock SendAsync reads; else nil
 
 	comp   *wire.Compressor // nil without compression; pump only
 	events *notifier        // nil without OnEvent and Logger
@@ -80,31 +80,34 @@ func New(dialer transport.Dialer, opts ...Option) (*Producer, error) {
 	if cfg.name == "" {
 		cfg.name = randomName()
 	}
-	onSystemClock := clock.IsSystem(cfg.clock)
-	led, err := newLedger(cfg.maxPending, cfg.maxPendingBytes, cfg.sendTimeout, onSystemClock)
+	var cc *coarseClock
+	if clock.IsSystem(cfg.clock) {
+		cc = coarse
+	}
+	led, err := newLedger(cfg.maxPending, cfg.maxPendingBytes, cfg.sendTimeout, cc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	p := &Producer{
-		cfg:           cfg,
-		dialer:        dialer,
-		led:           led,
-		clock:         cfg.clock,
-		epoch:         cfg.clock.Now(),
-		onSystemClock: onSystemClock,
-		stop:          make(chan struct{}),
-		stopDisp:      make(chan struct{}),
-		closed:        make(chan struct{}),
+		cfg:      cfg,
+		dialer:   dialer,
+		led:      led,
+		clock:    cfg.clock,
+		epoch:    cfg.clock.Now(),
+		coarse:   cc,
+		stop:     make(chan struct{}),
+		stopDisp: make(chan struct{}),
+		closed:   make(chan struct{}),
 	}
 	if cfg.codec != wire.CodecNone {
 		if p.comp, err = wire.NewCompressor(cfg.codec, cfg.level); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 		}
 	}
-	if p.onSystemClock {
+	if p.coarse != nil {
 		// All times are ns since one epoch: the coarse clock's.
-		p.epoch = coarse.epoch
-		coarse.register(p)
+		p.epoch = p.coarse.epoch
+		p.coarse.register(p)
 	}
 	if p.events = newNotifier(&cfg); p.events != nil {
 		go p.events.run() // stopped by Close, after the pump
@@ -127,8 +130,8 @@ func (p *Producer) MaxMessageSize() int { return p.cfg.maxMessageSize() }
 // now returns the time in ns since the producer's epoch, from the coarse
 // clock when there is one (SendAsync's path).
 func (p *Producer) now() int64 {
-	if p.onSystemClock {
-		return coarse.now()
+	if p.coarse != nil {
+		return p.coarse.now()
 	}
 	return p.preciseNow()
 }
@@ -211,8 +214,8 @@ func (p *Producer) Close(ctx context.Context) error {
 	close(p.stop)
 	p.cutSession()
 	p.wg.Wait()
-	if p.onSystemClock {
-		coarse.unregister(p)
+	if p.coarse != nil {
+		p.coarse.unregister(p)
 	}
 	if p.comp != nil {
 		p.comp.Close()

@@ -161,10 +161,10 @@ func (s *session) heartbeat() {
 // silence returns how long before now the frame stamped (with p.now) at
 // stamp arrived, never more than the truth.
 func (p *Producer) silence(stamp, now int64) int64 {
-	if !p.onSystemClock {
+	if p.coarse == nil {
 		return now - stamp
 	}
-	arrived, ok := coarse.Upper(stamp)
+	arrived, ok := p.coarse.Upper(stamp)
 	if !ok {
 		return 0
 	}
