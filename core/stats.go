@@ -29,7 +29,7 @@ type Stats struct {
 	Acked        uint64 // success callbacks
 	TimedOut     uint64 // ErrTimeout callbacks
 	Canceled     uint64 // callbacks with the message's context error
-	Failed       uint64 // ErrClosed and ErrMessageTooLarge outcomes
+	Failed       uint64 // ErrClosed, ErrMessageTooLarge and refusal (MaxRefusals) outcomes
 	Reconnects   uint64 // connections established after the first
 	Batches      uint64 // BATCH frames written
 	BytesRaw     uint64 // BATCH frame bytes before compression
