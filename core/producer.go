@@ -176,9 +176,10 @@ func (p *Producer) Flush(ctx context.Context) error {
 // goes on past ctx's end as long as callbacks keep running. The one
 // exception is a callback that blocks: when no callback has started for
 // 100ms after ctx ended, Close takes the running one for blocked and
-// returns (at most 200ms after ctx ended); that callback and those after it
-// then run when it returns, each exactly once, and the callback goroutine
-// then exits; a later Close(ctx) waits for that. The time past ctx's end
+// returns (within 200ms of ctx's end if that callback had started by
+// then); that callback and those after it then run when it returns, each
+// exactly once, and the callback goroutine then exits; a later Close(ctx)
+// waits for that. The time past ctx's end
 // is what failing the rest and running their callbacks takes (a few
 // milliseconds for thousands of quick callbacks). Stats read after Close
 // returned show nothing pending, unless a callback blocks.
