@@ -191,14 +191,15 @@ func sendOK(t *testing.T, p *core.Producer, n int) {
 
 // TestUnauthenticatedRefused: a producer without credentials, or with
 // credentials the broker does not know, is refused at every HELLO; it
-// reports core.ErrUnauthorized, keeps redialing, and its messages time out.
-// Nothing it sent is stored.
+// reports core.ErrUnauthorized, keeps redialing, and its messages fail with
+// the refusal (see TestRefusalNamedInCallbackError). Nothing it sent is
+// stored.
 func TestUnauthenticatedRefused(t *testing.T) {
 	for _, an := range authNets {
 		t.Run(an.name, func(t *testing.T) {
 			n := an.new(t)
 			for _, who := range []string{"", "intruder"} {
-				p, l := authProducer(t, n, who, "till-1", core.SendTimeout(200*time.Millisecond))
+				p, l := authProducer(t, n, who, "till-1", core.SendTimeout(time.Minute))
 				tl := newTally()
 				for i := range 3 {
 					tl.send(t, p, i)
@@ -206,7 +207,7 @@ func TestUnauthenticatedRefused(t *testing.T) {
 				l.waitUnauthorized(t, 2) // refused, and redialed
 				tl.wait(t)
 				for i, err := range tl.outcomes {
-					require.ErrorIs(t, err, core.ErrTimeout, "message %d", i)
+					require.ErrorIs(t, err, core.ErrUnauthorized, "message %d", i)
 				}
 			}
 			assert.Empty(t, n.store.Streams(), "nothing stored")
@@ -376,4 +377,60 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// TestRefusalNamedInCallbackError: a producer the access list refuses
+// hears why in its callbacks. By default (core.DefaultMaxRefusals) its
+// messages fail with the refusal at the third one, long before their
+// SendTimeout; with MaxRefusals(0) they time out, and the timeout names the
+// refusal. Either way the text gives the broker's reason once, without a
+// repeated prefix, and errors.Is and errors.As find every cause.
+func TestRefusalNamedInCallbackError(t *testing.T) {
+	reasons := map[string]string{ // why the broker refuses the intruder
+		"mem-token":   "token not accepted",
+		"stdnet-mtls": `certificate "intruder" not in the access list`,
+	}
+	for _, an := range authNets {
+		t.Run(an.name, func(t *testing.T) {
+			n := an.new(t)
+			reason := reasons[an.name]
+			require.NotEmpty(t, reason)
+
+			t.Run("fails at the third refusal", func(t *testing.T) {
+				p, l := authProducer(t, n, "intruder", "till-1", core.SendTimeout(time.Minute))
+				tl := newTally()
+				for i := range 3 {
+					tl.send(t, p, i)
+				}
+				tl.wait(t) // within waitTimeout, far below SendTimeout
+				assert.GreaterOrEqual(t, len(l.all()), core.DefaultMaxRefusals, "refusals before the messages failed")
+				for i, err := range tl.outcomes {
+					require.ErrorIs(t, err, core.ErrUnauthorized, "message %d", i)
+					assert.NotErrorIs(t, err, core.ErrTimeout, "message %d", i)
+					var re *wire.RemoteError
+					require.ErrorAs(t, err, &re)
+					assert.Equal(t, wire.CodeUnauthorized, re.Code)
+					assert.Equal(t, "inflight: not authorized by the broker: "+reason, err.Error())
+				}
+			})
+			t.Run("MaxRefusals(0): the timeout names the refusal", func(t *testing.T) {
+				p, _ := authProducer(t, n, "intruder", "till-2", core.SendTimeout(300*time.Millisecond), core.MaxRefusals(0))
+				tl := newTally()
+				for i := range 3 {
+					tl.send(t, p, i)
+				}
+				tl.wait(t)
+				for i, err := range tl.outcomes {
+					require.ErrorIs(t, err, core.ErrTimeout, "message %d", i)
+					require.ErrorIs(t, err, core.ErrUnauthorized, "message %d", i)
+					assert.Equal(t, "inflight: send timed out; last connection failure: handshake failed: not authorized by the broker: "+reason, err.Error())
+				}
+			})
+			t.Run("the ErrorHandler's report reads once", func(t *testing.T) {
+				_, l := authProducer(t, n, "intruder", "till-3")
+				err := l.waitUnauthorized(t, 1)
+				assert.Equal(t, "inflight: handshake failed: not authorized by the broker: "+reason, err.Error())
+			})
+		})
+	}
 }

@@ -8,7 +8,8 @@
 // ring, so a message handed to SendAsync while the broker is unreachable
 // still times out on time, and messages keep their order across reconnects.
 //
-// Transports (transport/mem in process, transport/tcp over TCP) only write
+// Transports (transport/mem in process, transport/tcp over TCP with gnet,
+// transport/stdnet over TCP or TLS with the standard library) only write
 // frames (package wire) and deliver receipts; the receiving side (package
 // broker) deduplicates by sequence ID, so a resend is never stored twice.
 //

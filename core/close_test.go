@@ -2,14 +2,18 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/inflightmq/inflight/internal/testkit"
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
@@ -122,4 +126,81 @@ func TestProducersComeAndGo(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestCloseRunsEveryCallbackBeforeReturning: 2000 messages pending, no
+// broker answering, Close(1s): the drain takes the whole second, then the
+// rest fail with ErrClosed, and every callback has run and the queue is
+// empty when Close returns, within 1.1s.
+func TestCloseRunsEveryCallbackBeforeReturning(t *testing.T) {
+	const n = 2000
+	cases := []struct {
+		name string
+		// down brings the producer (dials refused) to the state in which
+		// nothing will resolve its messages.
+		down func(t *testing.T, d *mem.Dialer, p *core.Producer)
+	}{
+		{"never connected", func(t *testing.T, d *mem.Dialer, p *core.Producer) {}},
+		{"broker stopped", func(t *testing.T, d *mem.Dialer, p *core.Producer) {
+			d.RefuseDials(false)
+			_, err := p.Send(context.Background(), &core.Message{Payload: []byte("connect")})
+			require.NoError(t, err)
+			d.RefuseDials(true)
+			d.DropConnections()
+		}},
+		{"connection stalled", func(t *testing.T, d *mem.Dialer, p *core.Producer) {
+			d.RefuseDials(false)
+			_, err := p.Send(context.Background(), &core.Message{Payload: []byte("connect")})
+			require.NoError(t, err)
+			d.StallWrites(true)
+			t.Cleanup(func() { d.StallWrites(false) })
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b, err := broker.New(broker.NewMemoryStore())
+			require.NoError(t, err)
+			d := mem.NewDialer(b)
+			d.RefuseDials(true)
+			p, err := core.New(d, core.Name("close-test"), core.SendTimeout(time.Minute),
+				core.ReconnectBackoff(time.Millisecond, 10*time.Millisecond))
+			require.NoError(t, err)
+			t.Cleanup(func() {
+				testkit.CloseProducer(t, p, 100*time.Millisecond)
+				_ = d.Close()
+			})
+			c.down(t, d, p)
+
+			var ran, closed atomic.Int64
+			cb := func(_ core.MessageID, _ *core.Message, err error) {
+				ran.Add(1)
+				if errors.Is(err, core.ErrClosed) {
+					closed.Add(1)
+				}
+			}
+			msg := &core.Message{Payload: make([]byte, 100)}
+			for range n {
+				require.NoError(t, p.SendAsync(context.Background(), msg, cb))
+			}
+
+			var took time.Duration
+			var st core.Stats
+			var got int64
+			watchdog(t, waitTimeout, "Close", func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				start := time.Now()
+				err := p.Close(ctx)
+				took = time.Since(start)
+				got, st = ran.Load(), p.Stats()
+				assert.ErrorIs(t, err, context.DeadlineExceeded)
+			})
+			assert.Less(t, took, 1100*time.Millisecond, "Close took %v", took)
+			assert.EqualValues(t, n, got, "callbacks run when Close returned")
+			assert.EqualValues(t, n, closed.Load(), "callbacks with ErrClosed")
+			assert.Zero(t, st.Pending, "Stats().Pending after Close")
+			assert.Zero(t, st.PendingBytes, "Stats().PendingBytes after Close")
+			t.Logf("Close took %v", took)
+		})
+	}
 }

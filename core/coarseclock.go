@@ -25,7 +25,15 @@ const (
 
 // coarse is the process-wide coarse clock shared by every producer that uses
 // the system clock: one ticker for all of them, not one each.
-var coarse = &coarseClock{epoch: time.Now(), wake: make(chan struct{}, 1)}
+var coarse = newCoarseClock(time.Now())
+
+func newCoarseClock(epoch time.Time) *coarseClock {
+	return &coarseClock{
+		epoch:   epoch,
+		elapsed: func() int64 { return int64(time.Since(epoch)) },
+		wake:    make(chan struct{}, 1),
+	}
+}
 
 // coarseClock caches the time since its epoch for SendAsync, refreshed every
 // coarseTick while any registered producer has messages pending.
@@ -56,12 +64,19 @@ var coarse = &coarseClock{epoch: time.Now(), wake: make(chan struct{}, 1)}
 //
 // Its goroutine is owned by the set of registered producers: the first
 // register starts it, the last unregister stops it and waits for it.
+//
+// Producers on the system clock share the one in coarse, and their ledgers
+// check deadlines against it; tests build clocks of their own with
+// newCoarseClock and give them a real time of their choosing (elapsed).
 type coarseClock struct {
 	_     [64]byte
 	nanos atomic.Int64 // the latest published value; stored by publish only
 	idle  atomic.Bool  // readers must read the real clock (no fresh value)
 	_     [64]byte
 	epoch time.Time
+	// elapsed reads the real clock: ns since epoch. Tests of the clock's
+	// bookkeeping give it a clock of their own.
+	elapsed func() int64
 
 	asleep atomic.Bool   // the ticker waits on wake; the first idle reader clears it
 	wake   chan struct{} // capacity 1
@@ -91,7 +106,7 @@ func (c *coarseClock) now() int64 {
 			default:
 			}
 		}
-		return int64(time.Since(c.epoch))
+		return c.elapsed()
 	}
 	return c.nanos.Load()
 }
@@ -104,9 +119,9 @@ func (c *coarseClock) now() int64 {
 func (c *coarseClock) publish() {
 	c.histMu.Lock()
 	defer c.histMu.Unlock()
-	prev := c.nanos.Swap(int64(time.Since(c.epoch)))
+	prev := c.nanos.Swap(c.elapsed())
 	// Measured after the store: every reader of prev read it before now.
-	end := int64(time.Since(c.epoch))
+	end := c.elapsed()
 	if c.havePrev && end-prev > int64(coarseSlack) {
 		c.hist.add(prev, end)
 	}

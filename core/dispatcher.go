@@ -60,18 +60,27 @@ func (p *Producer) runDispatcher() {
 func (p *Producer) onDispatcher() bool { return goid() == p.dispGoid.Load() }
 
 // outcome returns what a message resolved in state st reports; ctx is the
-// message's context (nil if it could not end).
+// message's context (nil if it could not end). A timeout or ErrClosed names
+// the last connection failure if the producer has no connection now.
 func (p *Producer) outcome(pos uint64, st ringbuf.State, ctx context.Context) (MessageID, error) {
 	switch st {
 	case ringbuf.Acked:
 		return MessageID(p.led.seq(pos)), nil
 	case ringbuf.Expired:
+		if f := p.lastFail.Load(); f != nil {
+			return 0, f.timeout
+		}
 		return 0, ErrTimeout
 	case ringbuf.Canceled:
 		return 0, ctx.Err()
 	case ringbuf.Rejected:
 		return 0, ErrMessageTooLarge
+	case ringbuf.Aborted:
+		return 0, *p.abortErr.Load()
 	default:
+		if f := p.lastFail.Load(); f != nil {
+			return 0, f.closed
+		}
 		return 0, ErrClosed
 	}
 }

@@ -17,8 +17,19 @@
 //     message's deadline, and Close and Flush by their context, also when
 //     called from a callback or while a callback blocks. A callback that
 //     panics or calls runtime.Goexit never stops later callbacks.
+//   - Every callback has run when Close returns, also when its context
+//     ended first (the messages still pending then fail with ErrClosed).
+//     The one exception is a callback that blocks: when no callback has
+//     started for 100ms after Close's context ended, Close takes the
+//     running one for blocked and returns; it and the callbacks held up
+//     behind it run after Close returned.
 //   - A message whose deadline passed or whose context ended before it was
 //     written is never written.
+//   - A message's error says why: a timeout or ErrClosed while the producer
+//     has no connection also wraps the last connection failure (errors.Is
+//     matches both). A broker that refuses the producer in a way waiting
+//     cannot heal (ErrUnauthorized, ErrProtocolVersion) fails the pending
+//     messages with the refusal after MaxRefusals refusals in a row.
 //   - Outcomes are reported in sequence order, which is SendAsync order for
 //     one goroutine: successes, and messages the broker refused as too
 //     large. The one exception: a message that fails by its own deadline

@@ -6,10 +6,17 @@ var (
 	// ErrClosed is returned by SendAsync, TrySendAsync and Send once Close
 	// has begun, and passed to the callback of every message that Close
 	// failed because its context ran out before the message was stored.
+	// In a callback (and from Send) it names the last connection failure
+	// when the producer had no connection (see ErrTimeout).
 	ErrClosed = errors.New("inflight: producer closed")
 	// ErrTimeout is passed to the callback of a message whose SendTimeout
 	// elapsed before the broker acknowledged it, and returned by SendAsync
 	// and Send when the queue stayed full until the message's deadline.
+	// When the producer had no connection as the callback ran, the error
+	// also wraps the last connection failure and says so ("inflight: send
+	// timed out; last connection failure: ..."): errors.Is matches both
+	// ErrTimeout and that cause (ErrUnauthorized, ErrHandshake, a
+	// *wire.RemoteError, the Dialer's error).
 	ErrTimeout = errors.New("inflight: send timed out")
 	// ErrQueueFull is returned by TrySendAsync, and by SendAsync when
 	// BlockIfFull is false, when MaxPending messages or MaxPendingBytes are
@@ -41,16 +48,26 @@ var (
 	// sent: another producer uses the same name. The producer keeps
 	// redialing and does not report those messages as stored.
 	ErrSequenceConflict = errors.New("inflight: broker has sequence IDs this producer never sent (producer name in use?)")
-	// ErrUnauthorized is reported to the ErrorHandler, wrapping the broker's
-	// ERROR (a *wire.RemoteError of code wire.CodeUnauthorized), when the
-	// broker refused the HELLO: its token or certificate was not accepted,
-	// the identity may not write this topic under this producer name, or a
-	// live producer of another identity holds the name. The producer keeps
-	// redialing with backoff; its messages time out as usual.
+	// ErrUnauthorized is reported to the ErrorHandler (wrapped in
+	// ErrHandshake), wrapping the broker's ERROR (a *wire.RemoteError of
+	// code wire.CodeUnauthorized), when the broker refused the HELLO: its
+	// token or certificate was not accepted, the identity may not write
+	// this topic under this producer name, or a live producer of another
+	// identity holds the name. Its text gives the broker's reason once:
+	// "inflight: not authorized by the broker: <reason>". The producer keeps
+	// redialing with backoff; after MaxRefusals such refusals in a row it
+	// passes the error to the callback of every pending message (see
+	// MaxRefusals), and a message that times out meanwhile names it.
 	ErrUnauthorized = errors.New("inflight: not authorized by the broker")
-	// ErrHeartbeat is reported to the ErrorHandler when a connection sent
-	// nothing for twice the Heartbeat interval, PINGs included; the producer
-	// closes it and dials again.
+	// ErrProtocolVersion is like ErrUnauthorized (and counted with it by
+	// MaxRefusals) for a broker that refused the HELLO's protocol version
+	// (an ERROR of code wire.CodeVersion): the producer and the broker need
+	// versions of inflight that speak one protocol.
+	ErrProtocolVersion = errors.New("inflight: protocol version refused by the broker")
+	// ErrHeartbeat is reported to the ErrorHandler when the broker sent
+	// nothing on a connection for twice the Heartbeat interval, not even a
+	// PONG to the producer's PINGs (only the producer sends PINGs); the
+	// producer closes it and dials again.
 	ErrHeartbeat = errors.New("inflight: connection silent past heartbeat timeout")
 	// ErrProtocol is reported to the ErrorHandler when the broker sent a
 	// frame that breaks the protocol; the producer closes that connection.

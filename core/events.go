@@ -256,6 +256,6 @@ func (p *Producer) report(err error) {
 
 // The errors the pump reports wrap these, so a logger can name them.
 var (
-	errDial     = errors.New("inflight: dial")
+	errDial     = errors.New("inflight: dial failed")
 	errConnLost = errors.New("inflight: connection lost")
 )

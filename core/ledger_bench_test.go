@@ -19,7 +19,7 @@ func BenchmarkLedger(b *testing.B) {
 	const round, size = 1024, 100
 	for _, run := range []int{1, 64} {
 		b.Run(fmt.Sprintf("run=%d", run), func(b *testing.B) {
-			l, err := newLedger(4*round, 1<<30, int64Max, false)
+			l, err := newLedger(4*round, 1<<30, int64Max, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -44,20 +44,11 @@ func BenchmarkLedger(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i += round {
 				for j := 0; j < round; {
-					if run == 1 {
-						p, err := l.claim(size)
-						if err != nil {
-							b.Fatal(err)
-						}
-						l.publish(p, msgs[j], cb, nil, 1<<62, nil)
-						j++
-						continue
-					}
-					first, n, _, err := l.enqueueN(ctx, sizes[:min(run, round-j)], 1<<62, false, nil, nil)
+					first, n, _, err := l.claim(ctx, sizes[:min(run, round-j)], 1<<62, false, nil, nil)
 					if err != nil {
 						b.Fatal(err)
 					}
-					l.publishN(first, msgs[j:j+n], cb, nil, 1<<62)
+					l.publish(first, msgs[j:j+n], cb, nil, 1<<62, nil)
 					j += n
 				}
 				end := pos + round

@@ -36,16 +36,22 @@ type ledgerRig struct {
 }
 
 func newLedgerRig(t *testing.T, maxPending int) *ledgerRig {
-	l, err := newLedger(maxPending, 1<<20, ledgerTimeout, false)
+	l, err := newLedger(maxPending, 1<<20, ledgerTimeout, nil)
 	require.NoError(t, err)
 	_, err = l.handshake(0) // fixes seqBase
 	require.NoError(t, err)
 	return &ledgerRig{t: t, l: l, delivered: map[uint64]ringbuf.State{}}
 }
 
+// claim claims one position for size bytes without waiting.
+func (r *ledgerRig) claim(size int) (uint64, error) {
+	pos, _, _, err := r.l.claim(context.Background(), []int64{int64(size)}, 0, false, nil, nil)
+	return pos, err
+}
+
 // send enqueues one message of size bytes at time now without waiting.
 func (r *ledgerRig) send(ctx context.Context, size int, now int64, w *waiter) (uint64, error) {
-	pos, err := r.l.claim(int64(size))
+	pos, err := r.claim(size)
 	if err != nil {
 		return 0, err
 	}
@@ -58,7 +64,7 @@ func (r *ledgerRig) send(ctx context.Context, size int, now int64, w *waiter) (u
 	if ctx.Done() != nil {
 		cctx = ctx
 	}
-	r.l.publish(pos, msg, cb, cctx, now+ledgerTimeout, w)
+	r.l.publish(pos, []*Message{msg}, cb, cctx, now+ledgerTimeout, w)
 	return pos, nil
 }
 
@@ -199,13 +205,13 @@ func TestLedgerTransitions(t *testing.T) {
 				require.NoError(t, err)
 				size += meta
 			}
-			pos, err := r.l.claim(int64(size))
+			pos, err := r.claim(size)
 			require.NoError(t, err)
 			sent := int64(50)
 			if i == late {
 				sent = 0 // expires before the others
 			}
-			r.l.publish(pos, msg, func(MessageID, *Message, error) {}, nil, sent+ledgerTimeout, nil)
+			r.l.publish(pos, []*Message{msg}, func(MessageID, *Message, error) {}, nil, sent+ledgerTimeout, nil)
 		}
 		records := func() []wire.Record {
 			b, err := wire.DecodeBatch(r.bb.Finish())
@@ -341,7 +347,7 @@ func TestLedgerTransitions(t *testing.T) {
 		never := make(chan time.Time) // the sender's timer: only room can wake it
 		got := make(chan error, 1)
 		go func() {
-			_, err := r.l.claimWaiting(context.Background(), 1, 10+ledgerTimeout, now.Load,
+			_, _, _, err := r.l.claim(context.Background(), []int64{1}, 10+ledgerTimeout, true, now.Load,
 				func(d time.Duration) (<-chan time.Time, func() bool) {
 					assert.Equal(t, time.Duration(ledgerTimeout), d)
 					close(armed)
@@ -377,7 +383,7 @@ func TestLedgerTransitions(t *testing.T) {
 		assert.ErrorIs(t, err, ErrClosed)
 		_, tail := r.l.bounds()
 		assert.False(t, r.l.resolvedBelow(tail))
-		r.l.failAll(tail)
+		r.l.failBelow(tail, ringbuf.Closed)
 		assert.True(t, r.l.resolvedBelow(tail))
 		r.dispatch()
 		for pos := range uint64(4) {
@@ -524,7 +530,7 @@ func ledgerProperty(t *testing.T, seed uint64) {
 		cancel()
 	}
 	_, tail := r.l.bounds()
-	r.l.failAll(tail)
+	r.l.failBelow(tail, ringbuf.Closed)
 	r.dispatch()
 	check("close")
 	head, _ := r.l.bounds()

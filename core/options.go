@@ -33,6 +33,7 @@ const (
 	DefaultHandshakeTimeout = 5 * time.Second
 	DefaultHeartbeat        = 2 * time.Second
 	DefaultFramesInFlight   = 4
+	DefaultMaxRefusals      = 3
 	DefaultTopic            = wire.DefaultTopic // "default"
 )
 
@@ -48,6 +49,7 @@ type config struct {
 	dialTimeout      time.Duration
 	handshakeTimeout time.Duration
 	heartbeat        time.Duration
+	maxRefusals      int
 	maxBatchMessages int
 	maxBatchBytes    int
 	maxFrameSize     int
@@ -74,6 +76,7 @@ func defaultConfig() config {
 		dialTimeout:      DefaultDialTimeout,
 		handshakeTimeout: DefaultHandshakeTimeout,
 		heartbeat:        DefaultHeartbeat,
+		maxRefusals:      DefaultMaxRefusals,
 		maxBatchMessages: DefaultMaxBatchMessages,
 		maxBatchBytes:    DefaultMaxBatchBytes,
 		maxFrameSize:     wire.DefaultMaxFrameSize,
@@ -171,7 +174,15 @@ func Topic(name string) Option {
 }
 
 // ReconnectBackoff sets the bounds of the exponential backoff, with full
-// jitter, between failed dials (defaults 50ms and 5s).
+// jitter, between connection attempts (defaults 50ms and 5s). Each failed
+// dial or handshake doubles the longest wait, from min up to max. So does a
+// connection that completed its handshake and then ended before it had
+// stayed up that long: a broker that accepts the HELLO and fails the
+// connection at once (a store failing every append, a refused sequence ID)
+// is retried with growing waits, not in a loop. A connection that stayed
+// up at least that long proved healthy: the wait is back at min, and the
+// producer redials at once when it ends. The producer never dials more
+// than once per min.
 func ReconnectBackoff(min, max time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if min <= 0 || max < min {
@@ -199,6 +210,34 @@ func HandshakeTimeout(d time.Duration) Option {
 // detects a half-open connection: a peer that vanished without closing.
 func Heartbeat(d time.Duration) Option {
 	return durationOption("Heartbeat", d, func(c *config, d time.Duration) { c.heartbeat = d })
+}
+
+// MaxRefusals sets after how many refusals in a row, of the kinds that do
+// not heal by waiting, the producer stops letting its messages wait
+// (default 3). Those refusals are the broker's answers to a HELLO that only
+// a change of configuration on one side can turn: ErrUnauthorized (the
+// credentials, the grants, or a name held by another identity) and
+// ErrProtocolVersion. At the nth refusal since the last connection the
+// broker accepted, and at each one after it, every pending message fails
+// at once with the refusal (errors.Is matches ErrUnauthorized or
+// ErrProtocolVersion, and errors.As a *wire.RemoteError); messages sent
+// meanwhile wait for the next refusal, one backoff later. The producer
+// keeps redialing with backoff all along, so it recovers by itself once
+// the broker accepts it. 0 turns this off: messages wait out their
+// SendTimeout, and their ErrTimeout names the refusal.
+//
+// The default tolerates a refusal that heals quickly: an access list being
+// reloaded as the producer dials, a name whose holder of another identity
+// is going away. With the default ReconnectBackoff the third refusal comes
+// 0.1 to 0.15s after the first, far sooner than SendTimeout.
+func MaxRefusals(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < 0 {
+			return invalid("MaxRefusals", n, "must not be negative")
+		}
+		c.maxRefusals = n
+		return nil
+	})
 }
 
 // MaxBatchMessages sets the most messages in one BATCH frame (default 4096).

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/inflightmq/inflight/clock"
+	"github.com/inflightmq/inflight/ringbuf"
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/wire"
 )
@@ -23,12 +24,12 @@ import (
 // of what the ledger reports ready. The ledger (ledger.go) alone moves
 // message states and cursors.
 type Producer struct {
-	cfg           config
-	dialer        transport.Dialer
-	led           *ledger
-	clock         clock.Clock
-	epoch         time.Time
-	onSystemClock bool // SendAsync reads the shared coarse clock
+	cfg    config
+	dialer transport.Dialer
+	led    *ledger
+	clock  clock.Clock
+	epoch  time.Time
+	coarse *coarseClock // on the system clock, the shared coarse clock SendAsync reads; else nil
 
 	comp   *wire.Compressor // nil without compression; pump only
 	events *notifier        // nil without OnEvent and Logger
@@ -51,6 +52,12 @@ type Producer struct {
 	stats     counters
 	sessionMu sync.Mutex
 	session   *session // current connection, for Close to cut
+
+	// lastFail is the last connection failure while no connection is
+	// ready (nil while one is, and before the first attempt ends): the
+	// pump stores it, the dispatcher names it in timeouts and ErrClosed.
+	lastFail atomic.Pointer[connFailure]
+	abortErr atomic.Pointer[error] // why the pump last aborted (see abort)
 }
 
 // New returns a Producer that connects through dialer and starts its
@@ -73,31 +80,34 @@ func New(dialer transport.Dialer, opts ...Option) (*Producer, error) {
 	if cfg.name == "" {
 		cfg.name = randomName()
 	}
-	onSystemClock := clock.IsSystem(cfg.clock)
-	led, err := newLedger(cfg.maxPending, cfg.maxPendingBytes, cfg.sendTimeout, onSystemClock)
+	var cc *coarseClock
+	if clock.IsSystem(cfg.clock) {
+		cc = coarse
+	}
+	led, err := newLedger(cfg.maxPending, cfg.maxPendingBytes, cfg.sendTimeout, cc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	p := &Producer{
-		cfg:           cfg,
-		dialer:        dialer,
-		led:           led,
-		clock:         cfg.clock,
-		epoch:         cfg.clock.Now(),
-		onSystemClock: onSystemClock,
-		stop:          make(chan struct{}),
-		stopDisp:      make(chan struct{}),
-		closed:        make(chan struct{}),
+		cfg:      cfg,
+		dialer:   dialer,
+		led:      led,
+		clock:    cfg.clock,
+		epoch:    cfg.clock.Now(),
+		coarse:   cc,
+		stop:     make(chan struct{}),
+		stopDisp: make(chan struct{}),
+		closed:   make(chan struct{}),
 	}
 	if cfg.codec != wire.CodecNone {
 		if p.comp, err = wire.NewCompressor(cfg.codec, cfg.level); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 		}
 	}
-	if p.onSystemClock {
+	if p.coarse != nil {
 		// All times are ns since one epoch: the coarse clock's.
-		p.epoch = coarse.epoch
-		coarse.register(p)
+		p.epoch = p.coarse.epoch
+		p.coarse.register(p)
 	}
 	if p.events = newNotifier(&cfg); p.events != nil {
 		go p.events.run() // stopped by Close, after the pump
@@ -120,8 +130,8 @@ func (p *Producer) MaxMessageSize() int { return p.cfg.maxMessageSize() }
 // now returns the time in ns since the producer's epoch, from the coarse
 // clock when there is one (SendAsync's path).
 func (p *Producer) now() int64 {
-	if p.onSystemClock {
-		return coarse.now()
+	if p.coarse != nil {
+		return p.coarse.now()
 	}
 	return p.preciseNow()
 }
@@ -159,13 +169,20 @@ func (p *Producer) Flush(ctx context.Context) error {
 //     any, keeps sending) or ctx ends;
 //  3. if ctx ended, it fails every message still pending with ErrClosed;
 //  4. it stops its goroutines and closes the connection;
-//  5. it waits until every callback has returned, or ctx ends.
+//  5. it waits until every callback has returned.
 //
-// Close returns ctx's error if ctx ended before it finished, else nil. When
-// it returns early, the callbacks still owed run afterwards, each exactly
-// once, and the callback goroutine then exits; a later Close(ctx) waits for
-// that. Every wait is bounded by ctx, also while a callback blocks (see
-// below for step 4).
+// Close returns ctx's error if ctx ended before it finished, else nil.
+// Every callback has run when Close returns, also when ctx ended: step 5
+// goes on past ctx's end as long as callbacks keep running. The one
+// exception is a callback that blocks: when no callback has started for
+// 100ms after ctx ended, Close takes the running one for blocked and
+// returns (within 200ms of ctx's end if that callback had started by
+// then); that callback and those after it then run when it returns, each
+// exactly once, and the callback goroutine then exits; a later Close(ctx)
+// waits for that. The time past ctx's end
+// is what failing the rest and running their callbacks takes (a few
+// milliseconds for thousands of quick callbacks). Stats read after Close
+// returned show nothing pending, unless a callback blocks.
 //
 // Close may be called from a callback: it then waits as in step 2 (the
 // callbacks of the messages it waits for run after the calling callback
@@ -193,13 +210,13 @@ func (p *Producer) Close(ctx context.Context) error {
 	var err error
 	if !p.drain(ctx, tail, inCallback) {
 		err = ctx.Err()
-		p.led.failAll(tail)
+		p.led.failBelow(tail, ringbuf.Closed)
 	}
 	close(p.stop)
 	p.cutSession()
 	p.wg.Wait()
-	if p.onSystemClock {
-		coarse.unregister(p)
+	if p.coarse != nil {
+		p.coarse.unregister(p)
 	}
 	if p.comp != nil {
 		p.comp.Close()
@@ -211,15 +228,49 @@ func (p *Producer) Close(ctx context.Context) error {
 	if inCallback {
 		return err
 	}
+	if werr := p.awaitCallbacks(ctx); err == nil {
+		err = werr
+	}
+	return err
+}
+
+// blockedCallback is how long Close, past its context's end, lets one
+// callback run before it takes that callback for blocked and returns
+// without it.
+const blockedCallback = 100 * time.Millisecond
+
+// awaitCallbacks waits until the dispatcher has run every callback and
+// ended (step 5 of Close). Until ctx ends it waits for that alone. Past
+// ctx's end it goes on waiting as long as callbacks keep starting: it
+// returns ctx's error when no callback started during a whole
+// blockedCallback, that is, when one callback has run that long (or the
+// dispatcher was not scheduled that long). A callback that blocks thus
+// delays Close by at most 2*blockedCallback past ctx's end.
+func (p *Producer) awaitCallbacks(ctx context.Context) error {
 	select {
 	case <-p.closed:
 		p.dispWG.Wait()
+		return nil
 	case <-ctx.Done():
-		if err == nil {
-			err = ctx.Err()
-		}
 	}
-	return err
+	// The producer's clock may be a manual one: a blocked callback is
+	// measured in real time.
+	t := time.NewTicker(blockedCallback)
+	defer t.Stop()
+	last := p.stats.delivered()
+	for {
+		select {
+		case <-p.closed:
+			p.dispWG.Wait()
+			return ctx.Err()
+		case <-t.C:
+		}
+		n := p.stats.delivered()
+		if n == last {
+			return ctx.Err()
+		}
+		last = n
+	}
 }
 
 // drain waits until every position below tail is resolved, and reports

@@ -2,23 +2,26 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/inflightmq/inflight/ringbuf"
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/wire"
 )
 
 // runPump is the connection supervisor and the writer: dial, handshake,
-// write batches until the connection dies, back off, again, until Close.
+// write batches until the connection dies, back off (see backoff), again,
+// until Close.
 func (p *Producer) runPump() {
 	// One buffer per frame the window lets be in flight: a frame's buffer
 	// comes back when the transport has written it, before its receipt,
 	// so the window, not the pool, is what makes the pump wait.
 	bufs := make(chan *transport.Buffer, p.cfg.framesInFlight)
-	backoff := p.cfg.backoffMin
+	wait := newBackoff(p.cfg.backoffMin, p.cfg.backoffMax)
+	refusals := 0 // final refusals since the last handshake that succeeded
 	connected := false
 	for !p.stopping() {
 		s, kind, err := p.connect()
@@ -28,15 +31,21 @@ func (p *Producer) runPump() {
 			}
 			p.event(Event{Kind: kind, Err: err})
 			p.report(err)
-			// Full jitter: anywhere in [min, backoff].
-			d := p.cfg.backoffMin + rand.N(backoff-p.cfg.backoffMin+1)
-			if !p.sleep(d) {
+			p.lastFail.Store(newConnFailure(err))
+			var refusal *brokerError
+			if errors.As(err, &refusal) && refusal.final() {
+				refusals++
+				if n := p.cfg.maxRefusals; n > 0 && refusals >= n {
+					p.abort(refusal)
+				}
+			}
+			if !p.sleep(wait.failed()) {
 				return
 			}
-			backoff = min(backoff*2, p.cfg.backoffMax)
 			continue
 		}
-		backoff = p.cfg.backoffMin
+		refusals = 0
+		up := p.preciseNow()
 		if connected {
 			p.stats.reconnects.Add(1)
 		}
@@ -55,7 +64,12 @@ func (p *Producer) runPump() {
 		}
 		p.event(Event{Kind: EventDisconnected, Err: cause})
 		if cause != ErrClosed {
-			p.report(fmt.Errorf("%w: %w", errConnLost, cause))
+			lost := wrap(errConnLost, cause)
+			p.report(lost)
+			p.lastFail.Store(newConnFailure(lost))
+		}
+		if d := wait.ended(time.Duration(p.preciseNow() - up)); d > 0 && !p.sleep(d) {
+			return
 		}
 	}
 }
@@ -116,7 +130,7 @@ func (p *Producer) connect() (*session, EventKind, error) {
 	conn, err := p.dialer.Dial(ctx, s)
 	cancel()
 	if err != nil {
-		return nil, EventDialFailed, fmt.Errorf("%w: %w", errDial, err)
+		return nil, EventDialFailed, wrap(errDial, err)
 	}
 	s.conn = conn
 	p.setSession(s)
@@ -131,10 +145,10 @@ func (p *Producer) connect() (*session, EventKind, error) {
 func (p *Producer) handshake(s *session) error {
 	hello, err := s.hello()
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrHandshake, err)
+		return wrap(ErrHandshake, err)
 	}
 	if err := s.conn.WriteFrame(&transport.Buffer{Bytes: hello}); err != nil {
-		return fmt.Errorf("%w: %w", ErrHandshake, err)
+		return wrap(ErrHandshake, err)
 	}
 	t := p.clock.NewTimer(p.cfg.handshakeTimeout)
 	defer t.Stop()
@@ -142,7 +156,7 @@ func (p *Producer) handshake(s *session) error {
 	select {
 	case ok = <-s.helloOK:
 	case <-s.dead:
-		return fmt.Errorf("%w: %w", ErrHandshake, s.reason())
+		return wrap(ErrHandshake, s.reason())
 	case <-t.C():
 		return fmt.Errorf("%w: no HELLO_OK within %v", ErrHandshake, p.cfg.handshakeTimeout)
 	case <-p.stop:
@@ -160,7 +174,16 @@ func (p *Producer) handshake(s *session) error {
 	s.maxFrame = min(int(ok.MaxFrameSize), p.cfg.maxFrameSize)
 	s.inbound.Store(p.preciseNow())
 	s.ready.Store(true)
+	p.lastFail.Store(nil)
 	return nil
+}
+
+// abort fails every message pending now with err, before its deadline: the
+// broker refused the producer in a way that cannot heal by waiting.
+func (p *Producer) abort(err error) {
+	p.abortErr.Store(&err)
+	_, tail := p.led.bounds()
+	p.led.failBelow(tail, ringbuf.Aborted)
 }
 
 // writeLoop writes batches from the oldest unresolved position on, until the

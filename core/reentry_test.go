@@ -119,8 +119,8 @@ func TestCloseInsideCallbackReturnsByContext(t *testing.T) {
 }
 
 // TestCloseWhileCallbackBlocksReturnsByContext: Close from another
-// goroutine while a callback blocks returns by its ctx; the blocked
-// callback and the rest run afterwards.
+// goroutine while a callback blocks returns shortly after its ctx ended;
+// the blocked callback and the rest run afterwards.
 func TestCloseWhileCallbackBlocksReturnsByContext(t *testing.T) {
 	e := newEnv(t)
 	release := blockCallbacks(t, e.p)
@@ -131,7 +131,10 @@ func TestCloseWhileCallbackBlocksReturnsByContext(t *testing.T) {
 	watchdog(t, 5*time.Second, "Close with a 200ms ctx", func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
+		start := time.Now()
 		assert.ErrorIs(t, e.p.Close(ctx), context.DeadlineExceeded)
+		// The blocked callback is noticed within 200ms past ctx.
+		assert.Less(t, time.Since(start), 700*time.Millisecond)
 	})
 	close(release)
 	rec.wait(t)

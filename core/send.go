@@ -70,31 +70,38 @@ func (p *Producer) send(ctx context.Context, msg *Message, cb Callback, w *waite
 	if err != nil {
 		return 0, err
 	}
-	done := ctx.Done()
-	if done != nil {
+	msgs, sizes := [1]*Message{msg}, [1]int64{int64(size)}
+	pos, _, err := p.enqueue(ctx, msgs[:], sizes[:], cb, w, block)
+	return pos, err
+}
+
+// enqueue puts a run of validated messages (sizes[i] bytes for msgs[i])
+// into the ledger for SendAsync, Send and SendBatch: as many as there is
+// room for, at least one unless it returns an error, all with the deadline
+// counted from now, callback cb or (for one message) Send's waiter w. With
+// block it waits for room while not even the first fits. It returns the
+// first position and how many it enqueued.
+func (p *Producer) enqueue(ctx context.Context, msgs []*Message, sizes []int64, cb Callback, w *waiter, block bool) (uint64, int, error) {
+	var cctx context.Context // what the entries keep: nil when ctx can never end
+	if ctx.Done() != nil {
 		if err := ctx.Err(); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-	}
-	deadline := p.now() + int64(p.cfg.sendTimeout)
-	pos, err := p.led.claim(int64(size))
-	waited := false
-	if err == ErrQueueFull && block {
-		waited = true
-		pos, err = p.led.claimWaiting(ctx, int64(size), deadline, p.preciseNow, p.newTimer)
-	}
-	if err != nil {
-		return 0, err
-	}
-	var cctx context.Context // nil: the context can never end
-	if done != nil {
 		cctx = ctx
 	}
-	p.led.publish(pos, msg, cb, cctx, deadline, w)
-	if waited {
-		p.led.enteredLate(pos, deadline, p.preciseNow())
+	deadline := p.now() + int64(p.cfg.sendTimeout)
+	first, n, waited, err := p.led.claim(ctx, sizes, deadline, block, p.preciseNow, p.newTimer)
+	if err != nil {
+		return 0, 0, err
 	}
-	return pos, nil
+	p.led.publish(first, msgs[:n], cb, cctx, deadline, w)
+	if waited {
+		now := p.preciseNow()
+		for pos := first; pos < first+uint64(n); pos++ {
+			p.led.enteredLate(pos, deadline, now)
+		}
+	}
+	return first, n, nil
 }
 
 // newTimer starts a timer on the producer's clock: its channel and its stop.

@@ -36,18 +36,8 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*Message, cb Callback) 
 	case ctx == nil:
 		return 0, ErrNilContext
 	}
-	done := ctx.Done()
-	ectx := ctx // what the entries keep: nil when ctx can never end
-	if done == nil {
-		ectx = nil
-	}
 	var sizes [batchClaim]int64
 	for n < len(msgs) {
-		if done != nil {
-			if err := ctx.Err(); err != nil {
-				return n, err
-			}
-		}
 		// Validate the next run; verr stops it at the first bad message.
 		k := 0
 		var verr error
@@ -67,17 +57,9 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*Message, cb Callback) 
 		if k == 0 {
 			return n, verr
 		}
-		deadline := p.now() + int64(p.cfg.sendTimeout)
-		first, got, waited, err := p.led.enqueueN(ctx, sizes[:k], deadline, p.cfg.blockIfFull, p.preciseNow, p.newTimer)
+		_, got, err := p.enqueue(ctx, msgs[n:n+k], sizes[:k], cb, nil, p.cfg.blockIfFull)
 		if err != nil {
 			return n, err
-		}
-		p.led.publishN(first, msgs[n:n+got], cb, ectx, deadline)
-		if waited {
-			now := p.preciseNow()
-			for i := range got {
-				p.led.enteredLate(first+uint64(i), deadline, now)
-			}
 		}
 		n += got
 		if got == k && verr != nil {

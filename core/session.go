@@ -71,14 +71,18 @@ func (s *session) OnFrame(frame []byte) {
 	s.inbound.Store(s.p.now())
 	typ, err := wire.TypeOf(frame)
 	if err != nil {
-		s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
+		s.fail(wrap(ErrProtocol, err))
 		return
 	}
 	switch typ {
 	case wire.TypeReceipt:
+		if !s.ready.Load() {
+			s.fail(fmt.Errorf("%w: RECEIPT before HELLO_OK", ErrProtocol))
+			return
+		}
 		r, err := wire.DecodeReceipt(frame)
-		if err != nil || !s.ready.Load() {
-			s.fail(fmt.Errorf("%w: bad or early RECEIPT: %v", ErrProtocol, err))
+		if err != nil {
+			s.fail(wrap(ErrProtocol, fmt.Errorf("bad RECEIPT: %w", err)))
 			return
 		}
 		s.p.led.ackThrough(r.Seq)
@@ -89,7 +93,7 @@ func (s *session) OnFrame(frame []byte) {
 	case wire.TypeHelloOK:
 		h, err := wire.DecodeHelloOK(frame)
 		if err != nil {
-			s.fail(fmt.Errorf("%w: %w", ErrHandshake, err))
+			s.fail(wrap(ErrHandshake, err))
 			return
 		}
 		select {
@@ -100,14 +104,10 @@ func (s *session) OnFrame(frame []byte) {
 	case wire.TypeError:
 		e, err := wire.DecodeError(frame)
 		if err != nil {
-			s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
+			s.fail(wrap(ErrProtocol, err))
 			return
 		}
-		if e.Code == wire.CodeUnauthorized {
-			s.fail(fmt.Errorf("%w: %w", ErrUnauthorized, e.Err()))
-			return
-		}
-		s.fail(e.Err())
+		s.fail(newBrokerError(e))
 	case wire.TypePong:
 		// Heartbeat replies need no action: any inbound frame shows the
 		// connection is alive.
@@ -136,7 +136,8 @@ func (s *session) hello() ([]byte, error) {
 
 // heartbeat runs beside the pump for the life of a ready session: it PINGs
 // the broker after one interval of silence and fails the session after two.
-// Any inbound frame counts as a sign of life. WriteFrame is safe to call
+// Any inbound frame counts as a sign of life: a PONG, a RECEIPT. Only the
+// producer PINGs; a PING from the broker breaks the protocol (OnFrame). WriteFrame is safe to call
 // concurrently with the pump's writes.
 func (s *session) heartbeat() {
 	p := s.p
@@ -172,10 +173,10 @@ func (s *session) heartbeat() {
 // silence returns how long before now the frame stamped (with p.now) at
 // stamp arrived, never more than the truth.
 func (p *Producer) silence(stamp, now int64) int64 {
-	if !p.onSystemClock {
+	if p.coarse == nil {
 		return now - stamp
 	}
-	arrived, ok := coarse.Upper(stamp)
+	arrived, ok := p.coarse.Upper(stamp)
 	if !ok {
 		return 0
 	}

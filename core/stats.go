@@ -14,16 +14,22 @@ type counters struct {
 	bytesWire  atomic.Uint64
 }
 
+// delivered returns how many outcomes the dispatcher has taken up: it
+// counts each before it runs the callback.
+func (c *counters) delivered() uint64 {
+	return c.acked.Load() + c.timedOut.Load() + c.canceled.Load() + c.failed.Load()
+}
+
 // Stats is a snapshot of a Producer's counters.
 type Stats struct {
 	Pending      int    // messages enqueued and not yet released (callback not yet run)
-	PendingBytes int64  // their payload bytes
+	PendingBytes int64  // their bytes: payload plus metadata, as MaxPendingBytes counts them
 	Unacked      int    // messages written to a connection and not yet resolved (no receipt, no failure)
 	Sent         uint64 // messages written to a connection, resends included
 	Acked        uint64 // success callbacks
 	TimedOut     uint64 // ErrTimeout callbacks
 	Canceled     uint64 // callbacks with the message's context error
-	Failed       uint64 // ErrClosed and ErrMessageTooLarge outcomes
+	Failed       uint64 // ErrClosed, ErrMessageTooLarge and refusal (MaxRefusals) outcomes
 	Reconnects   uint64 // connections established after the first
 	Batches      uint64 // BATCH frames written
 	BytesRaw     uint64 // BATCH frame bytes before compression

@@ -1,32 +1,19 @@
 package ringbuf
 
-// Pop and Drain use the ring as a plain MPSC queue: the consumer takes
-// published values in position order and releases them at once, ignoring
-// states. inflight's producer does not use them (its consumer side resolves
-// slots before releasing them); they serve simple queues, tests and
-// benchmarks.
-
-// Pop waits for the value at head, removes it and returns it. It returns
-// ErrClosed once the ring is closed and empty, ErrCanceled if done is closed
-// first. Consumer only.
-func (r *Ring[T]) Pop(done <-chan struct{}) (T, error) {
-	h := r.head.Load()
-	if err := r.WaitPublished(h, done); err != nil {
-		var zero T
-		return zero, err
-	}
-	v := r.slots[h&r.mask].Value
-	r.Release(h + 1)
-	return v, nil
-}
+// Drain uses the ring as a plain MPSC queue: the consumer takes published
+// values in position order and releases them at once, ignoring states.
+// inflight's producer does not use it (its consumer side resolves slots
+// before releasing them); it serves the ring's benchmarks (bench/) and
+// tests.
 
 // Drain waits for the value at head, then removes up to max consecutive
 // published values, appends them to dst and returns it. Releasing once per
-// batch instead of once per value is what makes a batch consumer cheap.
-// Errors as Pop. Consumer only.
+// batch instead of once per value is what makes a batch consumer cheap. It
+// returns ErrClosed once the ring is closed and empty, ErrCanceled if done
+// is closed first. Consumer only.
 func (r *Ring[T]) Drain(dst []T, max int, done <-chan struct{}) ([]T, error) {
 	h := r.head.Load()
-	if err := r.WaitPublished(h, done); err != nil {
+	if err := r.WaitPublishedUntil(h, done, nil); err != nil {
 		return dst, err
 	}
 	p := h

@@ -23,14 +23,14 @@ const (
 // Len, Bytes, WaitHead, ArmRoom, DisarmRoom and Close are safe for
 // concurrent use. The consumer side has
 // two roles, each for one goroutine at a time:
-//   - the reader of published positions: WaitPublished and
-//     WaitPublishedUntil (in inflight, the pump), Drain and Pop (a plain
-//     queue's single consumer);
+//   - the reader of published positions: Published and
+//     WaitPublishedUntil (in inflight, the pump), Drain (a plain queue's
+//     single consumer);
 //   - the releaser: Release (in inflight, the dispatcher).
 //
 // The two roles may run concurrently with each other (the pump waits for a
 // publish while the dispatcher releases), because the reader only waits on
-// positions at or beyond head. Drain and Pop release as they go, so a ring
+// positions at or beyond head. Drain releases as it goes, so a ring
 // used as a queue has one consumer that holds both roles.
 type Ring[T any] struct {
 	// Claimers write tail and claimed; the consumer writes head and
@@ -76,14 +76,8 @@ func New[T any](limit int, maxBytes int64) (*Ring[T], error) {
 	return r, nil
 }
 
-// Cap returns the number of slots (a power of two >= Limit).
+// Cap returns the number of slots: a power of two at least New's limit.
 func (r *Ring[T]) Cap() int { return len(r.slots) }
-
-// Limit returns the maximum number of live positions.
-func (r *Ring[T]) Limit() int { return int(r.limit) }
-
-// MaxBytes returns the byte limit.
-func (r *Ring[T]) MaxBytes() int64 { return r.maxBytes }
 
 // Head returns the oldest position not yet released.
 func (r *Ring[T]) Head() uint64 { return r.head.Load() }
@@ -102,9 +96,6 @@ func (r *Ring[T]) Bytes() int64 {
 	rel := r.released.Load()
 	return r.claimed.Load() - rel
 }
-
-// Closed reports whether Close was called.
-func (r *Ring[T]) Closed() bool { return r.tail.Load()&closedBit != 0 }
 
 // TryClaim reserves the next position and size bytes without waiting. It
 // returns ErrFull when either limit is reached and ErrClosed after Close. The
@@ -280,15 +271,10 @@ func (r *Ring[T]) ArmRoom() <-chan struct{} { return r.space.arm() }
 // DisarmRoom ends a wait begun with ArmRoom.
 func (r *Ring[T]) DisarmRoom() { r.space.disarm() }
 
-// WaitPublished waits until position pos is published. It returns
-// ErrCanceled if done is closed first and ErrClosed if the ring is closed and
-// pos was never claimed. Consumer only.
-func (r *Ring[T]) WaitPublished(pos uint64, done <-chan struct{}) error {
-	return r.WaitPublishedUntil(pos, done, nil)
-}
-
-// WaitPublishedUntil is WaitPublished that also gives up with ErrTimeout
-// when timeout delivers (a nil timeout never does). Consumer only.
+// WaitPublishedUntil waits until position pos is published. It returns
+// ErrCanceled if done is closed first, ErrClosed if the ring is closed and
+// pos was never claimed, and ErrTimeout when timeout delivers (a nil timeout
+// never does). Consumer only.
 func (r *Ring[T]) WaitPublishedUntil(pos uint64, done <-chan struct{}, timeout <-chan time.Time) error {
 	for i := 0; ; i++ {
 		if r.Published(pos) {

@@ -11,15 +11,18 @@ package ringbuf
 //	   |                 | context, too large      | sweeper: Expired
 //	   |                 v                         | context: Canceled
 //	   |        Expired | Canceled | Rejected      | owner's Close: Closed
+//	   |                                           | owner gives up: Aborted
 //	   |                                           v
-//	   +--(sweeper, context, Close)--> Acked | Expired | Canceled | Closed | Rejected
+//	   +--(sweeper, context, Close, owner)--> Acked | Expired | Canceled |
+//	                                          Closed | Rejected | Aborted
 //	                                                     |
 //	                                   dispatcher -------+--> Done --> released
 //
 // In inflight the writer is the pump, the receipts resolver runs on a
 // transport goroutine, the sweeper and context.AfterFunc expire and cancel,
-// Close fails what is left, and the dispatcher delivers outcomes and moves
-// out-of-order failures to Done. Writing is held only while the writer
+// Close fails what is left, the pump aborts what is pending when the broker
+// refuses the producer for good, and the dispatcher delivers outcomes and
+// moves out-of-order failures to Done. Writing is held only while the writer
 // copies the value (the pump holds a run of up to 32 positions, copies them,
 // then moves them on); resolvers that meet it wait for it to end (see
 // Resolve), so the writer alone resolves a Writing slot.
@@ -45,6 +48,9 @@ const (
 	Closed
 	// Rejected: the owner refused it (for example, too large for the peer).
 	Rejected
+	// Aborted: the owner gave up on it before its deadline (for example,
+	// the peer refused the owner for good).
+	Aborted
 	// Done: its outcome was delivered; it waits for head to pass it.
 	Done
 )
@@ -54,16 +60,13 @@ const (
 	stateMask = 1<<stateBits - 1
 )
 
-// Resolved reports whether s is an outcome (Acked or one of the failures).
-func (s State) Resolved() bool { return s >= Acked && s < Done }
-
 // Failed reports whether s is a failed outcome.
 func (s State) Failed() bool { return s > Acked && s < Done }
 
 // Final reports whether s can no longer change except to Done or by release.
 func (s State) Final() bool { return s >= Acked }
 
-var stateNames = [...]string{"unpublished", "pending", "writing", "written", "acked", "expired", "canceled", "closed", "rejected", "done"}
+var stateNames = [...]string{"unpublished", "pending", "writing", "written", "acked", "expired", "canceled", "closed", "rejected", "aborted", "done"}
 
 func (s State) String() string {
 	if int(s) < len(stateNames) {

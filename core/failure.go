@@ -1,0 +1,117 @@
+package core
+
+import (
+	"strings"
+
+	"github.com/inflightmq/inflight/wire"
+)
+
+// Errors that wrap other errors compose their text here, so that it reads
+// once: the package prefixes of what they wrap ("inflight: ",
+// "inflight/wire: ", "inflight/broker: ") are left out, since the outer
+// error's "inflight: " already says where it comes from. errors.Is and
+// errors.As see every error wrapped.
+
+// wrap returns outer wrapping inner: "<outer>: <inner without package
+// prefixes>".
+func wrap(outer, inner error) error { return &wrapped{outer: outer, inner: inner} }
+
+type wrapped struct{ outer, inner error }
+
+func (e *wrapped) Error() string   { return e.outer.Error() + ": " + unprefixed(e.inner.Error()) }
+func (e *wrapped) Unwrap() []error { return []error{e.outer, e.inner} }
+
+// unprefixed returns s without the package prefixes among its ": "
+// separated parts: "inflight/broker: unauthorized: inflight/wire: x" reads
+// "unauthorized: x".
+func unprefixed(s string) string {
+	if !strings.Contains(s, "inflight") {
+		return s
+	}
+	parts := strings.Split(s, ": ")
+	kept := parts[:0]
+	for _, p := range parts {
+		if p != "inflight" && !(strings.HasPrefix(p, "inflight/") && !strings.ContainsRune(p, ' ')) {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, ": ")
+}
+
+// brokerError is an ERROR frame from the broker as the producer reports it:
+// kind names it among this package's errors (ErrUnauthorized,
+// ErrProtocolVersion; nil for other codes), remote is the frame. Its text
+// gives the broker's reason once:
+//
+//	inflight: not authorized by the broker: certificate "eve" not in the access list
+//
+// where the frame alone reads "inflight/wire: remote error unauthorized:
+// inflight/broker: unauthorized: certificate ...".
+type brokerError struct {
+	kind   error
+	remote *wire.RemoteError
+}
+
+func newBrokerError(e wire.Error) *brokerError {
+	b := &brokerError{remote: &wire.RemoteError{Code: e.Code, Text: e.Text}}
+	switch e.Code {
+	case wire.CodeUnauthorized:
+		b.kind = ErrUnauthorized
+	case wire.CodeVersion:
+		b.kind = ErrProtocolVersion
+	}
+	return b
+}
+
+func (e *brokerError) Error() string {
+	code := e.remote.Code.String()
+	text := strings.TrimPrefix(unprefixed(e.remote.Text), code+": ")
+	var s string
+	if e.kind != nil {
+		s = e.kind.Error()
+	} else {
+		s = "inflight: broker error (" + code + ")"
+	}
+	if text != "" {
+		s += ": " + text
+	}
+	return s
+}
+
+func (e *brokerError) Unwrap() []error {
+	if e.kind == nil {
+		return []error{e.remote}
+	}
+	return []error{e.kind, e.remote}
+}
+
+// final reports whether the refusal cannot heal without a change of
+// configuration, on one side or the other: credentials or grants, the
+// protocol version (see MaxRefusals).
+func (e *brokerError) final() bool { return e.kind != nil }
+
+// withCause is a message's outcome (ErrTimeout, ErrClosed) while the
+// producer had no connection, naming the last connection failure:
+//
+//	inflight: send timed out; last connection failure: not authorized by the broker: ...
+type withCause struct{ outcome, cause error }
+
+func (e *withCause) Error() string {
+	return e.outcome.Error() + "; last connection failure: " + unprefixed(e.cause.Error())
+}
+func (e *withCause) Unwrap() []error { return []error{e.outcome, e.cause} }
+
+// connFailure is the last connection failure, kept while the producer has
+// no connection that completed its handshake, with the outcomes that name
+// it, composed once for every message that gets one.
+type connFailure struct {
+	timeout error // ErrTimeout and the cause
+	closed  error // ErrClosed and the cause
+}
+
+func newConnFailure(cause error) *connFailure {
+	return &connFailure{
+		timeout: &withCause{outcome: ErrTimeout, cause: cause},
+		closed:  &withCause{outcome: ErrClosed, cause: cause},
+	}
+}
