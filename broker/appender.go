@@ -274,7 +274,7 @@ func readRecords(recs []Record, b *wire.Batch, skip int, rr *wire.RecordReader) 
 			recs = append(recs, Record{})
 		}
 		r := &recs[len(recs)-1]
-		r.Seq = seq
+		r.Seq, r.Raw = seq, raw
 		if p, plain := wire.PlainPayload(raw); plain { // no metadata: the common case, kept cheap
 			r.Payload = p
 		} else {

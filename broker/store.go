@@ -38,6 +38,13 @@ type Record struct {
 	Key       []byte        // nil when the producer set none
 	Headers   []wire.Header // ordered; keys may repeat; nil when none
 	EventTime time.Time     // zero when the producer set none
+	// Raw is the record as it arrived in its BATCH frame: its flags byte,
+	// its metadata and its payload, which the fields above are read from
+	// (the wire record body, see wire.AppendRecordBody). A store whose
+	// format holds records as the wire does may write Raw as it is
+	// instead of encoding the fields again. nil for a Record that did not
+	// come from a frame; a store then encodes the fields.
+	Raw []byte
 }
 
 // stream names the sequence of records of one producer on one topic: the

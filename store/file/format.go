@@ -268,11 +268,14 @@ func entryBodyLen(topic, producer string, recs []broker.Record) (int, error) {
 	prev := recs[0].Seq - 1
 	for i := range recs {
 		r := &recs[i]
-		meta, err := wire.CheckMeta(r.Key, r.Headers, r.EventTime)
-		if err != nil {
-			return 0, fmt.Errorf("record %d: %w", r.Seq, err)
+		body := len(r.Raw) // checked by the broker when it read the frame
+		if r.Raw == nil {
+			meta, err := wire.CheckMeta(r.Key, r.Headers, r.EventTime)
+			if err != nil {
+				return 0, fmt.Errorf("record %d: %w", r.Seq, err)
+			}
+			body = 1 + meta + len(r.Payload)
 		}
-		body := 1 + meta + len(r.Payload)
 		n += int64(uvarintLen(r.Seq-prev-1) + uvarintLen(uint64(body)) + body)
 		if n > maxEntryBody {
 			return 0, fmt.Errorf("entry of %d records over %d bytes", len(recs), maxEntryBody)
@@ -298,9 +301,14 @@ func appendEntry(buf []byte, topic, producer string, recs []broker.Record, bodyL
 	for i := range recs {
 		r := &recs[i]
 		buf = binary.AppendUvarint(buf, r.Seq-prev-1)
-		meta, _ := wire.CheckMeta(r.Key, r.Headers, r.EventTime) // checked by entryBodyLen
-		buf = binary.AppendUvarint(buf, uint64(1+meta+len(r.Payload)))
-		buf = wire.AppendRecordBody(buf, r.Payload, r.Key, r.Headers, r.EventTime)
+		if r.Raw != nil { // as it arrived: the entry's record body is the wire's
+			buf = binary.AppendUvarint(buf, uint64(len(r.Raw)))
+			buf = append(buf, r.Raw...)
+		} else {
+			meta, _ := wire.CheckMeta(r.Key, r.Headers, r.EventTime) // checked by entryBodyLen
+			buf = binary.AppendUvarint(buf, uint64(1+meta+len(r.Payload)))
+			buf = wire.AppendRecordBody(buf, r.Payload, r.Key, r.Headers, r.EventTime)
+		}
 		prev = r.Seq
 	}
 	binary.BigEndian.PutUint32(buf[start:], uint32(bodyLen))
