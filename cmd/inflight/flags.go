@@ -125,6 +125,25 @@ func usageError(fs *flag.FlagSet, stderr io.Writer, format string, args ...any) 
 	return exitUsage
 }
 
+// checkHostPorts checks a comma-separated list of host:port addresses (at
+// least one) with checkHostPort.
+func checkHostPorts(s string) error {
+	n := 0
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		if err := checkHostPort(a); err != nil {
+			return err
+		}
+		n++
+	}
+	if n == 0 {
+		return fmt.Errorf("no address in %q", s)
+	}
+	return nil
+}
+
 // checkHostPort reports whether s is a host:port address that can be
 // listened on or dialled: a number for the port, 0 to 65535.
 func checkHostPort(s string) error {

@@ -32,7 +32,7 @@ type produceFlags struct {
 func runProduce(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("produce", flag.ContinueOnError)
 	var f produceFlags
-	fs.StringVar(&f.addr, "addr", "127.0.0.1:7070", "broker address")
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:7070", "broker address, or several gateways' as host:port,host:port (each connection goes to the next that answers)")
 	fs.IntVar(&f.n, "n", 1_000_000, "messages to send (not with -input; 1 with -payload unless given)")
 	fs.IntVar(&f.size, "size", 100, "payload bytes per message, at least 16: the message's number and send time, then zeros (not with -payload or -input)")
 	fs.StringVar(&f.payload, "payload", "", "send this payload in every message, instead of -size bytes")
@@ -154,7 +154,7 @@ func checkProduceFlags(fs *flag.FlagSet, f *produceFlags, stderr io.Writer) int 
 	case f.linger < 0:
 		return usageError(fs, stderr, "-linger must not be negative")
 	}
-	if err := checkHostPort(f.addr); err != nil {
+	if err := checkHostPorts(f.addr); err != nil {
 		return usageError(fs, stderr, "-addr: %v", err)
 	}
 	f.payloadSet = set["payload"]

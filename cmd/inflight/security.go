@@ -103,7 +103,7 @@ func (c *clientSecurity) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.ca, "tls-ca", "", "PEM CA certificates to trust instead of the system's")
 	fs.StringVar(&c.cert, "tls-cert", "", "PEM client certificate, for mutual TLS (with -tls-key)")
 	fs.StringVar(&c.key, "tls-key", "", "PEM private key of -tls-cert")
-	fs.StringVar(&c.serverName, "tls-server-name", "", "name the broker's certificate must have (default: the host of -addr)")
+	fs.StringVar(&c.serverName, "tls-server-name", "", "name the broker's certificate must have (default: the host of the -addr address being dialed)")
 	fs.StringVar(&c.tokenFile, "token-file", "", "file holding the token to present (default: $"+tokenEnv+" if set)")
 }
 

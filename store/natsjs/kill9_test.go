@@ -42,39 +42,11 @@ func TestGatewayKill9(t *testing.T) {
 	bin := build(t, "github.com/inflightmq/inflight/store/natsjs/internal/testgateway")
 	c := startCluster(t, 3, natsjstest.Options{})
 	ensureStream(t, c, natsjs.StreamConfig{Replicas: 3})
+	storeURL := gatewayStoreURL(c)
 	addr := freeAddr(t)
-	storeURL := strings.ReplaceAll(c.URLs(), "nats://", "")
-	storeURL = "nats://" + storeURL + "/" + streamName + "?replicas=3&create=false"
-	start := func() *exec.Cmd {
-		t.Helper()
-		// The killed gateway's port may take a moment to be free again.
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			cmd := exec.Command(bin, "-listen", addr, "-store", storeURL)
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			cmd.Stderr = os.Stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			line, err := bufio.NewReader(out).ReadString('\n')
-			if err == nil && strings.HasPrefix(line, "listening on") {
-				return cmd
-			}
-			_ = cmd.Wait()
-			if time.Now().After(deadline) {
-				t.Fatalf("gateway did not start: %q %v", line, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	start := func() *exec.Cmd { return startGateway(t, bin, addr, storeURL) }
 	gw := start()
-	defer func() {
-		_ = gw.Process.Signal(syscall.SIGTERM)
-		_ = gw.Wait()
-	}()
+	defer func() { stopGateway(gw) }()
 	d, err := tcp.NewDialer(addr)
 	if err != nil {
 		t.Fatal(err)
@@ -163,6 +135,96 @@ func TestStreamLeaderKill9(t *testing.T) {
 	t.Logf("%d records in %v with two crashes; broker: %d batches, %d stored, %d store errors; store %+v",
 		n, el.Round(time.Millisecond), bs.Batches, bs.Stored, bs.ProtocolErrors, s.Stats())
 	o.check(t, pc, s.Subject(testTopic, "leader-kill9"))
+}
+
+// gatewayStoreURL is the -store of a gateway process on c's stream.
+func gatewayStoreURL(c servers) string {
+	return "nats://" + strings.ReplaceAll(c.URLs(), "nats://", "") + "/" + streamName + "?replicas=3&create=false"
+}
+
+// startGateway starts the gateway binary bin on addr, on the stream at
+// storeURL, and returns once it listens. A killed gateway's port may take a
+// moment to be free again: it retries for a while.
+func startGateway(t *testing.T, bin, addr, storeURL string) *exec.Cmd {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		cmd := exec.Command(bin, "-listen", addr, "-store", storeURL)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err == nil && strings.HasPrefix(line, "listening on") {
+			return cmd
+		}
+		_ = cmd.Wait()
+		if time.Now().After(deadline) {
+			t.Fatalf("gateway did not start: %q %v", line, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// stopGateway ends a gateway process gracefully.
+func stopGateway(cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Wait()
+}
+
+// TestDialerFailsOverBetweenGateways: two gateway processes on one stream;
+// the producer's dialer is given both addresses. Each gateway in turn is
+// killed with SIGKILL and not restarted until the producer has stored more
+// through the other: so whichever it was on, it fails over to the other
+// address at least once. Every callback once, each success stored once, in
+// order.
+func TestDialerFailsOverBetweenGateways(t *testing.T) {
+	bin := build(t, "github.com/inflightmq/inflight/store/natsjs/internal/testgateway")
+	c := startCluster(t, 3, natsjstest.Options{})
+	ensureStream(t, c, natsjs.StreamConfig{Replicas: 3})
+	storeURL := gatewayStoreURL(c)
+	addrs := [2]string{freeAddr(t), freeAddr(t)}
+	var gws [2]*exec.Cmd
+	for i := range gws {
+		gws[i] = startGateway(t, bin, addrs[i], storeURL)
+	}
+	defer func() {
+		for _, gw := range gws {
+			stopGateway(gw)
+		}
+	}()
+	d, err := tcp.NewDialer(addrs[0] + "," + addrs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	n := *kill9Records
+	p := newProducer(t, d, "gateway-failover")
+	o := newOutcome(n)
+	t0 := time.Now()
+	sent := make(chan struct{})
+	go func() { defer close(sent); o.send(t, p, 0, n, 100) }()
+	for i := range gws {
+		waitFor(t, 60*time.Second, "records stored", func() bool { return o.successes.Load() > int64(n/8*(2*i+1)) })
+		_ = gws[i].Process.Kill() // SIGKILL to this PID only
+		_ = gws[i].Wait()
+		at := o.successes.Load()
+		t.Logf("SIGKILL gateway %d (%s) after %v, %d succeeded", i, addrs[i], time.Since(t0).Round(time.Millisecond), at)
+		waitFor(t, 60*time.Second, "successes through the other gateway", func() bool { return o.successes.Load() > at+int64(n/16) })
+		gws[i] = startGateway(t, bin, addrs[i], storeURL)
+	}
+	<-sent
+	closeProducer(t, p)
+	reconnects := p.Stats().Reconnects
+	t.Logf("%d records in %v, %d reconnects", n, time.Since(t0).Round(time.Millisecond), reconnects)
+	if reconnects == 0 {
+		t.Error("the producer never failed over")
+	}
+	o.check(t, c, natsjs.Subject("inflight", testTopic, "gateway-failover"))
 }
 
 // freeAddr returns a 127.0.0.1 address with a port free a moment ago.

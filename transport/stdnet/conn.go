@@ -24,10 +24,11 @@ import (
 // buffers is its window, stops. WriteQueue bounds the queue for callers
 // without such a window.
 type clientConn struct {
-	d   *Dialer
-	raw net.Conn // the socket: closing it stops both goroutines
-	rw  net.Conn // raw, or the tls.Conn over it
-	h   transport.Handler
+	d    *Dialer
+	raw  net.Conn // the socket: closing it stops both goroutines
+	rw   net.Conn // raw, or the tls.Conn over it
+	addr string   // the address it connected to
+	h    transport.Handler
 
 	mu     sync.Mutex
 	queue  []*transport.Buffer // handed to WriteFrame, not yet taken by the writer
@@ -38,8 +39,8 @@ type clientConn struct {
 	done   chan struct{} // closed by shut
 }
 
-func newClientConn(d *Dialer, raw, rw net.Conn, h transport.Handler) *clientConn {
-	return &clientConn{d: d, raw: raw, rw: rw, h: h, wake: make(chan struct{}, 1), done: make(chan struct{})}
+func newClientConn(d *Dialer, raw, rw net.Conn, addr string, h transport.Handler) *clientConn {
+	return &clientConn{d: d, raw: raw, rw: rw, addr: addr, h: h, wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // WriteFrame implements transport.Conn: it queues buf for the writer and
@@ -167,7 +168,7 @@ func (c *clientConn) explain(err error) error {
 	case errors.Is(err, io.EOF):
 		return fmt.Errorf("%w: the broker hung up", transport.ErrClosed)
 	case c.rw != c.raw && errors.As(err, &op) && op.Op == "remote error":
-		return fmt.Errorf("%w: %s refused the handshake: %w", ErrHandshake, c.d.addr, err)
+		return fmt.Errorf("%w: %s refused the handshake: %w", ErrHandshake, c.addr, err)
 	}
 	return err
 }

@@ -28,8 +28,9 @@ func defaultDialConfig() dialConfig {
 		maxFrame: wire.DefaultMaxFrameSize, writeQueue: 1024}
 }
 
-// ConnectTimeout bounds the TCP connect and the TLS handshake of one Dial
-// (default 5s each); the context given to Dial can only shorten them.
+// ConnectTimeout bounds one connect attempt, TCP connect and TLS handshake
+// together (default 5s); the context given to Dial can only shorten it,
+// and shares itself among the addresses still to try (see NewDialer).
 func ConnectTimeout(d time.Duration) DialOption {
 	return dialOptionFunc(func(c *dialConfig) error {
 		if d <= 0 {
@@ -75,7 +76,8 @@ func WriteQueue(n int) DialOption {
 
 // ClientTLS makes the Dialer speak TLS with cfg (default: plain TCP). The
 // Dialer uses a clone. If cfg.MinVersion is zero it is TLS 1.3; if
-// cfg.ServerName is empty it is the host of the Dialer's address. For
+// cfg.ServerName is empty it is the host of the address being dialed, as
+// given to NewDialer. For
 // mutual TLS put the client's certificate in cfg.Certificates.
 func ClientTLS(cfg *tls.Config) DialOption {
 	return dialOptionFunc(func(c *dialConfig) error {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 
+	"github.com/inflightmq/inflight/internal/endpoints"
 	"github.com/inflightmq/inflight/transport"
 )
 
@@ -14,8 +15,8 @@ import (
 // connection has its own reader and writer goroutines; the Dialer owns them
 // and Close stops them. Safe for concurrent use.
 type Dialer struct {
-	addr string
-	cfg  dialConfig
+	addrs *endpoints.List
+	cfg   dialConfig
 
 	mu     sync.Mutex
 	closed bool
@@ -23,12 +24,21 @@ type Dialer struct {
 	wg     sync.WaitGroup // every connection's goroutines
 }
 
-// NewDialer returns a Dialer for the broker at addr (host:port). It starts
-// nothing until Dial; Close it when done.
-func NewDialer(addr string, opts ...DialOption) (*Dialer, error) {
-	host, _, err := net.SplitHostPort(addr)
+// NewDialer returns a Dialer for the broker at addrs, "host:port" or a
+// comma-separated list of them (gateways of one store). It starts nothing
+// until Dial; Close it when done.
+//
+// With several addresses, or a host name that resolves to several, each
+// Dial starts one address further along than the previous one (the first
+// at a random one) and tries the others in turn if it does not connect or
+// its TLS handshake fails: the dialer's producers spread over the
+// gateways, and a producer that lost its connection reconnects to the next
+// one. Without a ServerName in ClientTLS's config, a server's certificate
+// must be valid for the host as it appears in addrs.
+func NewDialer(addrs string, opts ...DialOption) (*Dialer, error) {
+	list, err := endpoints.Parse(addrs)
 	if err != nil {
-		return nil, fmt.Errorf("%w: address %q: %w", ErrInvalidOption, addr, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	cfg := defaultDialConfig()
 	for _, o := range opts {
@@ -39,52 +49,69 @@ func NewDialer(addr string, opts ...DialOption) (*Dialer, error) {
 			return nil, err
 		}
 	}
-	if cfg.tls != nil && cfg.tls.ServerName == "" {
-		cfg.tls.ServerName = host
-	}
-	return &Dialer{addr: addr, cfg: cfg, conns: make(map[*clientConn]struct{})}, nil
+	return &Dialer{addrs: list, cfg: cfg, conns: make(map[*clientConn]struct{})}, nil
 }
 
-// Dial implements transport.Dialer: it connects (ConnectTimeout, KeepAlive,
-// ctx), completes the TLS handshake if configured (bounded the same way),
-// and starts the connection's reader and writer. A failed handshake returns
-// ErrHandshake wrapping the crypto/tls error that says why (an expired
-// certificate, an unknown authority, a name mismatch). After Close it
-// returns ErrDialerClosed.
+// Dial implements transport.Dialer: it connects to the next address that
+// accepts (see NewDialer; ConnectTimeout, KeepAlive, ctx), completes the
+// TLS handshake if configured (bounded the same way), and starts the
+// connection's reader and writer. A failed handshake returns ErrHandshake
+// wrapping the crypto/tls error that says why (an expired certificate, an
+// unknown authority, a name mismatch); with several addresses the error
+// names every address tried and why. After Close it returns
+// ErrDialerClosed.
 func (d *Dialer) Dial(ctx context.Context, h transport.Handler) (transport.Conn, error) {
 	if d.isClosed() {
 		return nil, ErrDialerClosed
 	}
-	nd := net.Dialer{Timeout: d.cfg.connectTimeout, KeepAlive: d.cfg.keepAlive}
-	raw, err := nd.DialContext(ctx, "tcp", d.addr)
+	s, err := endpoints.Dial(ctx, d.addrs, d.cfg.connectTimeout, d.connect)
 	if err != nil {
 		return nil, err
 	}
-	if tc, ok := raw.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-	}
-	rw := raw
-	if d.cfg.tls != nil {
-		ctx, cancel := context.WithTimeout(ctx, d.cfg.connectTimeout)
-		defer cancel()
-		tc := tls.Client(raw, d.cfg.tls)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			raw.Close()
-			return nil, fmt.Errorf("%w: %s: %w", ErrHandshake, d.addr, err)
-		}
-		rw = tc
-	}
-	c := newClientConn(d, raw, rw, h)
+	c := newClientConn(d, s.raw, s.rw, s.addr, h)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		raw.Close()
+		s.raw.Close()
 		return nil, ErrDialerClosed
 	}
 	d.conns[c] = struct{}{}
 	d.wg.Go(c.write)
 	d.wg.Go(c.read)
 	return c, nil
+}
+
+// socket is a connected socket, and the TLS connection over it if any.
+type socket struct {
+	raw, rw net.Conn
+	addr    string
+}
+
+// connect connects to t and completes the TLS handshake if configured,
+// both within ctx.
+func (d *Dialer) connect(ctx context.Context, t endpoints.Target) (socket, error) {
+	nd := net.Dialer{KeepAlive: d.cfg.keepAlive}
+	raw, err := nd.DialContext(ctx, "tcp", t.Addr)
+	if err != nil {
+		return socket{}, err
+	}
+	if tc, ok := raw.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	if d.cfg.tls == nil {
+		return socket{raw, raw, t.Addr}, nil
+	}
+	cfg := d.cfg.tls
+	if cfg.ServerName == "" {
+		cfg = cfg.Clone()
+		cfg.ServerName = t.Host
+	}
+	tc := tls.Client(raw, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return socket{}, fmt.Errorf("%w: %w", ErrHandshake, err)
+	}
+	return socket{raw, tc, t.Addr}, nil
 }
 
 func (d *Dialer) isClosed() bool {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
+	"github.com/inflightmq/inflight/internal/endpoints"
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/wire"
 )
@@ -27,8 +28,9 @@ type dialConfig struct {
 	maxFrame       int
 }
 
-// ConnectTimeout bounds the TCP connect of one Dial (default 5s); the
-// context given to Dial can only shorten it.
+// ConnectTimeout bounds one TCP connect attempt (default 5s); the context
+// given to Dial can only shorten it, and shares itself among the addresses
+// still to try (see NewDialer).
 func ConnectTimeout(d time.Duration) DialOption {
 	return dialOptionFunc(func(c *dialConfig) error {
 		if d <= 0 {
@@ -61,7 +63,7 @@ func MaxInboundFrame(n int) DialOption {
 // Dialer is a transport.Dialer over TCP. All its connections share one gnet
 // client and its event loop. Safe for concurrent use.
 type Dialer struct {
-	addr   string
+	addrs  *endpoints.List
 	cfg    dialConfig
 	client *gnet.Client
 	events *clientEvents
@@ -70,11 +72,21 @@ type Dialer struct {
 	closed bool
 }
 
-// NewDialer returns a Dialer for the broker at addr (host:port) and starts
-// its event loop. Close it when done.
-func NewDialer(addr string, opts ...DialOption) (*Dialer, error) {
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return nil, fmt.Errorf("%w: address %q: %w", ErrInvalidOption, addr, err)
+// NewDialer returns a Dialer for the broker at addrs, "host:port" or a
+// comma-separated list of them (gateways of one store), and starts its
+// event loop. Close it when done.
+//
+// With several addresses, or a host name that resolves to several, each
+// Dial starts one address further along than the previous one (the first
+// at a random one) and tries the others in turn if it does not connect:
+// the dialer's producers spread over the gateways, and a producer that
+// lost its connection reconnects to the next one. Each connect attempt is
+// bounded by ConnectTimeout, and shares what is left of the Dial's context
+// with the addresses still to try. Names are resolved at every Dial.
+func NewDialer(addrs string, opts ...DialOption) (*Dialer, error) {
+	list, err := endpoints.Parse(addrs)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	cfg := dialConfig{connectTimeout: 5 * time.Second, keepAlive: 15 * time.Second, maxFrame: wire.DefaultMaxFrameSize}
 	for _, o := range opts {
@@ -98,11 +110,13 @@ func NewDialer(addr string, opts ...DialOption) (*Dialer, error) {
 	if err := client.Start(); err != nil {
 		return nil, fmt.Errorf("inflight/tcp: gnet client start: %w", err)
 	}
-	return &Dialer{addr: addr, cfg: cfg, client: client, events: events}, nil
+	return &Dialer{addrs: list, cfg: cfg, client: client, events: events}, nil
 }
 
-// Dial implements transport.Dialer: it connects with a net.Dialer (connect
-// timeout, keep-alive, ctx) and hands the socket to the gnet event loop.
+// Dial implements transport.Dialer: it connects to the next address that
+// accepts (see NewDialer) with a net.Dialer (connect timeout, keep-alive,
+// ctx) and hands the socket to the gnet event loop. If none connects, the
+// error names every address tried and why.
 func (d *Dialer) Dial(ctx context.Context, h transport.Handler) (transport.Conn, error) {
 	d.mu.Lock()
 	closed := d.closed
@@ -110,8 +124,10 @@ func (d *Dialer) Dial(ctx context.Context, h transport.Handler) (transport.Conn,
 	if closed {
 		return nil, ErrDialerClosed
 	}
-	nd := net.Dialer{Timeout: d.cfg.connectTimeout, KeepAlive: d.cfg.keepAlive}
-	nc, err := nd.DialContext(ctx, "tcp", d.addr)
+	nd := net.Dialer{KeepAlive: d.cfg.keepAlive}
+	nc, err := endpoints.Dial(ctx, d.addrs, d.cfg.connectTimeout, func(ctx context.Context, t endpoints.Target) (net.Conn, error) {
+		return nd.DialContext(ctx, "tcp", t.Addr)
+	})
 	if err != nil {
 		return nil, err
 	}
