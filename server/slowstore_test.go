@@ -1,0 +1,96 @@
+package server_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/internal/testkit"
+	"github.com/inflightmq/inflight/server"
+	"github.com/inflightmq/inflight/transport/tcp"
+)
+
+// blockingStore blocks the Appends of one producer name until release is
+// closed.
+type blockingStore struct {
+	broker.Store
+	name    string
+	release chan struct{}
+	blocked chan struct{} // closed when an Append of name started waiting
+	once    sync.Once
+}
+
+func (s *blockingStore) Append(topic, producer string, recs []broker.Record) error {
+	if producer == s.name {
+		s.once.Do(func() { close(s.blocked) })
+		<-s.release
+	}
+	return s.Store.Append(topic, producer, recs)
+}
+
+// TestSlowStoreDoesNotStallOtherProducers: one producer's Append blocks for
+// 3 s. Another producer on the same server keeps being acknowledged
+// meanwhile, and neither connection misses a heartbeat (the blocked one's
+// PINGs are answered by its reader while its appender waits): no
+// reconnect, no ErrHeartbeat. Then the blocked records are stored.
+func TestSlowStoreDoesNotStallOtherProducers(t *testing.T) {
+	mem := broker.NewMemoryStore()
+	store := &blockingStore{Store: mem, name: "slow", release: make(chan struct{}), blocked: make(chan struct{})}
+	b, err := broker.New(store)
+	require.NoError(t, err)
+	srv, err := server.New("127.0.0.1:0", b)
+	require.NoError(t, err)
+	defer srv.Close(context.Background())
+	d, err := tcp.NewDialer(srv.Addr().String())
+	require.NoError(t, err)
+
+	const heartbeat = 300 * time.Millisecond // 10 intervals in the block
+	opts := []core.Option{core.Heartbeat(heartbeat), core.SendTimeout(time.Minute)}
+	slow, slowLog := testkit.NewProducer(t, d, d.Close, "slow", opts...)
+	fast, fastLog := testkit.NewProducer(t, d, func() error { return nil }, "fast", opts...)
+
+	slowDone := make(chan error, 1)
+	require.NoError(t, slow.SendAsync(context.Background(), &core.Message{Payload: []byte("blocked")},
+		func(_ core.MessageID, _ *core.Message, err error) { slowDone <- err }))
+	select {
+	case <-store.blocked:
+	case <-time.After(waitTimeout):
+		t.Fatal("the slow producer's Append never started")
+	}
+	blockedAt := time.Now()
+
+	// While it is blocked, the other producer stores one message after
+	// another, each acknowledged within a fraction of the block.
+	var slowest time.Duration
+	for time.Since(blockedAt) < 3*time.Second {
+		start := time.Now()
+		_, err := fast.Send(context.Background(), &core.Message{Payload: []byte("fast")})
+		require.NoError(t, err)
+		slowest = max(slowest, time.Since(start))
+		time.Sleep(20 * time.Millisecond) // pacing, not waiting for an event
+	}
+	close(store.release)
+	select {
+	case err := <-slowDone:
+		require.NoError(t, err)
+	case <-time.After(waitTimeout):
+		t.Fatal("the blocked message was never acknowledged")
+	}
+
+	t.Logf("%d messages of the other producer stored during the 3 s block; the slowest took %v",
+		mem.Len("fast"), slowest)
+	assert.Greater(t, mem.Len("fast"), 50)
+	assert.Less(t, slowest, time.Second, "an acknowledgement held up by the other producer's Append")
+	for name, p := range map[string]*core.Producer{"slow": slow, "fast": fast} {
+		assert.Zero(t, p.Stats().Reconnects, "%s reconnected", name)
+	}
+	assert.False(t, slowLog.Has(core.ErrHeartbeat), "the blocked connection missed heartbeats: %v", slowLog.Snapshot())
+	assert.False(t, fastLog.Has(core.ErrHeartbeat), "%v", fastLog.Snapshot())
+	assert.Equal(t, 1, mem.Len("slow"))
+}
