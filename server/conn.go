@@ -80,6 +80,10 @@ func (c *conn) VerifiedCertificates() []*x509.Certificate {
 	return nil
 }
 
+// cut closes the socket at once: serve's read or write fails and it ends
+// (see Server.CloseConns). Safe from any goroutine.
+func (c *conn) cut() { _ = c.raw.Close() }
+
 // stop makes serve stop reading: its pending read returns at once, and it
 // closes the connection (see Server.Close).
 func (c *conn) stop() {

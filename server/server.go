@@ -226,7 +226,7 @@ func (s *Server) refuse(nc net.Conn) {
 // keeps serving.
 func (s *Server) CloseConns() {
 	for _, c := range s.snapshot() {
-		_ = c.Close()
+		c.cut()
 	}
 }
 
