@@ -57,6 +57,7 @@ func BenchmarkDiskFsync(b *testing.B) {
 // store, and a tcp dialer to it.
 type durableEnv struct {
 	store  *file.Store
+	policy file.FsyncPolicy
 	broker *broker.Broker
 	dialer *tcp.Dialer
 }
@@ -90,7 +91,7 @@ func openDurable(b *testing.B, policy file.FsyncPolicy, wrap func(broker.Store) 
 		srv.Close(context.Background())
 		s.Close()
 	})
-	return &durableEnv{store: s, broker: br, dialer: d}
+	return &durableEnv{store: s, policy: policy, broker: br, dialer: d}
 }
 
 // producer returns a connected producer named name, closed when b ends.
@@ -107,10 +108,11 @@ func (e *durableEnv) producer(b *testing.B, name string, opts ...core.Option) *c
 	return p
 }
 
-// reportStore reports records per fsync and per frame since before.
+// reportStore reports records per frame since before, and under
+// FsyncBatch records per fsync (a commit).
 func (e *durableEnv) reportStore(b *testing.B, before file.Stats, frames0 uint64) {
 	st := e.store.Stats()
-	if syncs := st.Syncs - before.Syncs; syncs > 0 {
+	if syncs := st.Syncs - before.Syncs; syncs > 0 && e.policy == file.FsyncBatch {
 		b.ReportMetric(float64(st.Records-before.Records)/float64(syncs), "records/fsync")
 	}
 	if frames := e.broker.Stats().Batches - frames0; frames > 0 {
