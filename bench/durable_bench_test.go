@@ -141,17 +141,7 @@ func BenchmarkDurable(b *testing.B) {
 					h := paced(b, p, rate)
 					reportLatency(b, h)
 				} else {
-					l := newLoad(p, 1, 100)
-					b.SetBytes(100)
-					b.ReportAllocs()
-					l.start = time.Now()
-					b.ResetTimer()
-					l.send(b, 0, b.N)
-					if err := p.Flush(context.Background()); err != nil {
-						b.Fatal(err)
-					}
-					b.StopTimer()
-					l.report(b, b.N, b.Elapsed())
+					unpaced(b, p)
 				}
 				e.reportStore(b, before, frames0)
 			})
@@ -235,6 +225,23 @@ func runProducers(b *testing.B, e *durableEnv, n int) {
 	e.reportStore(b, before, frames0)
 }
 
+// unpaced sends b.N messages of 100 B from p as fast as it takes them, one
+// goroutine, waits for every callback and reports the rate and a sample's
+// latency.
+func unpaced(b *testing.B, p *core.Producer) {
+	l := newLoad(p, 1, 100)
+	b.SetBytes(100)
+	b.ReportAllocs()
+	l.start = time.Now()
+	b.ResetTimer()
+	l.send(b, 0, b.N)
+	if err := p.Flush(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	l.report(b, b.N, b.Elapsed())
+}
+
 // reportLatency reports a histogram's percentiles.
 func reportLatency(b *testing.B, h *hist.Histogram) {
 	b.ReportMetric(float64(h.Quantile(0.50).Microseconds()), "p50-µs")
@@ -268,16 +275,7 @@ func BenchmarkWindow(b *testing.B) {
 				if c.rate > 0 {
 					reportLatency(b, paced(b, p, c.rate))
 				} else {
-					l := newLoad(p, 1, 100)
-					b.SetBytes(100)
-					l.start = time.Now()
-					b.ResetTimer()
-					l.send(b, 0, b.N)
-					if err := p.Flush(context.Background()); err != nil {
-						b.Fatal(err)
-					}
-					b.StopTimer()
-					l.report(b, b.N, b.Elapsed())
+					unpaced(b, p)
 				}
 				e.reportStore(b, before, frames0)
 			})
