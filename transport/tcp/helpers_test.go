@@ -3,12 +3,13 @@ package tcp_test
 import (
 	"errors"
 	"fmt"
-	"github.com/inflightmq/inflight/internal/testkit"
 	"io"
 	"net"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/inflightmq/inflight/internal/testkit"
 
 	"github.com/stretchr/testify/require"
 
@@ -19,16 +20,7 @@ import (
 
 const waitTimeout = 10 * time.Second
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
+var waitUntil = testkit.WaitUntil
 
 // newProducer dials addr and returns a producer closed at the end of the
 // test.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/transport/tcp"
 	"github.com/inflightmq/inflight/wire"
@@ -229,76 +229,14 @@ func TestTCPManyProducersOneBroker(t *testing.T) {
 	}
 }
 
-// TestTCPStalledReaderBoundsMemory: a broker that stops reading must stop
-// the producer's pump, not grow the client's memory: the bytes handed to
-// the transport stay within the producer's window plus the kernel's socket
-// buffers, far below what was offered.
+// TestTCPStalledReaderBoundsMemory: a broker that stops reading stops the
+// producer's pump, not the client's memory (see
+// testkit.StalledReaderBoundsMemory).
 func TestTCPStalledReaderBoundsMemory(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer ln.Close()
-	defer close(stop)
-	wg.Go(func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		silentHello(c)
-		<-stop // never read again
+	testkit.StalledReaderBoundsMemory(t, func(addr string, opts ...core.Option) *core.Producer {
+		p, _ := newProducer(t, addr, opts...)
+		return p
 	})
-
-	const size, n = 64 << 10, 2000 // 128 MiB offered
-	p, _ := newProducer(t, ln.Addr().String(), core.MaxPendingBytes(1<<30), core.MaxPending(n), core.SendTimeout(time.Minute), core.Heartbeat(time.Minute))
-	payload := make([]byte, size)
-	var ms0 runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&ms0)
-	for range n {
-		require.NoError(t, p.SendAsync(context.Background(), &core.Message{Payload: payload}, func(core.MessageID, *core.Message, error) {}))
-	}
-	// Wait until the pump has stopped making progress.
-	last, still := uint64(0), 0
-	waitUntil(t, "the pump to stall", func() bool {
-		time.Sleep(20 * time.Millisecond)
-		w := p.Stats().BytesWire
-		if w == last && w > 0 {
-			still++
-		} else {
-			still = 0
-		}
-		last = w
-		return still >= 10
-	})
-	var ms1 runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&ms1)
-	written := p.Stats().BytesWire
-	t.Logf("offered %d MiB, handed to the transport %.1f MiB, heap grew %.1f MiB",
-		size*n>>20, float64(written)/(1<<20), (float64(ms1.HeapInuse)-float64(ms0.HeapInuse))/(1<<20))
-	assert.Less(t, written, uint64(48<<20), "the window bounds what is handed to gnet")
-	assert.Less(t, int64(ms1.HeapInuse)-int64(ms0.HeapInuse), int64(48<<20), "no unbounded buffering in the client")
-}
-
-// silentHello answers the HELLO and returns.
-func silentHello(c net.Conn) {
-	buf := make([]byte, 0, 512)
-	tmp := make([]byte, 512)
-	for {
-		frame, _, err := wire.Split(buf, wire.DefaultMaxFrameSize)
-		if err != nil || frame != nil {
-			break
-		}
-		n, err := c.Read(tmp)
-		if err != nil {
-			return
-		}
-		buf = append(buf, tmp[:n]...)
-	}
-	_, _ = c.Write(wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize}))
 }
 
 func TestTCPOptions(t *testing.T) {
