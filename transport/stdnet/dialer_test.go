@@ -19,8 +19,6 @@ import (
 
 const waitTimeout = 10 * time.Second
 
-var waitUntil = testkit.WaitUntil
-
 // newProducer dials addr with a stdnet.Dialer and returns a producer
 // closed, with its dialer, at the end of the test.
 func newProducer(t *testing.T, addr string, dopts []stdnet.DialOption, opts ...core.Option) (*core.Producer, *testkit.ErrLog) {
