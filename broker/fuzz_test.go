@@ -2,12 +2,12 @@ package broker_test
 
 import (
 	"errors"
-	"github.com/inflightmq/inflight/internal/testkit"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/wire"
 )
 

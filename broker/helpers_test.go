@@ -3,7 +3,6 @@ package broker_test
 import (
 	"bytes"
 	"fmt"
-	"github.com/inflightmq/inflight/internal/testkit"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/wire"
 )
 

@@ -3,7 +3,6 @@ package broker_test
 import (
 	"errors"
 	"fmt"
-	"github.com/inflightmq/inflight/internal/testkit"
 	"sync"
 	"testing"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/wire"
 )
 

@@ -2,12 +2,12 @@ package core_test
 
 import (
 	"context"
-	"github.com/inflightmq/inflight/internal/testkit"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/wire"
 )

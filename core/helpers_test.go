@@ -1,7 +1,6 @@
 package core_test
 
 import (
-	"github.com/inflightmq/inflight/internal/testkit"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/transport/mem"
 )
 
