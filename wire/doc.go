@@ -31,10 +31,11 @@
 // # Batches
 //
 // A BATCH carries count records with consecutive sequence ids starting at
-// firstSeq. Its records block is count repetitions of a uvarint length n, a
-// flags byte, and n bytes: the metadata the flags announce (key, headers,
-// event time; see RecordReader) followed by the payload (empty payloads are
-// allowed). A record without metadata is its length, a 0 and its payload:
+// firstSeq, the last at most MaxSeq. Its records block is count repetitions
+// of a uvarint length n, a flags byte, and n bytes: the metadata the flags
+// announce (key, headers, event time; see RecordReader) followed by the
+// payload (empty payloads are allowed). A record without metadata is its
+// length, a 0 and its payload:
 //
 //	+---------+-------+--------+---------+-------+--------+-----+
 //	| uvarint | flags | rec 0  | uvarint | flags | rec 1  | ... |
