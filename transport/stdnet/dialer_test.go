@@ -121,7 +121,7 @@ func silentHello(c net.Conn) {
 		}
 		buf = append(buf, tmp[:n]...)
 	}
-	_, _ = c.Write(wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize}))
+	_, _ = c.Write(wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize, Epoch: 1}))
 }
 
 func TestDialerClosed(t *testing.T) {

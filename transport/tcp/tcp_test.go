@@ -172,7 +172,7 @@ func silentPeer(c net.Conn, answerable bool) {
 			}
 			buf = append(buf, tmp[:n]...)
 		}
-		if _, err := c.Write(wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize})); err != nil {
+		if _, err := c.Write(wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize, Epoch: 1})); err != nil {
 			return
 		}
 	}
@@ -298,7 +298,7 @@ func silentHello(c net.Conn) {
 		}
 		buf = append(buf, tmp[:n]...)
 	}
-	_, _ = c.Write(wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize}))
+	_, _ = c.Write(wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize, Epoch: 1}))
 }
 
 func TestTCPOptions(t *testing.T) {
