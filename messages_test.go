@@ -137,10 +137,23 @@ func v1Hello(name string) []byte {
 	return append(append(f, 1), body...)
 }
 
-// v1VersionError is the ERROR frame a version 1 broker answers a version 2
+// v2Hello is a HELLO as a version 2 producer (before epochs) sends it,
+// built by hand: version, max frame, name, topic.
+func v2Hello(name string) []byte {
+	body := binary.BigEndian.AppendUint16(nil, 2)
+	body = binary.BigEndian.AppendUint32(body, 1<<20)
+	body = append(body, byte(len(name)))
+	body = append(body, name...)
+	body = append(body, byte(len(wire.DefaultTopic)))
+	body = append(body, wire.DefaultTopic...)
+	f := binary.BigEndian.AppendUint32(nil, uint32(1+len(body)))
+	return append(append(f, 1), body...)
+}
+
+// v1VersionError is the ERROR frame a version 1 broker answers a version 3
 // HELLO with, built by hand: u16 code 8 (version), text.
 func v1VersionError() []byte {
-	text := "inflight/broker: protocol violation: inflight/wire: unsupported protocol version: peer speaks 2, want 1"
+	text := "inflight/broker: protocol violation: inflight/wire: unsupported protocol version: peer speaks 3, want 1"
 	f := binary.BigEndian.AppendUint32(nil, uint32(1+2+len(text)))
 	f = append(f, 5)
 	f = binary.BigEndian.AppendUint16(f, 8)
@@ -174,8 +187,28 @@ func TestProtocolVersionMismatch(t *testing.T) {
 		e, err := wire.DecodeError(reply)
 		require.NoError(t, err, "reply %x", reply)
 		assert.Equal(t, wire.CodeVersion, e.Code)
-		assert.Contains(t, e.Text, "peer speaks 1, want 2")
+		assert.Contains(t, e.Text, "peer speaks 1, want 3")
 	}
+	t.Run("v2 producer, session", func(t *testing.T) {
+		// What a producer of the version before epochs meets: an ERROR of
+		// code version, nothing stored, no name fenced.
+		store := broker.NewMemoryStore()
+		b, err := broker.New(store)
+		require.NoError(t, err)
+		peer := &capturePeer{}
+		s := b.NewSession(peer)
+		defer s.Close()
+		err = s.Handle(v2Hello("old"))
+		require.ErrorIs(t, err, wire.ErrVersion)
+		require.Len(t, peer.frames, 1)
+		e, err := wire.DecodeError(peer.frames[0])
+		require.NoError(t, err)
+		assert.Equal(t, wire.CodeVersion, e.Code)
+		assert.Contains(t, e.Text, "peer speaks 2, want 3")
+		st, err := store.State(wire.DefaultTopic, "old")
+		require.NoError(t, err)
+		assert.Zero(t, st)
+	})
 	t.Run("v1 producer, session", func(t *testing.T) {
 		store := broker.NewMemoryStore()
 		b, err := broker.New(store)

@@ -169,9 +169,9 @@ type slowStore struct {
 	delay time.Duration
 }
 
-func (s slowStore) Append(topic, producer string, recs []broker.Record) error {
+func (s slowStore) Append(topic, producer string, epoch uint64, recs []broker.Record) error {
 	time.Sleep(s.delay)
-	return s.Store.Append(topic, producer, recs)
+	return s.Store.Append(topic, producer, epoch, recs)
 }
 
 // BenchmarkSlowStore: a store whose every Append takes 5 ms (under

@@ -176,7 +176,7 @@ func (s *Session) appendLoop() {
 		}
 		q.fail(err, s.b)
 		if !errors.Is(err, ErrReplaced) {
-			s.b.protocolErrors.Add(1)
+			s.b.count(err)
 			a.out = wire.AppendError(a.out[:0], wire.Error{Code: codeOf(err), Text: err.Error()})
 			_ = s.peer.Send(a.out)
 			_ = s.peer.Close()
@@ -197,8 +197,9 @@ type appendScratch struct {
 // the producer name's lock (so an Append of this name never overlaps
 // another, and a HELLO for it waits for this one), then sends the RECEIPT:
 // the name's last stored sequence ID. It returns ErrReplaced if another
-// session took the name over, ErrStore wrapping the Store's error, or the
-// Peer's Send error.
+// session took the name over, the Store's error wrapping ErrFenced if the
+// Store holds a newer epoch, ErrStore wrapping any other Store error, or
+// the Peer's Send error.
 func (s *Session) appendFrames(frames []queuedFrame, a *appendScratch) error {
 	recs := a.recs[:0]
 	defer func() { clear(recs); a.recs = recs[:0] }() // drop references to the buffers
@@ -228,7 +229,13 @@ func (s *Session) appendFrames(frames []queuedFrame, a *appendScratch) error {
 			if recs[0].Seq <= ps.last {
 				return fmt.Errorf("%w: records from %d, but %d is stored", ErrStore, recs[0].Seq, ps.last)
 			}
-			if err := s.b.store.Append(s.topic, s.name, recs); err != nil {
+			if err := s.b.store.Append(s.topic, s.name, s.epoch, recs); err != nil {
+				if errors.Is(err, ErrFenced) {
+					// Another broker fenced this name through the Store: the
+					// next HELLO here reads the new epoch.
+					ps.loaded = false
+					return err
+				}
 				return fmt.Errorf("%w: %w", ErrStore, err)
 			}
 			ps.last = recs[len(recs)-1].Seq

@@ -28,18 +28,22 @@ type Broker struct {
 	takeovers      atomic.Uint64
 	unauthorized   atomic.Uint64
 	refusedTakes   atomic.Uint64
+	fenced         atomic.Uint64
+	nameInUse      atomic.Uint64
 }
 
 // producerState is the dedup state of one producer name. mu serializes the
-// name's HELLOs and Appends (it is held during Store.Append), so an old
-// session's last Append and a new session's HELLO see one consistent last
-// stored sequence ID, and the Store gets one Append of a name at a time.
+// name's HELLOs and Appends (it is held during Store.Append and
+// Store.Fence), so an old session's last Append and a new session's HELLO
+// see one consistent last stored sequence ID and epoch, and the Store gets
+// one call for a name at a time.
 type producerState struct {
 	mu      sync.Mutex
 	owner   *Session
 	ownerID Identity // owner's identity
 	last    uint64   // highest stored seq
-	loaded  bool     // last was read from the Store
+	epoch   uint64   // the name's newest epoch, as this broker knows it (another may have fenced since)
+	loaded  bool     // last and epoch were read from the Store (false: read them again)
 	dead    bool     // removed from the broker's map; look the name up again
 }
 
@@ -160,8 +164,8 @@ func (b *Broker) lookupProducer(name stream) *producerState {
 
 // release forgets name's state if s still owns it (s nil: if nobody owns
 // it), so that a broker serving many short-lived producers does not grow
-// without bound. The Store keeps what matters (the last stored seq) for the
-// next HELLO.
+// without bound. The Store keeps what matters (the last stored seq and the
+// epoch) for the next HELLO.
 func (b *Broker) release(name stream, ps *producerState, s *Session) {
 	b.mu.Lock()
 	ps.mu.Lock()
@@ -188,6 +192,12 @@ type Stats struct {
 	// TakeoversRefused counts HELLOs refused because a live session of
 	// another identity holds the (topic, producer name).
 	TakeoversRefused uint64
+	// Fenced counts HELLOs refused and sessions ended because a newer
+	// incarnation of their producer name holds it (wire.CodeFenced).
+	Fenced uint64
+	// NameInUse counts HELLOs with Yield refused because a live session
+	// of another incarnation holds the name (wire.CodeNameInUse).
+	NameInUse uint64
 }
 
 // Stats returns the broker's counters. Safe for concurrent use.
@@ -202,5 +212,7 @@ func (b *Broker) Stats() Stats {
 
 		Unauthorized:     b.unauthorized.Load(),
 		TakeoversRefused: b.refusedTakes.Load(),
+		Fenced:           b.fenced.Load(),
+		NameInUse:        b.nameInUse.Load(),
 	}
 }

@@ -7,10 +7,11 @@
 // session answers through the Peer the transport gave it:
 //
 //	producer                      session                       store
-//	HELLO(topic, name)   ->  last := store.LastSeq(topic, name)
-//	                     <-  HELLO_OK(last)
-//	BATCH(first..n)      ->  skip seq <= last (duplicates) ->  Append(topic, name, rest)
-//	                     <-  RECEIPT(n)        (cumulative: all seq <= n stored)
+//	HELLO(topic, name, 0)  ->  last, e := store.State(topic, name)
+//	                           last = store.Fence(topic, name, e+1)
+//	                       <-  HELLO_OK(last, e+1)
+//	BATCH(first..n)        ->  skip seq <= last (duplicates) ->  Append(topic, name, e+1, rest)
+//	                       <-  RECEIPT(n)        (cumulative: all seq <= n stored)
 //
 // The Store is never called on the transport's goroutine: a session's
 // appender goroutine stores what its reader queued, every frame that
@@ -26,6 +27,16 @@
 // HELLO for a pair that another session of the same identity holds takes it
 // over and closes the older session; a HELLO from another identity is
 // refused while the holder lives (Stats.TakeoversRefused).
+//
+// A producer name also has one writer at a time (fencing, see fence.go):
+// each Producer instance is an incarnation of its name, with an epoch its
+// first HELLO gets and the Store keeps (Store.Fence) before HELLO_OK says
+// it; its reconnects present it. A new incarnation fences the older one: a
+// live session of it here gets an ERROR of code wire.CodeFenced and is
+// closed, a HELLO of it later is refused with one, and the Store refuses
+// its Appends, on this broker or any other sharing the Store. With
+// wire.Hello.Yield a new incarnation is refused instead (CodeNameInUse)
+// while a live session here holds the name.
 //
 // Identities and authorization: a session's Identity comes from its HELLO's
 // token or from the client certificate its transport verified (see

@@ -26,6 +26,19 @@ var (
 	// sent an ERROR frame of code wire.CodeUnauthorized; the transport must
 	// close the connection.
 	ErrUnauthorized = errors.New("inflight/broker: unauthorized")
+	// ErrFenced is returned by Session.Handle for a HELLO whose epoch is
+	// below the name's stored epoch, and for a session whose name a newer
+	// incarnation took over (on this broker, or through the Store from
+	// another one). The session has sent an ERROR frame of code
+	// wire.CodeFenced; the transport must close the connection. A Store
+	// wraps it in the errors of Fence and Append when a newer epoch is
+	// stored.
+	ErrFenced = errors.New("inflight/broker: fenced")
+	// ErrNameInUse is returned by Session.Handle for a HELLO with
+	// wire.Hello.Yield that asked for a new epoch while a live session of
+	// this broker holds the name. The session has sent an ERROR frame of
+	// code wire.CodeNameInUse; the transport must close the connection.
+	ErrNameInUse = errors.New("inflight/broker: name in use")
 	// ErrACL is returned by ParseACL and LoadACL, wrapped with the line and
 	// the reason, for an access list they cannot read.
 	ErrACL = errors.New("inflight/broker: bad access list")

@@ -12,33 +12,51 @@ import (
 )
 
 // printStore is a Store that prints what it stores. A real one writes
-// somewhere durable before Append returns: the broker acknowledges records
-// only then, and it deduplicates resends with LastSeq.
+// somewhere durable before Append and Fence return: the broker
+// acknowledges records only then, deduplicates resends with State's
+// LastSeq, and fences older producer instances with the epoch.
 type printStore struct {
-	mu   sync.Mutex
-	last map[[2]string]uint64 // by topic and producer
+	mu    sync.Mutex
+	state map[[2]string]broker.NameState // by topic and producer
 }
 
-func (s *printStore) LastSeq(topic, producer string) (uint64, error) {
+func (s *printStore) State(topic, producer string) (broker.NameState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.last[[2]string{topic, producer}], nil
+	return s.state[[2]string{topic, producer}], nil
 }
 
-func (s *printStore) Append(topic, producer string, recs []broker.Record) error {
+func (s *printStore) Fence(topic, producer string, epoch uint64) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	st := s.state[[2]string{topic, producer}]
+	if epoch <= st.Epoch {
+		return 0, broker.ErrFenced
+	}
+	st.Epoch = epoch
+	s.state[[2]string{topic, producer}] = st
+	return st.LastSeq, nil
+}
+
+func (s *printStore) Append(topic, producer string, epoch uint64, recs []broker.Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.state[[2]string{topic, producer}]
+	if epoch < st.Epoch {
+		return broker.ErrFenced // a newer instance of this producer took the name over
+	}
 	for _, r := range recs { // r's slices are valid only during the call
 		fmt.Printf("%s/%s #%d key=%s: %s\n", topic, producer, r.Seq, r.Key, r.Payload)
 	}
-	s.last[[2]string{topic, producer}] = recs[len(recs)-1].Seq
+	st.LastSeq = recs[len(recs)-1].Seq
+	s.state[[2]string{topic, producer}] = st
 	return nil
 }
 
 // A broker over a Store of your own.
 func Example_customStore() {
 	ctx := context.Background()
-	b, err := broker.New(&printStore{last: map[[2]string]uint64{}})
+	b, err := broker.New(&printStore{state: map[[2]string]broker.NameState{}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -90,8 +90,8 @@ func TestGarbage(t *testing.T) {
 		{name: "unknown type after hello", afterHello: true, frame: rawFrame(0xff, 1), wantCode: wire.CodeProtocol, wantErr: wire.ErrUnknownType},
 
 		{name: "truncated hello", frame: hello[:len(hello)-1], wantCode: wire.CodeProtocol, wantErr: wire.ErrTruncated},
-		{name: "hello body too short", frame: rawFrame(byte(wire.TypeHello), 0, 2, 0), wantCode: wire.CodeProtocol, wantErr: wire.ErrTruncated},
-		{name: "hello empty name", frame: rawFrame(byte(wire.TypeHello), 0, 2, 0, 0x40, 0, 0, 0, 1, 't'), wantCode: wire.CodeProtocol, wantErr: wire.ErrMalformed},
+		{name: "hello body too short", frame: rawFrame(byte(wire.TypeHello), 0, 3, 0), wantCode: wire.CodeProtocol, wantErr: wire.ErrTruncated},
+		{name: "hello empty name", frame: rawFrame(byte(wire.TypeHello), 0, 3, 0, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 't'), wantCode: wire.CodeProtocol, wantErr: wire.ErrMalformed},
 		{name: "hello max frame too small", frame: patched(hello, putU32(wire.HeaderSize+2, wire.MinMaxFrameSize-1)), wantCode: wire.CodeProtocol, wantErr: wire.ErrMalformed},
 		{name: "hello bad version", frame: badVersion, wantCode: wire.CodeVersion, wantErr: wire.ErrVersion},
 
@@ -115,8 +115,8 @@ func TestGarbage(t *testing.T) {
 		{name: "record past the end", afterHello: true, frame: rawBatch(1, 2, wire.CodecNone, 4, []byte{1, 'a', 5, 'b'}), wantCode: wire.CodeProtocol, wantErr: wire.ErrMalformed},
 
 		// Frames only a broker sends.
-		{name: "HELLO_OK", frame: wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize}), wantCode: wire.CodeProtocol},
-		{name: "HELLO_OK after hello", afterHello: true, frame: wire.AppendHelloOK(nil, wire.HelloOK{LastSeq: 9, MaxFrameSize: wire.DefaultMaxFrameSize}), wantCode: wire.CodeProtocol},
+		{name: "HELLO_OK", frame: wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize, Epoch: 1}), wantCode: wire.CodeProtocol},
+		{name: "HELLO_OK after hello", afterHello: true, frame: wire.AppendHelloOK(nil, wire.HelloOK{LastSeq: 9, MaxFrameSize: wire.DefaultMaxFrameSize, Epoch: 1}), wantCode: wire.CodeProtocol},
 		{name: "RECEIPT", frame: wire.AppendReceipt(nil, wire.Receipt{Seq: 1}), wantCode: wire.CodeProtocol},
 		{name: "RECEIPT after hello", afterHello: true, frame: wire.AppendReceipt(nil, wire.Receipt{Seq: 1}), wantCode: wire.CodeProtocol},
 

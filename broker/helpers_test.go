@@ -155,6 +155,23 @@ func (c conn) send(t testing.TB, gen int, first uint64, n int) uint64 {
 	return receipt(t, reply)
 }
 
+// helloEpoch sends HELLO for name with an epoch (a reconnect of that
+// incarnation) and returns the HELLO_OK.
+func (c conn) helloEpoch(t testing.TB, name string, epoch uint64) wire.HelloOK {
+	t.Helper()
+	reply, err := c.handle(t, helloEpochFrame(t, name, epoch, false))
+	require.NoError(t, err)
+	return helloOK(t, reply)
+}
+
+func helloEpochFrame(t testing.TB, name string, epoch uint64, yield bool) []byte {
+	t.Helper()
+	f, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize,
+		Epoch: epoch, Yield: yield, Producer: name, Topic: wire.DefaultTopic})
+	require.NoError(t, err)
+	return f
+}
+
 func newBroker(t testing.TB, opts ...broker.Option) (*broker.Broker, *broker.MemoryStore) {
 	t.Helper()
 	store := broker.NewMemoryStore()

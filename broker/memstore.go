@@ -2,6 +2,7 @@ package broker
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"sync"
 
@@ -15,26 +16,53 @@ import (
 type MemoryStore struct {
 	mu        sync.RWMutex
 	logs      map[stream][]Record
+	epochs    map[stream]uint64
 	appendErr error
 }
 
 // NewMemoryStore returns an empty MemoryStore.
-func NewMemoryStore() *MemoryStore { return &MemoryStore{logs: make(map[stream][]Record)} }
+func NewMemoryStore() *MemoryStore {
+	return &MemoryStore{logs: make(map[stream][]Record), epochs: make(map[stream]uint64)}
+}
 
-// LastSeq implements Store.
-func (m *MemoryStore) LastSeq(topic, producer string) (uint64, error) {
+// State implements Store.
+func (m *MemoryStore) State(topic, producer string) (NameState, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	log := m.logs[stream{topic, producer}]
-	if len(log) == 0 {
-		return 0, nil
+	return m.stateLocked(stream{topic, producer}), nil
+}
+
+func (m *MemoryStore) stateLocked(k stream) NameState {
+	st := NameState{Epoch: m.epochs[k]}
+	if log := m.logs[k]; len(log) > 0 {
+		st.LastSeq = log[len(log)-1].Seq
 	}
-	return log[len(log)-1].Seq, nil
+	return st
+}
+
+// LastSeq returns the highest sequence ID stored for (topic, producer), or
+// 0: State's LastSeq.
+func (m *MemoryStore) LastSeq(topic, producer string) (uint64, error) {
+	st, err := m.State(topic, producer)
+	return st.LastSeq, err
+}
+
+// Fence implements Store.
+func (m *MemoryStore) Fence(topic, producer string, epoch uint64) (uint64, error) {
+	k := stream{topic, producer}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.stateLocked(k)
+	if epoch <= st.Epoch {
+		return 0, fmt.Errorf("%w: %q/%q: epoch %d, stored %d", ErrFenced, topic, producer, epoch, st.Epoch)
+	}
+	m.epochs[k] = epoch
+	return st.LastSeq, nil
 }
 
 // Append implements Store. It copies the records, their metadata included,
 // into one allocation for the bytes and one for the headers.
-func (m *MemoryStore) Append(topic, producer string, recs []Record) error {
+func (m *MemoryStore) Append(topic, producer string, epoch uint64, recs []Record) error {
 	n, nh := 0, 0
 	for i := range recs {
 		n += len(recs[i].Payload) + len(recs[i].Key)
@@ -61,10 +89,13 @@ func (m *MemoryStore) Append(topic, producer string, recs []Record) error {
 	if m.appendErr != nil {
 		return m.appendErr
 	}
+	key := stream{topic, producer}
+	if stored := m.epochs[key]; epoch < stored {
+		return fmt.Errorf("%w: %q/%q: epoch %d, stored %d", ErrFenced, topic, producer, epoch, stored)
+	}
 	if len(recs) == 0 {
 		return nil // no entry: Producers lists only producers with records
 	}
-	key := stream{topic, producer}
 	log := m.logs[key]
 	for _, r := range recs {
 		c := Record{Seq: r.Seq, Payload: keep(r.Payload), Key: keep(r.Key), EventTime: r.EventTime}
@@ -149,33 +180,58 @@ func (m *MemoryStore) Streams() [][2]string {
 // count per (topic, producer): what a benchmark needs without the memory of
 // a MemoryStore. It is safe for concurrent use.
 type CountingStore struct {
-	mu   sync.Mutex
-	last map[stream]uint64
-	n    map[stream]uint64
+	mu    sync.Mutex
+	state map[stream]NameState
+	n     map[stream]uint64
 }
 
 // NewCountingStore returns an empty CountingStore.
 func NewCountingStore() *CountingStore {
-	return &CountingStore{last: make(map[stream]uint64), n: make(map[stream]uint64)}
+	return &CountingStore{state: make(map[stream]NameState), n: make(map[stream]uint64)}
 }
 
-// LastSeq implements Store.
-func (c *CountingStore) LastSeq(topic, producer string) (uint64, error) {
+// State implements Store.
+func (c *CountingStore) State(topic, producer string) (NameState, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.last[stream{topic, producer}], nil
+	return c.state[stream{topic, producer}], nil
+}
+
+// LastSeq returns State's LastSeq.
+func (c *CountingStore) LastSeq(topic, producer string) (uint64, error) {
+	st, err := c.State(topic, producer)
+	return st.LastSeq, err
+}
+
+// Fence implements Store.
+func (c *CountingStore) Fence(topic, producer string, epoch uint64) (uint64, error) {
+	k := stream{topic, producer}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.state[k]
+	if epoch <= st.Epoch {
+		return 0, fmt.Errorf("%w: %q/%q: epoch %d, stored %d", ErrFenced, topic, producer, epoch, st.Epoch)
+	}
+	st.Epoch = epoch
+	c.state[k] = st
+	return st.LastSeq, nil
 }
 
 // Append implements Store.
-func (c *CountingStore) Append(topic, producer string, recs []Record) error {
+func (c *CountingStore) Append(topic, producer string, epoch uint64, recs []Record) error {
+	k := stream{topic, producer}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.state[k]
+	if epoch < st.Epoch {
+		return fmt.Errorf("%w: %q/%q: epoch %d, stored %d", ErrFenced, topic, producer, epoch, st.Epoch)
+	}
 	if len(recs) == 0 {
 		return nil
 	}
-	k := stream{topic, producer}
-	c.mu.Lock()
-	c.last[k] = recs[len(recs)-1].Seq
+	st.LastSeq = recs[len(recs)-1].Seq
+	c.state[k] = st
 	c.n[k] += uint64(len(recs))
-	c.mu.Unlock()
 	return nil
 }
 

@@ -26,10 +26,10 @@ func TestMemoryStore(t *testing.T) {
 	assert.Empty(t, m.Producers())
 
 	in := recs("x", "", "zz")
-	require.NoError(t, m.Append(dflt, "b", seqRecs(1, in)))
-	require.NoError(t, m.Append(dflt, "b", seqRecs(10, recs("after a gap"))))
-	require.NoError(t, m.Append(dflt, "a", seqRecs(7, recs("a7"))))
-	require.NoError(t, m.Append(dflt, "c", seqRecs(1, recs("c1"))))
+	require.NoError(t, m.Append(dflt, "b", 0, seqRecs(1, in)))
+	require.NoError(t, m.Append(dflt, "b", 0, seqRecs(10, recs("after a gap"))))
+	require.NoError(t, m.Append(dflt, "a", 0, seqRecs(7, recs("a7"))))
+	require.NoError(t, m.Append(dflt, "c", 0, seqRecs(1, recs("c1"))))
 
 	// Append copied the records: the caller may reuse its buffers.
 	in[0][0] = 'X'
@@ -68,8 +68,8 @@ func TestMemoryStore(t *testing.T) {
 
 func TestMemoryStoreEmptyAppend(t *testing.T) {
 	m := broker.NewMemoryStore()
-	require.NoError(t, m.Append(dflt, "a", seqRecs(1, nil)))
-	require.NoError(t, m.Append(dflt, "a", seqRecs(1, [][]byte{})))
+	require.NoError(t, m.Append(dflt, "a", 0, seqRecs(1, nil)))
+	require.NoError(t, m.Append(dflt, "a", 0, seqRecs(1, [][]byte{})))
 	assert.Zero(t, m.Len("a"))
 	assert.Empty(t, m.Producers(), "Producers lists only producers with stored records")
 	last, err := m.LastSeq(dflt, "a")
@@ -79,15 +79,15 @@ func TestMemoryStoreEmptyAppend(t *testing.T) {
 
 func TestMemoryStoreFailAppends(t *testing.T) {
 	m := broker.NewMemoryStore()
-	require.NoError(t, m.Append(dflt, "a", seqRecs(1, recs("1"))))
+	require.NoError(t, m.Append(dflt, "a", 0, seqRecs(1, recs("1"))))
 	boom := errors.New("boom")
 	m.FailAppends(boom)
-	require.ErrorIs(t, m.Append(dflt, "a", seqRecs(2, recs("2"))), boom)
-	require.ErrorIs(t, m.Append(dflt, "b", seqRecs(1, recs("1"))), boom)
+	require.ErrorIs(t, m.Append(dflt, "a", 0, seqRecs(2, recs("2"))), boom)
+	require.ErrorIs(t, m.Append(dflt, "b", 0, seqRecs(1, recs("1"))), boom)
 	assert.Equal(t, 1, m.Len("a"), "a failed Append stores nothing")
 	assert.Equal(t, []string{"a"}, m.Producers())
 	m.FailAppends(nil)
-	require.NoError(t, m.Append(dflt, "a", seqRecs(2, recs("2"))))
+	require.NoError(t, m.Append(dflt, "a", 0, seqRecs(2, recs("2"))))
 	assert.Equal(t, 2, m.Len("a"))
 }
 
@@ -97,7 +97,7 @@ func TestMemoryStoreConcurrent(t *testing.T) {
 	for _, name := range []string{"a", "b", "c", "d"} {
 		wg.Go(func() {
 			for i := range 100 {
-				assert.NoError(t, m.Append(dflt, name, seqRecs(uint64(i)+1, recs(name))))
+				assert.NoError(t, m.Append(dflt, name, 0, seqRecs(uint64(i)+1, recs(name))))
 				_ = m.Records(name)
 				_ = m.Producers()
 			}
@@ -121,10 +121,10 @@ func TestCountingStore(t *testing.T) {
 	assert.Zero(t, last)
 	assert.Zero(t, c.Count("a"))
 
-	require.NoError(t, c.Append(dflt, "a", seqRecs(1, recs("1", "2", "3"))))
-	require.NoError(t, c.Append(dflt, "a", seqRecs(10, recs("10", "11"))))
-	require.NoError(t, c.Append(dflt, "a", seqRecs(12, nil))) // nothing: last unchanged
-	require.NoError(t, c.Append(dflt, "b", seqRecs(5, recs("5"))))
+	require.NoError(t, c.Append(dflt, "a", 0, seqRecs(1, recs("1", "2", "3"))))
+	require.NoError(t, c.Append(dflt, "a", 0, seqRecs(10, recs("10", "11"))))
+	require.NoError(t, c.Append(dflt, "a", 0, seqRecs(12, nil))) // nothing: last unchanged
+	require.NoError(t, c.Append(dflt, "b", 0, seqRecs(5, recs("5"))))
 
 	for _, tt := range []struct {
 		name  string

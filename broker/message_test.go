@@ -21,7 +21,7 @@ func TestMessageFieldsRoundTrip(t *testing.T) {
 	t.Run("MemoryStore", func(t *testing.T) {
 		m := broker.NewMemoryStore()
 		in := testkit.MetaRecords()
-		require.NoError(t, m.Append("eu.orders", "p", in))
+		require.NoError(t, m.Append("eu.orders", "p", 0, in))
 		testkit.Scribble(in)
 		testkit.RequireSameRecords(t, testkit.MetaRecords(), m.TopicRecords("eu.orders", "p"))
 		assert.Empty(t, m.Records("p"), "another topic")

@@ -31,6 +31,7 @@ type Session struct {
 	topic string
 	id    Identity          // set by HELLO
 	prod  *producerState    // set by HELLO
+	epoch uint64            // set by HELLO (under the name's lock): the incarnation it serves
 	out   []byte            // the reader's outbound frames, reused
 	check wire.RecordReader // the reader's, to check records' metadata
 
@@ -70,8 +71,8 @@ func (s *Session) Identity() Identity { return s.id }
 // MaxQueuedBytes are already waiting.
 //
 // A non-nil error means the connection must be closed: ErrProtocol,
-// ErrStore, ErrUnauthorized or ErrReplaced (see each), or the Peer's Send
-// error. For ErrProtocol, ErrStore and ErrUnauthorized the session has
+// ErrStore, ErrUnauthorized, ErrFenced, ErrNameInUse or ErrReplaced (see
+// each), or the Peer's Send error. For all but ErrReplaced the session has
 // already sent an ERROR frame saying why. A store failure is found by the
 // appender: it sends the ERROR frame, closes the Peer, and Handle returns
 // the failure from then on.
@@ -121,10 +122,11 @@ func (s *Session) hello(frame []byte) error {
 		return s.refuse(err, id, &h, nil)
 	}
 	var (
-		ps     *producerState
-		old    *Session
-		holder Identity
-		last   uint64
+		ps       *producerState
+		old      *Session
+		oldEpoch uint64
+		holder   Identity
+		last     uint64
 	)
 	key := stream{h.Topic, h.Producer}
 	// The name's lock is held by an Append of another session of this name
@@ -135,14 +137,13 @@ func (s *Session) hello(frame []byte) error {
 			holder = p.ownerID
 			return errNameHeld
 		}
-		if !p.loaded {
-			l, err := s.b.store.LastSeq(h.Topic, h.Producer)
-			if err != nil {
-				return err
-			}
-			p.last, p.loaded = l, true
+		if err := s.b.admit(key, p, &h); err != nil {
+			return err
 		}
-		old, last = p.owner, p.last
+		old, last, s.epoch = p.owner, p.last, p.epoch
+		if old != nil {
+			oldEpoch = old.epoch
+		}
 		p.owner, p.ownerID = s, id
 		return nil
 	})
@@ -153,21 +154,15 @@ func (s *Session) hello(frame []byte) error {
 	}
 	if err != nil {
 		s.b.release(key, ps, nil) // forget the state made for this HELLO
-		return s.fail(fmt.Errorf("%w: %w", ErrStore, err))
+		return s.fail(err)        // ErrFenced, ErrNameInUse or ErrStore
 	}
 	s.prod, s.name, s.topic, s.id = ps, h.Producer, h.Topic, id
 	s.q.queued = last
 	if old != nil {
-		// The producer reconnected before its old connection was noticed
-		// dead, or two producers of one identity share a name. The newest
-		// wins; the old session's appender stores nothing more, and its
-		// next frame fails with ErrReplaced.
-		s.b.takeovers.Add(1)
-		old.q.fail(ErrReplaced, s.b)
-		old.peer.Close()
+		s.takeOver(old, oldEpoch)
 	}
 	maxFrame := min(uint32(s.b.maxFrame), h.MaxFrameSize)
-	return s.send(wire.AppendHelloOK(s.out[:0], wire.HelloOK{LastSeq: last, MaxFrameSize: maxFrame}))
+	return s.send(wire.AppendHelloOK(s.out[:0], wire.HelloOK{LastSeq: last, MaxFrameSize: maxFrame, Epoch: s.epoch}))
 }
 
 // batch checks a BATCH, copies its records block (decompressed) into a
@@ -240,12 +235,24 @@ func (s *Session) send(frame []byte) error {
 	return s.peer.Send(frame)
 }
 
-// fail reports err to the producer in an ERROR frame and returns it (the
-// reader's goroutine).
+// fail reports err to the producer in an ERROR frame, counts it and
+// returns it (the reader's goroutine).
 func (s *Session) fail(err error) error {
-	s.b.protocolErrors.Add(1)
+	s.b.count(err)
 	_ = s.send(wire.AppendError(s.out[:0], wire.Error{Code: codeOf(err), Text: err.Error()}))
 	return err
+}
+
+// count counts a session's failure in Stats.
+func (b *Broker) count(err error) {
+	switch {
+	case errors.Is(err, ErrFenced):
+		b.fenced.Add(1)
+	case errors.Is(err, ErrNameInUse):
+		b.nameInUse.Add(1)
+	default:
+		b.protocolErrors.Add(1)
+	}
 }
 
 // refuse answers a HELLO refused for its identity (err wraps
@@ -273,6 +280,10 @@ var errHelloRequired = errors.New("HELLO required")
 
 func codeOf(err error) wire.ErrorCode {
 	switch {
+	case errors.Is(err, ErrFenced):
+		return wire.CodeFenced
+	case errors.Is(err, ErrNameInUse):
+		return wire.CodeNameInUse
 	case errors.Is(err, ErrStoreFailed), errors.Is(err, ErrStoreClosed):
 		return wire.CodeStoreUnavailable
 	case errors.Is(err, ErrStore):

@@ -38,7 +38,7 @@ func TestHelloOK(t *testing.T) {
 			}
 			b, store := newBroker(t, opts...)
 			if tt.stored > 0 {
-				require.NoError(t, store.Append(dflt, "p", seqRecs(tt.stored-1, [][]byte{[]byte("a"), []byte("b")})))
+				require.NoError(t, store.Append(dflt, "p", 0, seqRecs(tt.stored-1, [][]byte{[]byte("a"), []byte("b")})))
 			}
 			c := newConn(t, b)
 			defer c.Close()
@@ -165,16 +165,23 @@ func TestPing(t *testing.T) {
 	}
 }
 
+// TestTakeover: a HELLO of the same incarnation (its epoch) replaces the
+// session that holds the name, as a producer that reconnected before its
+// old connection was seen dead does; a new incarnation (epoch 0) fences it.
 func TestTakeover(t *testing.T) {
 	b, store := newBroker(t)
 	a := newConn(t, b)
 	defer a.Close()
-	require.Zero(t, a.hello(t, "p").LastSeq)
+	ok := a.hello(t, "p")
+	require.Zero(t, ok.LastSeq)
+	require.Equal(t, uint64(1), ok.Epoch)
 	require.Equal(t, uint64(10), a.send(t, 0, 1, 10))
 
 	bb := newConn(t, b)
 	defer bb.Close()
-	require.Equal(t, uint64(10), bb.hello(t, "p").LastSeq, "B continues from A's last stored seq")
+	ok = bb.helloEpoch(t, "p", 1)
+	require.Equal(t, uint64(10), ok.LastSeq, "B continues from A's last stored seq")
+	require.Equal(t, uint64(1), ok.Epoch, "B resumes A's incarnation")
 	assert.True(t, a.peer.closed(), "A's peer closed by the takeover")
 	assert.False(t, bb.peer.closed())
 	assert.Equal(t, uint64(1), b.Stats().Takeovers)
@@ -190,20 +197,28 @@ func TestTakeover(t *testing.T) {
 	assert.Equal(t, seqRange(1, 15), seqs(store, "p"))
 
 	// A closing late does not release B's name: B keeps working, and a
-	// third session still takes over from B.
+	// new incarnation still takes over from B, fencing it.
 	a.Close()
 	assert.Equal(t, uint64(16), bb.send(t, 3, 16, 1))
 	c := newConn(t, b)
 	defer c.Close()
-	assert.Equal(t, uint64(16), c.hello(t, "p").LastSeq)
+	ok = c.hello(t, "p")
+	assert.Equal(t, uint64(16), ok.LastSeq)
+	assert.Equal(t, uint64(2), ok.Epoch)
 	assert.True(t, bb.peer.closed())
+	assert.Equal(t, wire.CodeFenced, errorFrame(t, bb.peer.next()).Code, "B told it is fenced")
+	reply, err = bb.handle(t, batchFrame(4, 17, 1))
+	require.ErrorIs(t, err, broker.ErrFenced)
+	assert.Nil(t, reply)
 	assert.Equal(t, uint64(2), b.Stats().Takeovers)
+	assert.Equal(t, uint64(1), b.Stats().Fenced)
 	assert.Equal(t, int32(1), a.peer.closes.Load(), "A was closed once")
 }
 
-// TestTakeoverAfterRelease: when the new owner closes before the old one
-// sends again, the old session must still be refused.
-func TestTakeoverAfterRelease(t *testing.T) {
+// TestFencedAfterRelease: when the new incarnation closes before the old
+// one sends again, the old session must still be refused, and so must its
+// producer's reconnect.
+func TestFencedAfterRelease(t *testing.T) {
 	b, store := newBroker(t)
 	a := newConn(t, b)
 	defer a.Close()
@@ -211,13 +226,21 @@ func TestTakeoverAfterRelease(t *testing.T) {
 	a.send(t, 0, 1, 3)
 
 	c := newConn(t, b)
-	c.hello(t, "p")
+	assert.Equal(t, uint64(2), c.hello(t, "p").Epoch)
 	c.Close()
+	assert.Equal(t, wire.CodeFenced, errorFrame(t, a.peer.next()).Code)
 
 	reply, err := a.handle(t, batchFrame(1, 4, 3))
-	require.ErrorIs(t, err, broker.ErrReplaced)
+	require.ErrorIs(t, err, broker.ErrFenced)
 	assert.Nil(t, reply)
 	assert.Equal(t, seqRange(1, 3), seqs(store, "p"))
+
+	again := newConn(t, b)
+	reply, err = again.handle(t, helloEpochFrame(t, "p", 1, false))
+	require.ErrorIs(t, err, broker.ErrFenced)
+	assert.Equal(t, wire.CodeFenced, errorFrame(t, reply).Code)
+	assert.Equal(t, uint64(2), b.Stats().Fenced)
+	assert.Zero(t, b.Stats().ProtocolErrors)
 }
 
 func TestStoreFailure(t *testing.T) {
@@ -262,7 +285,9 @@ type failingStore struct {
 	err error
 }
 
-func (f failingStore) LastSeq(string, string) (uint64, error) { return 0, f.err }
+func (f failingStore) State(string, string) (broker.NameState, error) {
+	return broker.NameState{}, f.err
+}
 
 func TestStoreLastSeqFailure(t *testing.T) {
 	boom := errors.New("boom")
@@ -429,7 +454,7 @@ func TestConcurrentTakeovers(t *testing.T) {
 					return
 				}
 				last, err := session(b, w, lastSeq, overlap, perBatch)
-				if err != nil && !errors.Is(err, broker.ErrReplaced) {
+				if err != nil && !errors.Is(err, broker.ErrReplaced) && !errors.Is(err, broker.ErrFenced) {
 					t.Errorf("worker %d: %v", w, err)
 					return
 				}
@@ -462,7 +487,13 @@ func session(b *broker.Broker, w, lastSeq, overlap, perBatch int) (uint64, error
 	if err := s.Handle(hello); err != nil {
 		return 0, err
 	}
-	ok, err := wire.DecodeHelloOK(p.take()[0])
+	// A new incarnation taking over right after the HELLO may send its
+	// ERROR before this session sent its HELLO_OK.
+	first := p.take()[0]
+	if e, err := wire.DecodeError(first); err == nil && e.Code == wire.CodeFenced {
+		return 0, broker.ErrFenced
+	}
+	ok, err := wire.DecodeHelloOK(first)
 	if err != nil {
 		return 0, err
 	}
@@ -473,10 +504,13 @@ func session(b *broker.Broker, w, lastSeq, overlap, perBatch int) (uint64, error
 			return acked, err
 		}
 		// The receipt comes from the appender; a takeover meanwhile
-		// closes the peer instead.
+		// fences this session instead.
 		reply := p.next()
 		if reply == nil {
 			return acked, broker.ErrReplaced
+		}
+		if e, err := wire.DecodeError(reply); err == nil && e.Code == wire.CodeFenced {
+			return acked, broker.ErrFenced
 		}
 		r, err := wire.DecodeReceipt(reply)
 		if err != nil {

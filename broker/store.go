@@ -10,21 +10,49 @@ import (
 // records only after Append returned nil. Sequence IDs, and so
 // deduplication, are per (topic, producer).
 //
+// A Store also keeps, per (topic, producer), the epoch of the name's newest
+// incarnation (see Fence): the broker gives every new Producer instance of a
+// name an epoch one above the stored one, and the Store refuses the writes
+// of every lower epoch from then on. That check in the Store, not a
+// broker's memory, is what keeps one writer per name across broker
+// restarts and between brokers that share a Store (gateways on one
+// JetStream stream): an older incarnation's Append that races a newer
+// one's Fence either lands before the fence (and the newer incarnation
+// continues after it) or is refused.
+//
 // Append may block: for an fsync, a replicated write, a network round trip.
 // The broker never calls the Store on a transport's goroutine: each
 // session appends from a goroutine of its own, so a slow Append holds up
-// its own connection's receipts and nothing else. It calls Append and
-// LastSeq for a (topic, producer) from one goroutine at a time; calls for
-// different pairs run concurrently, and a Store that commits concurrent
-// Appends together (one write, one fsync) serves many producers at the
-// cost of one. One Append carries every record of that producer that
-// arrived while its previous Append ran, from one or several frames.
+// its own connection's receipts and nothing else. It calls State, Fence
+// and Append for a (topic, producer) from one goroutine at a time; calls
+// for different pairs run concurrently, and a Store that commits
+// concurrent Appends together (one write, one fsync) serves many producers
+// at the cost of one. One Append carries every record of that producer
+// that arrived while its previous Append ran, from one or several frames.
 type Store interface {
-	// LastSeq returns the highest sequence ID stored for (topic, producer), or 0.
-	LastSeq(topic, producer string) (uint64, error)
-	// Append stores recs for (topic, producer). recs[i].Seq are strictly increasing (gaps possible), recs[0].Seq > LastSeq.
-	// Slices are views valid only during the call; a store that keeps them must copy.
-	Append(topic, producer string, recs []Record) error
+	// State returns what is stored for (topic, producer): its highest
+	// sequence ID and its epoch, each 0 if none.
+	State(topic, producer string) (NameState, error)
+	// Fence makes epoch the epoch of (topic, producer), durably before it
+	// returns, if it is above the stored one; from then on Append refuses
+	// every lower epoch. It returns the highest sequence ID stored when the
+	// fence took effect: the new incarnation's records come after it.
+	// It refuses, storing nothing, with an error wrapping ErrFenced when
+	// the stored epoch is epoch or above (another broker fenced first).
+	Fence(topic, producer string, epoch uint64) (lastSeq uint64, err error)
+	// Append stores recs for (topic, producer), written by the incarnation
+	// epoch. recs[i].Seq are strictly increasing (gaps possible),
+	// recs[0].Seq > the stored last sequence ID. It refuses with an error
+	// wrapping ErrFenced, storing nothing more, when the stored epoch is
+	// above epoch. Slices are views valid only during the call; a store
+	// that keeps them must copy.
+	Append(topic, producer string, epoch uint64, recs []Record) error
+}
+
+// NameState is what a Store keeps for one (topic, producer name).
+type NameState struct {
+	LastSeq uint64 // the highest sequence ID stored; 0: none
+	Epoch   uint64 // the newest incarnation's epoch (see Store.Fence); 0: never fenced
 }
 
 // Record is one record as a Store sees it: the sequence ID the producer

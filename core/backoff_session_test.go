@@ -20,7 +20,9 @@ import (
 // every HELLO and ends the session at its first BATCH.
 type appendFails struct{ *broker.MemoryStore }
 
-func (appendFails) Append(string, string, []broker.Record) error { return errors.New("disk on fire") }
+func (appendFails) Append(string, string, uint64, []broker.Record) error {
+	return errors.New("disk on fire")
+}
 
 // TestBackoffAfterFailedSession: sessions that die right after their
 // handshake are redialed with the backoff, not in a loop: the producer

@@ -40,6 +40,16 @@
 //     the broker drops duplicates by sequence ID, so no success is stored
 //     twice. A message reported as failed may still have been stored (the
 //     receipt lost the race with the deadline).
+//   - A producer name has one writer at a time: each Producer is a new
+//     instance of its (Topic, Name), with an epoch the broker stores before
+//     it accepts it. By default the newest instance takes the name over,
+//     and the older one, if it still runs, is fenced: its pending messages
+//     fail with ErrFenced, never acknowledged as duplicates of the newer
+//     one's records, and so do its later sends. This holds across broker
+//     restarts and between brokers that share a store. See Name for what a
+//     restarted process gets, and Access for waiting for the name instead.
+//   - Sequence IDs never wrap: a name whose last stored sequence ID is
+//     wire.MaxSeq fails its messages with ErrSequenceExhausted.
 //   - Backpressure: at most MaxPending messages and MaxPendingBytes bytes
 //     (payload plus metadata) are pending; beyond that SendAsync waits (BlockIfFull, bounded
 //     by the message's deadline) or fails with ErrQueueFull.

@@ -64,6 +64,31 @@ var (
 	// (an ERROR of code wire.CodeVersion): the producer and the broker need
 	// versions of inflight that speak one protocol.
 	ErrProtocolVersion = errors.New("inflight: protocol version refused by the broker")
+	// ErrFenced is passed to the callback of every message pending when a
+	// newer Producer instance with the same Name (and Topic) took the name
+	// over, and returned by SendAsync, TrySendAsync, Send and SendBatch
+	// from then on (until Close, after which they return ErrClosed). The
+	// producer dials no more: it is done. A message that was written and
+	// fails with it may have been stored (its receipt lost the race with the
+	// takeover); one that was never written was not. The error wraps the
+	// broker's ERROR (a *wire.RemoteError of code wire.CodeFenced) and reads
+	// "inflight: producer fenced by a newer instance of its name: ...".
+	// With Access(WaitForName) the producer is not done: see WaitForName.
+	ErrFenced = errors.New("inflight: producer fenced by a newer instance of its name")
+	// ErrNameInUse is reported to the ErrorHandler (wrapped in
+	// ErrHandshake), with Access(WaitForName) or Access(Exclusive), when
+	// the broker refused the HELLO because a live producer holds the name;
+	// the producer redials with backoff. With Exclusive it is also passed to
+	// the callback of every message pending at each such refusal. It wraps
+	// the broker's ERROR (code wire.CodeNameInUse).
+	ErrNameInUse = errors.New("inflight: producer name in use by a live producer")
+	// ErrSequenceExhausted is reported to the ErrorHandler and passed to the
+	// callback of every pending message when the broker's last stored
+	// sequence ID for this (Topic, Name) is wire.MaxSeq, or the producer
+	// reached it: no sequence ID is left for the name, and the producer
+	// never wraps around to reuse one. It keeps redialing with backoff;
+	// use another Name.
+	ErrSequenceExhausted = errors.New("inflight: no sequence ID left for this producer name")
 	// ErrHeartbeat is reported to the ErrorHandler when the broker sent
 	// nothing on a connection for twice the Heartbeat interval, not even a
 	// PONG to the producer's PINGs (only the producer sends PINGs); the

@@ -45,6 +45,7 @@ type Event struct {
 	Time      time.Time // when it happened, on the producer's clock
 	Err       error     // the cause; nil for EventConnected
 	LastSeq   uint64    // EventConnected: the broker's last stored seq
+	Epoch     uint64    // EventConnected: the producer's incarnation of its name (see Name)
 	Reconnect bool      // EventConnected: not the first connection
 	// Missed counts events dropped just before this one because the queue
 	// of undelivered events was full (see OnEvent). Log records dropped
@@ -191,7 +192,7 @@ func (n *notifier) deliver(x notice) {
 		n.onEvent(x.ev)
 	}
 	if n.log != nil && x.ev.Kind == EventConnected {
-		n.log.Info("inflight: connected", append(n.attrs, slog.Uint64("last_seq", x.ev.LastSeq), slog.Bool("reconnect", x.ev.Reconnect))...)
+		n.log.Info("inflight: connected", append(n.attrs, slog.Uint64("last_seq", x.ev.LastSeq), slog.Uint64("epoch", x.ev.Epoch), slog.Bool("reconnect", x.ev.Reconnect))...)
 	}
 }
 
@@ -207,6 +208,10 @@ func errorTitle(err error) string {
 		return "sequence conflict"
 	case errors.Is(err, ErrRecordsLost):
 		return "broker lost acknowledged records"
+	case errors.Is(err, ErrFenced):
+		return "fenced by a newer instance of the producer name"
+	case errors.Is(err, ErrSequenceExhausted):
+		return "no sequence ID left for the producer name"
 	case errors.Is(err, ErrHandshake):
 		return "handshake failed"
 	case errors.Is(err, errDial):

@@ -14,6 +14,7 @@ import (
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/transport/mem"
 )
 
@@ -126,7 +127,7 @@ func TestConnectionEvents(t *testing.T) {
 	}
 
 	out := logs.String()
-	assert.Contains(t, out, `msg="inflight: connected" producer=evented topic=t1 last_seq=3 reconnect=true`)
+	assert.Contains(t, out, `msg="inflight: connected" producer=evented topic=t1 last_seq=3 epoch=1 reconnect=true`)
 	assert.Contains(t, out, `level=WARN msg="inflight: dial failed"`)
 	assert.Contains(t, out, `level=WARN msg="inflight: connection lost"`)
 }
@@ -152,4 +153,30 @@ func TestEventHandlerDoesNotBlockProducer(t *testing.T) {
 	assert.True(t, errors.Is(p.Close(ctx), context.DeadlineExceeded), "Close is bounded by its ctx")
 	once.Do(func() { close(release) })
 	require.NoError(t, p.Close(context.Background()))
+}
+
+// TestRandomNameWarned: a producer given no Name warns to its Logger that
+// its name is random, so deduplication ends with the process; one given a
+// Name does not.
+func TestRandomNameWarned(t *testing.T) {
+	b, err := broker.New(broker.NewMemoryStore())
+	require.NoError(t, err)
+	d := mem.NewDialer(b)
+	defer d.Close()
+	for _, named := range []bool{false, true} {
+		var logs syncBuffer
+		opts := []core.Option{core.Logger(slog.New(slog.NewTextHandler(&logs, nil)))}
+		if named {
+			opts = append(opts, core.Name("stable"))
+		}
+		p, err := core.New(d, opts...)
+		require.NoError(t, err)
+		testkit.CloseProducer(t, p, time.Second)
+		if named {
+			assert.NotContains(t, logs.String(), "random")
+			continue
+		}
+		assert.Contains(t, logs.String(), `level=WARN msg="inflight: no Name given: the producer name is random`)
+		assert.Contains(t, logs.String(), "producer="+p.Name())
+	}
 }

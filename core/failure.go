@@ -40,7 +40,8 @@ func unprefixed(s string) string {
 
 // brokerError is an ERROR frame from the broker as the producer reports it:
 // kind names it among this package's errors (ErrUnauthorized,
-// ErrProtocolVersion; nil for other codes), remote is the frame. Its text
+// ErrProtocolVersion, ErrFenced, ErrNameInUse; nil for other codes), remote
+// is the frame. Its text
 // gives the broker's reason once:
 //
 //	inflight: not authorized by the broker: certificate "eve" not in the access list
@@ -59,6 +60,10 @@ func newBrokerError(e wire.Error) *brokerError {
 		b.kind = ErrUnauthorized
 	case wire.CodeVersion:
 		b.kind = ErrProtocolVersion
+	case wire.CodeFenced:
+		b.kind = ErrFenced
+	case wire.CodeNameInUse:
+		b.kind = ErrNameInUse
 	}
 	return b
 }
@@ -88,7 +93,7 @@ func (e *brokerError) Unwrap() []error {
 // final reports whether the refusal cannot heal without a change of
 // configuration, on one side or the other: credentials or grants, the
 // protocol version (see MaxRefusals).
-func (e *brokerError) final() bool { return e.kind != nil }
+func (e *brokerError) final() bool { return e.kind == ErrUnauthorized || e.kind == ErrProtocolVersion }
 
 // withCause is a message's outcome (ErrTimeout, ErrClosed) while the
 // producer had no connection, naming the last connection failure:

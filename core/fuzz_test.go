@@ -16,13 +16,18 @@ import (
 // (split into frames the way a transport would), the producer must not
 // panic, must keep every message's callback promise, and must close.
 func FuzzProducerInbound(f *testing.F) {
-	ok := wire.AppendHelloOK(nil, wire.HelloOK{LastSeq: 0, MaxFrameSize: wire.DefaultMaxFrameSize})
+	ok := wire.AppendHelloOK(nil, wire.HelloOK{LastSeq: 0, MaxFrameSize: wire.DefaultMaxFrameSize, Epoch: 1})
 	f.Add(append(ok, wire.AppendReceipt(nil, wire.Receipt{Seq: 1})...))
 	f.Add(append(ok, wire.AppendReceipt(nil, wire.Receipt{Seq: 1 << 40})...))
-	f.Add(wire.AppendHelloOK(nil, wire.HelloOK{LastSeq: 99, MaxFrameSize: wire.MinMaxFrameSize}))
+	f.Add(wire.AppendHelloOK(nil, wire.HelloOK{LastSeq: 99, MaxFrameSize: wire.MinMaxFrameSize, Epoch: 1}))
 	f.Add(append(ok, wire.AppendError(nil, wire.Error{Code: wire.CodeStore, Text: "disk"})...))
 	f.Add(append(append(ok, ok...), wire.AppendPong(nil, wire.Pong{Nonce: 3})...))
 	f.Add([]byte{0, 0, 0, 1, 99})
+	f.Add(append(ok, wire.AppendError(nil, wire.Error{Code: wire.CodeFenced, Text: "epoch 2 took the name over"})...))
+	f.Add(wire.AppendError(nil, wire.Error{Code: wire.CodeNameInUse}))
+	f.Add(wire.AppendHelloOK(nil, wire.HelloOK{LastSeq: wire.MaxSeq, MaxFrameSize: wire.MinMaxFrameSize, Epoch: 3}))
+	f.Add(append(wire.AppendHelloOK(nil, wire.HelloOK{LastSeq: wire.MaxSeq - 2, MaxFrameSize: wire.MinMaxFrameSize, Epoch: 1}),
+		wire.AppendReceipt(nil, wire.Receipt{Seq: wire.MaxSeq})...))
 	f.Fuzz(func(t *testing.T, reply []byte) {
 		d := &scriptedDialer{reply: reply}
 		p, err := core.New(d, core.SendTimeout(50*time.Millisecond), core.HandshakeTimeout(20*time.Millisecond),

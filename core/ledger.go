@@ -41,8 +41,15 @@ import (
 //     goroutine; forward only, by CAS) and the handshake (the pump).
 //   - Every position below maxWritten was handed to a connection once, or
 //     resolved before it could be. maxWritten: the pump.
-//   - seqBase is fixed by the first HELLO_OK, before anything is written
-//     or reported, and never changes (the pump).
+//   - seq(pos) = seqBase + pos + 1, modulo 2^64: seqBase is set by each
+//     HELLO_OK that starts an incarnation (the pump): the first, before
+//     anything is written, and under WaitForName the one that takes the
+//     name back after a fence, when every position below maxWritten is
+//     released; the positions from maxWritten on, never written, then get
+//     sequence IDs after the name's last stored one. seqBase may so be
+//     "negative" (above 2^63): sequence IDs are below wire.MaxSeq, so the
+//     difference of two, or of one and seqBase, read as an int64, is a
+//     distance in positions.
 //   - A position resolves exactly once (a CAS on its state); the goroutine
 //     that resolved it settles it exactly once: a Send is notified, a
 //     failure is queued for the dispatcher or the in-order walk is woken.
@@ -62,7 +69,6 @@ type ledger struct {
 	waitMask uint64
 
 	seqBase    atomic.Uint64
-	baseSet    bool // pump only
 	acked      atomic.Uint64
 	maxWritten atomic.Uint64
 	unacked    atomic.Int64
@@ -255,30 +261,40 @@ func (l *ledger) close() { l.ring.Close() }
 func (l *ledger) resendFrom() uint64 { return max(l.acked.Load(), l.ring.Head()) }
 
 // handshake takes the broker's last stored seq for this name from a
-// HELLO_OK. The first one fixes seqBase (nothing was written yet, so what
-// the broker stored came before us); later ones acknowledge what the broker
-// stored while the connection was down. It returns err (ErrSequenceConflict,
-// for a seq beyond anything written) when the connection cannot go on, and
-// lost (ErrRecordsLost) when the broker is below what it acknowledged: the
-// connection goes on, and the user is told.
-func (l *ledger) handshake(lastSeq uint64) (lost, err error) {
-	if !l.baseSet {
-		l.seqBase.Store(lastSeq)
-		l.baseSet = true
+// HELLO_OK. One that starts an incarnation (fresh: its HELLO had epoch 0)
+// sets seqBase so that the first position never written gets lastSeq+1
+// (every position below it is released: nothing was written yet, or the
+// pump waited after a fence). Later ones acknowledge what the broker stored
+// while the connection was down. It returns err (ErrSequenceConflict, for a
+// seq beyond anything written; ErrSequenceExhausted, for a seq at
+// wire.MaxSeq) when the connection cannot go on, and lost (ErrRecordsLost)
+// when the broker is below what it acknowledged: the connection goes on,
+// and the user is told.
+func (l *ledger) handshake(lastSeq uint64, fresh bool) (lost, err error) {
+	if lastSeq >= wire.MaxSeq {
+		return nil, fmt.Errorf("%w: the broker's last seq is %d, the limit", ErrSequenceExhausted, lastSeq)
+	}
+	if fresh {
+		from := l.maxWritten.Load()
+		l.seqBase.Store(lastSeq - from) // seq(from) = lastSeq+1, modulo 2^64
+		for {
+			cur := l.acked.Load()
+			if cur >= from || l.acked.CompareAndSwap(cur, from) {
+				break
+			}
+		}
 		return nil, nil
 	}
 	base := l.seqBase.Load()
-	if acked := base + l.acked.Load(); lastSeq < acked {
+	stored := int64(lastSeq - base) // positions of ours the broker holds: a distance (see seqBase)
+	if acked := l.acked.Load(); stored < int64(acked) {
 		// The broker lost records it acknowledged (a store repaired to a
 		// side file, a memory store restarted, a stale replica): nothing to
 		// resend, but the user must hear of it.
-		return fmt.Errorf("%w: the broker's last seq is %d, but it acknowledged up to %d", ErrRecordsLost, lastSeq, acked), nil
+		return fmt.Errorf("%w: the broker's last seq is %d, but it acknowledged up to %d", ErrRecordsLost, lastSeq, base+acked), nil
 	}
-	if lastSeq <= base {
-		return nil, nil
-	}
-	if lastSeq-base > l.maxWritten.Load() {
-		return nil, fmt.Errorf("%w: broker's last seq %d, ours at most %d", ErrSequenceConflict, lastSeq, base+l.maxWritten.Load())
+	if written := l.maxWritten.Load(); stored > int64(written) {
+		return nil, fmt.Errorf("%w: broker's last seq %d, ours at most %d", ErrSequenceConflict, lastSeq, base+written)
 	}
 	l.ackThrough(lastSeq)
 	return nil, nil
@@ -314,9 +330,10 @@ func (l *ledger) waitPublished(pos uint64, dead <-chan struct{}, until <-chan ti
 
 // batchLimits are a connection's limits for nextBatch.
 type batchLimits struct {
-	messages int // records per batch
-	bytes    int // raw bytes per batch
-	frame    int // the connection's frame limit
+	messages int    // records per batch
+	bytes    int    // raw bytes per batch
+	frame    int    // the connection's frame limit
+	end      uint64 // the first position whose sequence ID would be beyond wire.MaxSeq
 }
 
 // writeRun is how many positions nextBatch takes into Writing before it
@@ -330,8 +347,8 @@ const writeRun = 32
 
 // nextBatch builds one BATCH frame in bb (in its own buffer) from consecutive
 // positions from pos on, and returns the next position to look at and the
-// number of records. It stops at the limits, at the first unpublished
-// position, and at a gap: a position that is resolved, or that it resolves
+// number of records. It stops at the limits (lim.end included), at the
+// first unpublished position, and at a gap: a position that is resolved, or that it resolves
 // itself because its deadline passed or its context ended (such a message
 // is never written) or because it is too large for the connection
 // (Rejected, reported in order). Sequence IDs in one frame are consecutive.
@@ -349,7 +366,7 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 	for more := true; more && n < lim.messages; {
 		first, k := pos, 0 // the run: positions first to first+k-1, in Writing
 		more = false
-		for k < writeRun && n+k < lim.messages {
+		for k < writeRun && n+k < lim.messages && pos < lim.end {
 			st := l.ring.State(pos)
 			if st == ringbuf.Unpublished {
 				break
@@ -432,11 +449,14 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 // moves forward after the caller itself made sure every position below its
 // target is resolved.
 func (l *ledger) ackThrough(seq uint64) {
-	base := l.seqBase.Load()
-	if seq <= base {
+	// Positions below d are acknowledged. A receipt at or below seqBase (a
+	// late one of a connection of a former incarnation) is a distance of
+	// 0 or less: nothing.
+	d := int64(seq - l.seqBase.Load())
+	if d <= 0 {
 		return
 	}
-	upto := min(seq-base, l.maxWritten.Load())
+	upto := min(uint64(d), l.maxWritten.Load())
 	from := l.resendFrom()
 	if upto <= from {
 		return
@@ -662,6 +682,7 @@ func minDeadline(cur, d int64) int64 {
 type waiter struct {
 	ch  chan ringbuf.State // capacity 1
 	pos atomic.Uint64      // the position it waits for
+	id  MessageID          // set before an Acked state is sent: seq(pos) then
 }
 
 var waiters = sync.Pool{New: func() any { return &waiter{ch: make(chan ringbuf.State, 1)} }}
@@ -678,6 +699,11 @@ func (l *ledger) notify(pos uint64, st ringbuf.State) {
 		return
 	}
 	ref.Store(nil)
+	if st == ringbuf.Acked {
+		// Now, not when Send reads it: under WaitForName seqBase may move
+		// once the position is released.
+		w.id = MessageID(l.seq(pos))
+	}
 	w.ch <- st
 }
 

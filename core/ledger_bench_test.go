@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/inflightmq/inflight/ringbuf"
@@ -23,7 +24,7 @@ func BenchmarkLedger(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := l.handshake(0); err != nil {
+			if _, err := l.handshake(0, true); err != nil {
 				b.Fatal(err)
 			}
 			msgs := make([]*Message, round)
@@ -36,7 +37,7 @@ func BenchmarkLedger(b *testing.B) {
 				sizes[i] = size
 			}
 			var bb wire.BatchBuilder
-			lim := batchLimits{messages: round, bytes: 1 << 20, frame: wire.DefaultMaxFrameSize}
+			lim := batchLimits{messages: round, bytes: 1 << 20, frame: wire.DefaultMaxFrameSize, end: math.MaxUint64}
 			var pos, next uint64
 			deliver := func(uint64, ringbuf.State) {}
 			ctx := context.Background()

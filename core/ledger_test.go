@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -38,7 +39,7 @@ type ledgerRig struct {
 func newLedgerRig(t *testing.T, maxPending int) *ledgerRig {
 	l, err := newLedger(maxPending, 1<<20, ledgerTimeout, nil)
 	require.NoError(t, err)
-	_, err = l.handshake(0) // fixes seqBase
+	_, err = l.handshake(0, true) // fixes seqBase
 	require.NoError(t, err)
 	return &ledgerRig{t: t, l: l, delivered: map[uint64]ringbuf.State{}}
 }
@@ -69,7 +70,7 @@ func (r *ledgerRig) send(ctx context.Context, size int, now int64, w *waiter) (u
 }
 
 func (r *ledgerRig) write(from uint64, frame int, now int64) (uint64, int) {
-	return r.l.nextBatch(&r.bb, from, batchLimits{messages: 1000, bytes: 1 << 20, frame: frame}, now)
+	return r.l.nextBatch(&r.bb, from, batchLimits{messages: 1000, bytes: 1 << 20, frame: frame, end: math.MaxUint64}, now)
 }
 
 func (r *ledgerRig) deliver(pos uint64, st ringbuf.State) {
@@ -248,7 +249,7 @@ func TestLedgerTransitions(t *testing.T) {
 		for i := range writeRun + 7 {
 			limit += wire.RecordOverhead(1+i%50) + 1 + i%50
 		}
-		next, n := r.l.nextBatch(&r.bb, 0, batchLimits{messages: 1000, bytes: limit, frame: wire.DefaultMaxFrameSize}, 120)
+		next, n := r.l.nextBatch(&r.bb, 0, batchLimits{messages: 1000, bytes: limit, frame: wire.DefaultMaxFrameSize, end: math.MaxUint64}, 120)
 		assert.Equal(t, writeRun+7, n)
 		assert.Equal(t, uint64(writeRun+7), next)
 		assert.Equal(t, ringbuf.Pending, r.state(next), "the first one past the limit is left as it was")
@@ -301,7 +302,7 @@ func TestLedgerTransitions(t *testing.T) {
 		r.l.ackThrough(1)
 		assert.Equal(t, uint64(1), r.l.resendFrom())
 		// The connection died; the broker stored up to seq 3 meanwhile.
-		lost, err := r.l.handshake(3)
+		lost, err := r.l.handshake(3, false)
 		require.NoError(t, err)
 		require.NoError(t, lost)
 		assert.Equal(t, uint64(3), r.l.resendFrom())
@@ -310,9 +311,9 @@ func TestLedgerTransitions(t *testing.T) {
 		assert.Equal(t, 1, n, "only the unacknowledged one is resent")
 		assert.Equal(t, uint64(4), next)
 		assert.Equal(t, 1, r.l.unackedNow(), "a resend is not counted twice")
-		_, err = r.l.handshake(99)
+		_, err = r.l.handshake(99, false)
 		assert.ErrorIs(t, err, ErrSequenceConflict)
-		lost, err = r.l.handshake(1)
+		lost, err = r.l.handshake(1, false)
 		assert.NoError(t, err, "the connection goes on")
 		assert.ErrorIs(t, lost, ErrRecordsLost, "the broker is below the 3 it acknowledged")
 	})
@@ -470,7 +471,7 @@ func ledgerProperty(t *testing.T, seed uint64) {
 			check("enqueue")
 		case 2: // the pump writes a batch
 			from := max(writer, r.l.resendFrom())
-			lim := batchLimits{messages: 1 + rng.IntN(8), bytes: 1 << 20, frame: 4096}
+			lim := batchLimits{messages: 1 + rng.IntN(8), bytes: 1 << 20, frame: 4096, end: math.MaxUint64}
 			if rng.IntN(2) == 0 {
 				lim.messages, lim.bytes = 1+rng.IntN(3*writeRun), 64+rng.IntN(4096)
 			}
@@ -513,7 +514,7 @@ func ledgerProperty(t *testing.T, seed uint64) {
 			check("cancel")
 		case 6: // reconnect: the broker says what it stored
 			writer = 0
-			lost, err := r.l.handshake(min(brokerLast, r.l.seq(r.l.maxWritten.Load())-1))
+			lost, err := r.l.handshake(min(brokerLast, r.l.seq(r.l.maxWritten.Load())-1), false)
 			require.NoError(t, err)
 			require.NoError(t, lost)
 			check("reconnect")

@@ -62,6 +62,8 @@ type config struct {
 	onEvent          func(Event)
 	logger           *slog.Logger
 	token            *wire.Token // see Token in auth.go; a pointer, so that printing a config prints no token
+	access           AccessMode
+	randomName       bool // Name not given: New made one up
 }
 
 func defaultConfig() config {
@@ -146,15 +148,89 @@ func BlockIfFull(block bool) Option {
 }
 
 // Name sets the producer name, the key of the broker's deduplication
-// (default: "inflight-" and 16 random hex digits). At most one live producer
-// may use a name. A producer that reuses a name continues its sequence IDs
-// after the broker's last stored one.
+// (default: "inflight-" and 16 random hex digits). Deduplication is per
+// (Topic, Name), and a name has one writer at a time: each Producer is a
+// new instance (incarnation) of its name, which the broker gives an epoch
+// at its first connection; by default (Access(Fencing)) a new instance
+// takes the name over and fences the older one if it still lives, whose
+// pending messages then fail with ErrFenced.
+//
+// A process restarted with the same name takes the name over and
+// continues its sequence IDs after the name's last stored one: what the
+// old process had stored is kept once, what it had pending and not stored
+// is not resent (those messages were its callbacks' to report, and its
+// process is gone). Deduplication covers the resends of one Producer
+// across reconnects and broker restarts; a message the application sends
+// again through a new Producer is a new message.
+//
+// Give each producer process a Name of its own that outlives its restarts
+// (a shard or host ID, a StatefulSet pod name): with the random default,
+// two processes never clash, but nothing ties a restarted process to what
+// it stored before. New logs a warning to the Logger when the name is
+// random.
 func Name(name string) Option {
 	return optionFunc(func(c *config) error {
 		if name == "" || len(name) > wire.MaxProducerNameLen {
 			return invalid("Name", fmt.Sprintf("%q", name), fmt.Sprintf("must be 1 to %d bytes", wire.MaxProducerNameLen))
 		}
 		c.name = name
+		return nil
+	})
+}
+
+// AccessMode says what a Producer does when another instance of its
+// (Topic, Name) is live: a process that restarted while its old instance
+// still runs, two processes given one name by mistake, a standby waiting
+// for the primary to go. See Access.
+type AccessMode uint8
+
+const (
+	// Fencing (the default): the newest instance takes the name. Its first
+	// connection fences the instance that holds the name, whose pending
+	// messages fail with ErrFenced, whose later sends fail with ErrFenced
+	// at once, and which dials no more. As Kafka's producer epochs and
+	// Pulsar's ExclusiveWithFencing.
+	Fencing AccessMode = iota
+	// WaitForName: the instance does not take the name from a live one.
+	// While another instance is connected to the broker with the name, its
+	// connection is refused (ErrNameInUse, to the ErrorHandler) and it
+	// redials with backoff; its messages wait, within their SendTimeout.
+	// When an instance of the default mode fences it, its messages that
+	// were written and not yet acknowledged fail with ErrFenced (they may
+	// have been stored), and it waits again until the name is free, then
+	// takes it with a new epoch and sends the messages that were never
+	// written, with sequence IDs after the name's last stored one. As
+	// Pulsar's WaitForExclusive. A broker knows only its own connections:
+	// right after a broker restart, or between gateways sharing a
+	// JetStream stream, a waiting instance may take the name from a live
+	// one, which is then fenced; and a holder that vanished without closing
+	// its connection holds the name until the broker notices (its
+	// heartbeat or idle timeout).
+	WaitForName
+	// Exclusive: as WaitForName, but a refusal because another instance is
+	// live fails every pending message at once with ErrNameInUse (messages
+	// sent later wait for the next attempt, one backoff later), and when
+	// fenced it fails as Fencing does. As Pulsar's Exclusive.
+	Exclusive
+)
+
+var accessNames = [...]string{"Fencing", "WaitForName", "Exclusive"}
+
+func (m AccessMode) String() string {
+	if int(m) < len(accessNames) {
+		return accessNames[m]
+	}
+	return fmt.Sprintf("AccessMode(%d)", uint8(m))
+}
+
+// Access sets what the producer does when another instance of its name is
+// live (default Fencing): see AccessMode.
+func Access(m AccessMode) Option {
+	return optionFunc(func(c *config) error {
+		if m > Exclusive {
+			return invalid("Access", m, "must be Fencing, WaitForName or Exclusive")
+		}
+		c.access = m
 		return nil
 	})
 }

@@ -58,6 +58,12 @@ type Producer struct {
 	// pump stores it, the dispatcher names it in timeouts and ErrClosed.
 	lastFail atomic.Pointer[connFailure]
 	abortErr atomic.Pointer[error] // why the pump last aborted (see abort)
+	fenced   atomic.Pointer[error] // why sends fail: the producer was fenced for good (see fence)
+
+	// incarnation is the producer's epoch: its incarnation of its name,
+	// from its HELLO_OK (0: none yet, or given up under WaitForName after a
+	// fence); the pump's.
+	incarnation uint64
 }
 
 // New returns a Producer that connects through dialer and starts its
@@ -78,7 +84,7 @@ func New(dialer transport.Dialer, opts ...Option) (*Producer, error) {
 		}
 	}
 	if cfg.name == "" {
-		cfg.name = randomName()
+		cfg.name, cfg.randomName = randomName(), true
 	}
 	var cc *coarseClock
 	if clock.IsSystem(cfg.clock) {
@@ -111,6 +117,10 @@ func New(dialer transport.Dialer, opts ...Option) (*Producer, error) {
 	}
 	if p.events = newNotifier(&cfg); p.events != nil {
 		go p.events.run() // stopped by Close, after the pump
+	}
+	if cfg.randomName && cfg.logger != nil {
+		cfg.logger.Warn("inflight: no Name given: the producer name is random, so a restarted process cannot take it over, and deduplication does not outlive this process",
+			"producer", cfg.name, "topic", cfg.topic)
 	}
 	p.wg.Go(p.runPump)
 	p.wg.Go(p.runSweeper)

@@ -39,7 +39,7 @@ func (p *Producer) runPump() {
 					p.abort(refusal)
 				}
 			}
-			if !p.sleep(wait.failed()) {
+			if !p.afterFailure(err) || !p.sleep(wait.failed()) {
 				return
 			}
 			continue
@@ -49,7 +49,7 @@ func (p *Producer) runPump() {
 		if connected {
 			p.stats.reconnects.Add(1)
 		}
-		p.event(Event{Kind: EventConnected, LastSeq: s.lastSeq, Reconnect: connected})
+		p.event(Event{Kind: EventConnected, LastSeq: s.lastSeq, Epoch: s.epoch, Reconnect: connected})
 		connected = true
 		var hb sync.WaitGroup
 		hb.Go(s.heartbeat)
@@ -67,6 +67,9 @@ func (p *Producer) runPump() {
 			lost := wrap(errConnLost, cause)
 			p.report(lost)
 			p.lastFail.Store(newConnFailure(lost))
+			if !p.afterFailure(cause) {
+				return
+			}
 		}
 		if d := wait.ended(time.Duration(p.preciseNow() - up)); d > 0 && !p.sleep(d) {
 			return
@@ -143,7 +146,7 @@ func (p *Producer) connect() (*session, EventKind, error) {
 }
 
 func (p *Producer) handshake(s *session) error {
-	hello, err := s.hello()
+	hello, err := s.hello(p.incarnation)
 	if err != nil {
 		return wrap(ErrHandshake, err)
 	}
@@ -163,14 +166,20 @@ func (p *Producer) handshake(s *session) error {
 		return ErrClosed
 	}
 
-	lost, err := p.led.handshake(ok.LastSeq)
+	fresh := p.incarnation == 0
+	if !fresh && ok.Epoch != p.incarnation {
+		return fmt.Errorf("%w: HELLO_OK of epoch %d answers a HELLO of epoch %d", ErrHandshake, ok.Epoch, p.incarnation)
+	}
+	lost, err := p.led.handshake(ok.LastSeq, fresh)
 	if err != nil {
 		return err
 	}
 	if lost != nil {
 		p.report(lost)
 	}
-	s.lastSeq = ok.LastSeq
+	p.incarnation = ok.Epoch
+	s.lastSeq, s.epoch = ok.LastSeq, ok.Epoch
+	s.endPos = wire.MaxSeq - p.led.seqBase.Load() // seq(endPos) = MaxSeq+1 (see ledger.seqBase)
 	s.maxFrame = min(int(ok.MaxFrameSize), p.cfg.maxFrameSize)
 	s.inbound.Store(p.preciseNow())
 	s.ready.Store(true)
@@ -186,11 +195,70 @@ func (p *Producer) abort(err error) {
 	p.led.failBelow(tail, ringbuf.Aborted)
 }
 
+// afterFailure acts on why a connection attempt failed or a connection
+// ended, when that is more than a reason to redial: it reports false when
+// the pump must stop for good (the producer was fenced).
+//
+//	ErrFenced             Fencing, Exclusive: fence (every message fails, sends fail, no more dials)
+//	                      WaitForName: yield (written messages fail; redial for a new epoch)
+//	ErrNameInUse          Exclusive: every pending message fails; the others just redial
+//	ErrSequenceExhausted  every pending message fails
+func (p *Producer) afterFailure(err error) bool {
+	var refusal *brokerError
+	errors.As(err, &refusal)
+	switch {
+	case refusal != nil && refusal.kind == ErrFenced:
+		if p.cfg.access == WaitForName {
+			return p.yield(refusal)
+		}
+		p.fence(refusal)
+		return false
+	case refusal != nil && refusal.kind == ErrNameInUse:
+		if p.cfg.access == Exclusive {
+			p.abort(refusal)
+		}
+	case errors.Is(err, ErrSequenceExhausted):
+		p.abort(err)
+	}
+	return true
+}
+
+// fence ends the producer as a writer: a newer instance of its name took
+// it over. Every pending message fails with err; the ledger is closed, so
+// that later sends fail at once (enqueue returns err for the closed
+// ledger's ErrClosed until Close).
+func (p *Producer) fence(err error) {
+	p.fenced.Store(&err)
+	p.led.close() // before the tail is read: a send either fails or is below it
+	p.abort(err)
+}
+
+// yield gives the name up under WaitForName after a fence: the messages
+// written under the fenced epoch and not acknowledged fail with err (the
+// broker may have stored them: resending them under a new epoch could
+// store them twice); once the dispatcher delivered every position below
+// maxWritten, the next HELLO asks for a new epoch, and its HELLO_OK moves
+// seqBase so that the messages never written get sequence IDs after the
+// name's last stored one (ledger.handshake). It reports false if the
+// producer is stopping.
+func (p *Producer) yield(err error) bool {
+	p.abortErr.Store(&err)
+	written := p.led.maxWritten.Load()
+	p.led.failBelow(written, ringbuf.Aborted)
+	p.incarnation = 0
+	select {
+	case <-p.stop:
+		return false
+	default:
+	}
+	return p.led.releasedBelow(written, p.stop)
+}
+
 // writeLoop writes batches from the oldest unresolved position on, until the
 // session dies or the producer stops.
 func (p *Producer) writeLoop(s *session, bufs chan *transport.Buffer) {
 	var bb wire.BatchBuilder
-	lim := batchLimits{messages: p.cfg.maxBatchMessages, bytes: p.cfg.maxBatchBytes, frame: s.maxFrame}
+	lim := batchLimits{messages: p.cfg.maxBatchMessages, bytes: p.cfg.maxBatchBytes, frame: s.maxFrame, end: s.endPos}
 	var pos uint64
 	for {
 		// Start, and go on, at the oldest position that may be unresolved:
@@ -206,6 +274,12 @@ func (p *Producer) writeLoop(s *session, bufs chan *transport.Buffer) {
 			case <-s.dead:
 			case <-p.stop:
 			}
+			return
+		}
+		if pos >= s.endPos {
+			// A message is published whose sequence ID would be beyond
+			// wire.MaxSeq: nothing more can be sent under this name.
+			s.fail(fmt.Errorf("%w: sequence IDs of this name reached %d", ErrSequenceExhausted, uint64(wire.MaxSeq)))
 			return
 		}
 		if !p.awaitWindow(s) {

@@ -3,18 +3,21 @@ package core
 import (
 	"context"
 	"time"
+
+	"github.com/inflightmq/inflight/ringbuf"
 )
 
 // SendAsync enqueues msg and returns at once, unless the queue is full (see
 // BlockIfFull). cb runs exactly once, on the producer's callback goroutine,
 // if and only if SendAsync returns nil: with the message's ID when the
-// broker stored it, or with ErrTimeout, ErrClosed, ErrMessageTooLarge or
-// ctx's error.
+// broker stored it, or with ErrTimeout, ErrClosed, ErrMessageTooLarge,
+// ErrFenced, ctx's error, or a refusal (see MaxRefusals, Access).
 //
 // SendAsync returns an error, and never calls cb, when the message was not
 // enqueued: ErrNilMessage, ErrNilCallback, ErrNilContext, ErrInvalidMessage,
-// ErrMessageTooLarge, ErrClosed, ErrQueueFull (BlockIfFull false), and, when
-// it waited for room, ErrTimeout (SendTimeout elapsed) or ctx's error.
+// ErrMessageTooLarge, ErrClosed, ErrFenced (a newer instance of the name
+// took it over), ErrQueueFull (BlockIfFull false), and, when it waited for
+// room, ErrTimeout (SendTimeout elapsed) or ctx's error.
 //
 // ctx bounds the whole life of the message, not only the call: if it ends
 // before the broker stored the message, cb gets ctx.Err(). A context that
@@ -54,7 +57,11 @@ func (p *Producer) Send(ctx context.Context, msg *Message) (MessageID, error) {
 	if err != nil {
 		return 0, err
 	}
-	return p.outcome(pos, <-w.ch, ctx)
+	st := <-w.ch
+	if st == ringbuf.Acked {
+		return w.id, nil // the ID when it was acknowledged (see ledger.notify)
+	}
+	return p.outcome(pos, st, ctx)
 }
 
 // send enqueues msg with either a callback or a Send's waiter and returns
@@ -92,6 +99,9 @@ func (p *Producer) enqueue(ctx context.Context, msgs []*Message, sizes []int64, 
 	deadline := p.now() + int64(p.cfg.sendTimeout)
 	first, n, waited, err := p.led.claim(ctx, sizes, deadline, block, p.preciseNow, p.newTimer)
 	if err != nil {
+		if f := p.fenced.Load(); f != nil && err == ErrClosed && !p.closing.Load() {
+			err = *f // the ledger was closed by the fence, not by Close
+		}
 		return 0, 0, err
 	}
 	p.led.publish(first, msgs[:n], cb, cctx, deadline, w)

@@ -15,7 +15,7 @@ const batchClaim = 64
 // producer's callback goroutine, as for SendAsync, and never for msgs[n:].
 // err is nil if and only if n == len(msgs); otherwise it says why msgs[n]
 // was not enqueued, with the errors SendAsync returns: ErrNilMessage,
-// ErrInvalidMessage, ErrMessageTooLarge, ErrClosed, ErrQueueFull
+// ErrInvalidMessage, ErrMessageTooLarge, ErrClosed, ErrFenced, ErrQueueFull
 // (BlockIfFull false), ErrTimeout or ctx's error (after waiting for room).
 // ErrNilCallback and ErrNilContext enqueue nothing. A caller that wants
 // every message sent retries from msgs[n:] after handling err.

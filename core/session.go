@@ -19,6 +19,8 @@ type session struct {
 	ready    atomic.Bool  // HELLO_OK processed: receipts may be resolved
 	maxFrame int          // negotiated; pump only
 	lastSeq  uint64       // the broker's, from HELLO_OK; pump only
+	epoch    uint64       // the producer's, from HELLO_OK; pump only
+	endPos   uint64       // the first position whose sequence ID would be beyond wire.MaxSeq; pump only
 	inbound  atomic.Int64 // when the last frame arrived (producer ns)
 
 	// The window (see MaxFramesInFlight): the end position of every BATCH
@@ -124,10 +126,12 @@ func (s *session) OnClose(err error) {
 	s.fail(err)
 }
 
-// hello returns the HELLO frame that opens the session.
-func (s *session) hello() ([]byte, error) {
+// hello returns the HELLO frame that opens the session for the
+// producer's incarnation epoch (0: a new one).
+func (s *session) hello(epoch uint64) ([]byte, error) {
 	c := &s.p.cfg
-	h := wire.Hello{Version: wire.Version, MaxFrameSize: uint32(c.maxFrameSize), Producer: c.name, Topic: c.topic}
+	h := wire.Hello{Version: wire.Version, MaxFrameSize: uint32(c.maxFrameSize), Epoch: epoch,
+		Yield: c.access != Fencing, Producer: c.name, Topic: c.topic}
 	if c.token != nil {
 		h.Token = *c.token
 	}

@@ -211,5 +211,6 @@ const lingerTime = 200 * time.Millisecond
 func isSessionError(err error) bool {
 	return errors.Is(err, broker.ErrProtocol) || errors.Is(err, broker.ErrStore) ||
 		errors.Is(err, broker.ErrReplaced) || errors.Is(err, broker.ErrSessionClosed) ||
-		errors.Is(err, broker.ErrUnauthorized)
+		errors.Is(err, broker.ErrUnauthorized) || errors.Is(err, broker.ErrFenced) ||
+		errors.Is(err, broker.ErrNameInUse)
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
-	"math"
 )
 
 // BatchHeaderSize is the size of a BATCH frame before its data: the frame
@@ -15,6 +14,14 @@ import (
 //	|length|type| firstSeq | count |codec|rawLen | crc | data... |
 //	+------+----+----------+-------+-----+-------+-----+---------+
 const BatchHeaderSize = 4 + 1 + 21
+
+// MaxSeq is the highest sequence id a record may have: 2^63-1. A BATCH
+// whose last record would be beyond it is malformed, which a broker
+// refuses as a protocol error (CodeProtocol), so that sequence ids never
+// wrap and two of them always compare as their difference does. A
+// producer whose name's last stored sequence id is MaxSeq can send
+// nothing more under that name.
+const MaxSeq = 1<<63 - 1
 
 // Offsets of the batch header fields within a BATCH frame.
 const (
@@ -41,8 +48,8 @@ type Batch struct {
 }
 
 // DecodeBatch decodes a BATCH frame without parsing its records. It checks
-// the header (count >= 1, firstSeq >= 1, no overflow of the last sequence
-// id, rawLen of at least one byte per record, and for CodecNone rawLen ==
+// the header (count >= 1, firstSeq >= 1, the last sequence id at most
+// MaxSeq, rawLen of at least one byte per record, and for CodecNone rawLen ==
 // len(Data)), the codec value and the CRC. It does not allocate on success.
 func DecodeBatch(frame []byte) (Batch, error) {
 	b, err := body(frame, TypeBatch)
@@ -66,8 +73,9 @@ func DecodeBatch(frame []byte) (Batch, error) {
 		return Batch{}, fmt.Errorf("%w: batch of zero records", ErrMalformed)
 	case bt.FirstSeq == 0:
 		return Batch{}, fmt.Errorf("%w: first sequence id 0", ErrMalformed)
-	case bt.FirstSeq > math.MaxUint64-uint64(bt.Count-1):
-		return Batch{}, fmt.Errorf("%w: sequence ids overflow", ErrMalformed)
+	case bt.FirstSeq > MaxSeq-uint64(bt.Count-1):
+		return Batch{}, fmt.Errorf("%w: %d records from sequence id %d go beyond the limit %d", ErrMalformed,
+			bt.Count, bt.FirstSeq, uint64(MaxSeq))
 	case uint64(bt.RawLen) < 2*uint64(bt.Count): // every record takes at least its length and flags bytes
 		return Batch{}, fmt.Errorf("%w: raw length %d too small for %d records",
 			ErrMalformed, bt.RawLen, bt.Count)

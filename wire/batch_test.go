@@ -23,8 +23,8 @@ func TestBatchRoundTrip(t *testing.T) {
 		{"one empty", 1, [][]byte{{}}},
 		{"all empty", 9, [][]byte{{}, {}, {}, {}}},
 		{"varint widths", 100, [][]byte{make([]byte, 127), make([]byte, 128), big, {}, []byte("tail")}},
-		{"last seq is max", math.MaxUint64 - 2, [][]byte{[]byte("a"), []byte("b"), []byte("c")}},
-		{"single at max", math.MaxUint64, [][]byte{[]byte("z")}},
+		{"last seq is max", wire.MaxSeq - 2, [][]byte{[]byte("a"), []byte("b"), []byte("c")}},
+		{"single at max", wire.MaxSeq, [][]byte{[]byte("z")}},
 	} {
 		frame := buildBatch(tc.firstSeq, tc.recs...)
 		b, err := wire.DecodeBatch(frame)

@@ -20,35 +20,51 @@ const (
 
 // Body sizes of the fixed-size control frames.
 const (
-	helloFixedLen = 2 + 4 + 1 + 1 // version, maxFrameSize, nameLen, topicLen
-	tokenLenLen   = 2             // the optional token's length
-	helloOKLen    = 8 + 4
+	helloFixedLen = 2 + 4 + 8 + 1 + 1 + 1 // version, maxFrameSize, epoch, flags, nameLen, topicLen
+	tokenLenLen   = 2                     // the optional token's length
+	helloOKLen    = 8 + 4 + 8
 	receiptLen    = 8
 	errorFixedLen = 2
 	nonceLen      = 8
 )
 
 // Hello opens a session: the producer's protocol version, the largest frame
-// it accepts, its name, the topic it writes and, optionally, a token that
-// authenticates it. The broker keeps the last stored sequence id per
-// (topic, name).
+// it accepts, its incarnation of its name (see Epoch), how it takes the
+// name, its name, the topic it writes and, optionally, a token that
+// authenticates it. The broker keeps the last stored sequence id and the
+// newest epoch per (topic, name).
 //
-//	+---------+--------------+---------+------+---------+-------+  optional:  +----------+-------+
-//	| u16 ver | u32 maxFrame | u8 nlen | name | u8 tlen | topic |             | u16 klen | token |
-//	+---------+--------------+---------+------+---------+-------+             +----------+-------+
+//	+---------+--------------+-----------+----------+---------+------+---------+-------+
+//	| u16 ver | u32 maxFrame | u64 epoch | u8 flags | u8 nlen | name | u8 tlen | topic |
+//	+---------+--------------+-----------+----------+---------+------+---------+-------+
+//	optional:  +----------+-------+
+//	           | u16 klen | token |
+//	           +----------+-------+
 //
-// The token is a trailing field of protocol version 2: a HELLO without one
-// is byte for byte the HELLO of a producer that predates tokens, so old
-// producers and new brokers work together. A broker that predates tokens
-// answers a HELLO with one with an ERROR of code CodeProtocol (bytes after
-// the topic).
+// flags: bit 0 is Yield; the other bits are zero. The token is a trailing
+// field: a HELLO without one ends with the topic. A broker of protocol
+// version 2 answers this HELLO with an ERROR of code CodeVersion.
 type Hello struct {
 	Version      uint16 // protocol version; DecodeHello accepts only Version
 	MaxFrameSize uint32 // at least MinMaxFrameSize
-	Producer     string // 1 to MaxProducerNameLen bytes
-	Topic        string // see CheckTopic
-	Token        Token  // empty (none), or 1 to MaxTokenLen bytes
+	// Epoch is the producer's incarnation of its name: 0 asks the broker
+	// for a new one (a producer's first HELLO), which fences every older
+	// incarnation; otherwise the epoch a HELLO_OK gave this producer
+	// (a reconnect). The broker refuses a HELLO whose epoch is below the
+	// name's newest with an ERROR of code CodeFenced.
+	Epoch uint64
+	// Yield asks the broker not to take the name from a live session of
+	// another incarnation: a HELLO of epoch 0 is then refused with an
+	// ERROR of code CodeNameInUse while one holds the name, instead of
+	// fencing it.
+	Yield    bool
+	Producer string // 1 to MaxProducerNameLen bytes
+	Topic    string // see CheckTopic
+	Token    Token  // empty (none), or 1 to MaxTokenLen bytes
 }
+
+// helloYield is the flags bit of Hello.Yield.
+const helloYield = 1
 
 // AppendHello appends a HELLO frame to dst. It returns dst unchanged and
 // ErrMalformed if the name is empty or longer than MaxProducerNameLen
@@ -73,9 +89,15 @@ func AppendHello(dst []byte, h Hello) ([]byte, error) {
 	if len(h.Token) > 0 {
 		n += tokenLenLen + len(h.Token)
 	}
+	var flags byte
+	if h.Yield {
+		flags |= helloYield
+	}
 	dst = appendHeader(dst, TypeHello, n)
 	dst = binary.BigEndian.AppendUint16(dst, h.Version)
 	dst = binary.BigEndian.AppendUint32(dst, h.MaxFrameSize)
+	dst = binary.BigEndian.AppendUint64(dst, h.Epoch)
+	dst = append(dst, flags)
 	dst = append(dst, byte(len(h.Producer)))
 	dst = append(dst, h.Producer...)
 	dst = append(dst, byte(len(h.Topic)))
@@ -89,10 +111,11 @@ func AppendHello(dst []byte, h Hello) ([]byte, error) {
 
 // DecodeHello decodes a HELLO frame. The version is checked first, as soon
 // as it is readable, so that a HELLO of another version, laid out
-// differently (version 1 had no topic), yields ErrVersion and not
-// ErrMalformed. A token field present but empty is malformed (an encoder
-// leaves the field out), so that every HELLO has one encoding. It allocates
-// the producer name, the topic and the token.
+// differently (version 1 had no topic, version 2 no epoch), yields
+// ErrVersion and not ErrMalformed. A token field present but empty, and a
+// flags bit this version does not define, are malformed, so that every
+// HELLO has one encoding. It allocates the producer name, the topic and
+// the token.
 func DecodeHello(frame []byte) (Hello, error) {
 	b, err := body(frame, TypeHello)
 	if err != nil {
@@ -106,14 +129,15 @@ func DecodeHello(frame []byte) (Hello, error) {
 	if len(b) < helloFixedLen {
 		return Hello{}, checkLen(TypeHello, b, helloFixedLen)
 	}
-	nameLen := int(b[6])
+	const offFlags, offName = 14, 15 // after version, maxFrame and epoch; the name's length
+	nameLen := int(b[offName])
 	if nameLen == 0 {
 		return Hello{}, fmt.Errorf("%w: empty producer name", ErrMalformed)
 	}
 	if len(b) < helloFixedLen+nameLen {
 		return Hello{}, checkLen(TypeHello, b, helloFixedLen+nameLen)
 	}
-	topicLen := int(b[7+nameLen])
+	topicLen := int(b[offName+1+nameLen])
 	end := helloFixedLen + nameLen + topicLen
 	if len(b) < end {
 		return Hello{}, checkLen(TypeHello, b, end)
@@ -123,9 +147,15 @@ func DecodeHello(frame []byte) (Hello, error) {
 		return Hello{}, err
 	}
 	b = b[:end]
+	flags := b[offFlags]
+	if flags&^helloYield != 0 {
+		return Hello{}, fmt.Errorf("%w: HELLO flags %#02x", ErrMalformed, flags)
+	}
 	h := Hello{
 		Version:      Version,
 		MaxFrameSize: binary.BigEndian.Uint32(b[2:]),
+		Epoch:        binary.BigEndian.Uint64(b[6:]),
+		Yield:        flags&helloYield != 0,
 	}
 	if h.MaxFrameSize < MinMaxFrameSize {
 		return Hello{}, fmt.Errorf("%w: max frame size %d below %d", ErrMalformed, h.MaxFrameSize, MinMaxFrameSize)
@@ -134,7 +164,7 @@ func DecodeHello(frame []byte) (Hello, error) {
 	if err := CheckTopic(h.Topic); err != nil {
 		return Hello{}, err
 	}
-	h.Producer = string(b[7 : 7+nameLen])
+	h.Producer = string(b[offName+1 : offName+1+nameLen])
 	h.Token = Token(tok)
 	return h, nil
 }
@@ -161,23 +191,32 @@ func decodeToken(b []byte) ([]byte, error) {
 }
 
 // HelloOK accepts a session: the highest sequence id the broker has stored
-// for this producer (0 if none) and the largest frame the broker accepts.
+// for this producer (0 if none), the largest frame the broker accepts, and
+// the producer's epoch: the one its HELLO gave, or, for a HELLO of epoch
+// 0, the new one the broker assigned and stored.
+//
+//	+-------------+--------------+-----------+
+//	| u64 lastSeq | u32 maxFrame | u64 epoch |
+//	+-------------+--------------+-----------+
 type HelloOK struct {
 	LastSeq      uint64
 	MaxFrameSize uint32 // DecodeHelloOK rejects values below MinMaxFrameSize
+	Epoch        uint64 // at least 1
 }
 
 // AppendHelloOK appends a HELLO_OK frame to dst. It encodes the fields as
-// given; a MaxFrameSize below MinMaxFrameSize makes a frame the peer will
-// reject. It allocates only if dst lacks capacity.
+// given; a MaxFrameSize below MinMaxFrameSize or an Epoch of 0 makes a
+// frame the peer will reject. It allocates only if dst lacks capacity.
 func AppendHelloOK(dst []byte, h HelloOK) []byte {
 	dst = appendHeader(dst, TypeHelloOK, helloOKLen)
 	dst = binary.BigEndian.AppendUint64(dst, h.LastSeq)
-	return binary.BigEndian.AppendUint32(dst, h.MaxFrameSize)
+	dst = binary.BigEndian.AppendUint32(dst, h.MaxFrameSize)
+	return binary.BigEndian.AppendUint64(dst, h.Epoch)
 }
 
 // DecodeHelloOK decodes a HELLO_OK frame. It returns ErrMalformed if
-// MaxFrameSize is below MinMaxFrameSize. It does not allocate on success.
+// MaxFrameSize is below MinMaxFrameSize or Epoch is 0. It does not
+// allocate on success.
 func DecodeHelloOK(frame []byte) (HelloOK, error) {
 	b, err := fixedBody(frame, TypeHelloOK, helloOKLen)
 	if err != nil {
@@ -186,9 +225,13 @@ func DecodeHelloOK(frame []byte) (HelloOK, error) {
 	h := HelloOK{
 		LastSeq:      binary.BigEndian.Uint64(b),
 		MaxFrameSize: binary.BigEndian.Uint32(b[8:]),
+		Epoch:        binary.BigEndian.Uint64(b[12:]),
 	}
 	if h.MaxFrameSize < MinMaxFrameSize {
 		return HelloOK{}, fmt.Errorf("%w: max frame size %d below %d", ErrMalformed, h.MaxFrameSize, MinMaxFrameSize)
+	}
+	if h.Epoch == 0 {
+		return HelloOK{}, fmt.Errorf("%w: epoch 0", ErrMalformed)
 	}
 	return h, nil
 }

@@ -32,10 +32,12 @@ func TestControlRoundTrip(t *testing.T) {
 			decoders[wire.TypeHello], wire.Hello{Version: wire.Version, MaxFrameSize: wire.MinMaxFrameSize, Producer: "p", Topic: wire.DefaultTopic}},
 		{"hello long name", mustHello(wire.Hello{Version: wire.Version, MaxFrameSize: math.MaxUint32, Producer: strings.Repeat("n", 255), Topic: wire.DefaultTopic}),
 			decoders[wire.TypeHello], wire.Hello{Version: wire.Version, MaxFrameSize: math.MaxUint32, Producer: strings.Repeat("n", 255), Topic: wire.DefaultTopic}},
-		{"hello_ok zero seq", wire.AppendHelloOK([]byte("prefix"), wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize}),
-			decoders[wire.TypeHelloOK], wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize}},
-		{"hello_ok max seq", wire.AppendHelloOK([]byte("prefix"), wire.HelloOK{LastSeq: math.MaxUint64, MaxFrameSize: 1 << 10}),
-			decoders[wire.TypeHelloOK], wire.HelloOK{LastSeq: math.MaxUint64, MaxFrameSize: 1 << 10}},
+		{"hello epoch and yield", mustHello(wire.Hello{Version: wire.Version, MaxFrameSize: wire.MinMaxFrameSize, Epoch: math.MaxUint64, Yield: true, Producer: "p", Topic: "t"}),
+			decoders[wire.TypeHello], wire.Hello{Version: wire.Version, MaxFrameSize: wire.MinMaxFrameSize, Epoch: math.MaxUint64, Yield: true, Producer: "p", Topic: "t"}},
+		{"hello_ok zero seq", wire.AppendHelloOK([]byte("prefix"), wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize, Epoch: 1}),
+			decoders[wire.TypeHelloOK], wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize, Epoch: 1}},
+		{"hello_ok max seq", wire.AppendHelloOK([]byte("prefix"), wire.HelloOK{LastSeq: math.MaxUint64, MaxFrameSize: 1 << 10, Epoch: math.MaxUint64}),
+			decoders[wire.TypeHelloOK], wire.HelloOK{LastSeq: math.MaxUint64, MaxFrameSize: 1 << 10, Epoch: math.MaxUint64}},
 		{"receipt", wire.AppendReceipt([]byte("prefix"), wire.Receipt{Seq: 1 << 40}),
 			decoders[wire.TypeReceipt], wire.Receipt{Seq: 1 << 40}},
 		{"receipt zero", wire.AppendReceipt([]byte("prefix"), wire.Receipt{}),
@@ -172,19 +174,22 @@ func TestHelloErrors(t *testing.T) {
 		want error
 	}{
 		{"version 1 (its layout, no topic)", []byte{0, 1, 0, 0x40, 0, 0, 1, 'p'}, wire.ErrVersion},
-		{"version 3", []byte{0, 3, 0, 0x40, 0, 0, 1, 'p', 1, 't'}, wire.ErrVersion},
+		{"version 2 (its layout, no epoch)", []byte{0, 2, 0, 0x40, 0, 0, 1, 'p', 1, 't'}, wire.ErrVersion},
+		{"version 4", []byte{0, 4, 0, 0x40, 0, 0, 1, 'p', 1, 't'}, wire.ErrVersion},
 		{"version 0", []byte{0, 0, 0, 0x40, 0, 0, 1, 'p', 1, 't'}, wire.ErrVersion},
-		{"version 3 other layout", []byte{0, 3}, wire.ErrVersion},
+		{"version 4 other layout", []byte{0, 4}, wire.ErrVersion},
 		{"one byte", []byte{0}, wire.ErrTruncated},
-		{"no name length", []byte{0, 2, 0, 0x40, 0, 0}, wire.ErrTruncated},
-		{"no topic length", []byte{0, 2, 0, 0x40, 0, 0, 1}, wire.ErrTruncated},
-		{"empty name", []byte{0, 2, 0, 0x40, 0, 0, 0, 1, 't'}, wire.ErrMalformed},
-		{"name short", []byte{0, 2, 0, 0x40, 0, 0, 3, 'p', 'q', 1}, wire.ErrTruncated},
-		{"topic short", []byte{0, 2, 0, 0x40, 0, 0, 1, 'p', 2, 't'}, wire.ErrTruncated},
-		{"topic long", []byte{0, 2, 0, 0x40, 0, 0, 1, 'p', 1, 't', 'u'}, wire.ErrMalformed},
-		{"empty topic", []byte{0, 2, 0, 0x40, 0, 0, 1, 'p', 0}, wire.ErrMalformed},
-		{"topic charset", []byte{0, 2, 0, 0x40, 0, 0, 1, 'p', 1, '*'}, wire.ErrMalformed},
-		{"small limit", []byte{0, 2, 0, 0, 3, 0xff, 1, 'p', 1, 't'}, wire.ErrMalformed},
+		{"no epoch", []byte{0, 3, 0, 0x40, 0, 0, 1, 'p', 1, 't'}, wire.ErrTruncated},
+		{"no name length", hb(0), wire.ErrTruncated},
+		{"no topic length", hb(0, 1, 'p'), wire.ErrTruncated},
+		{"empty name", hb(0, 0, 1, 't'), wire.ErrMalformed},
+		{"name short", hb(0, 3, 'p', 'q', 1), wire.ErrTruncated},
+		{"topic short", hb(0, 1, 'p', 2, 't'), wire.ErrTruncated},
+		{"topic long", hb(0, 1, 'p', 1, 't', 'u'), wire.ErrMalformed},
+		{"empty topic", hb(0, 1, 'p', 0), wire.ErrMalformed},
+		{"topic charset", hb(0, 1, 'p', 1, '*'), wire.ErrMalformed},
+		{"unknown flag", hb(2, 1, 'p', 1, 't'), wire.ErrMalformed},
+		{"small limit", append([]byte{0, 3, 0, 0, 3, 0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0}, 1, 'p', 1, 't'), wire.ErrMalformed},
 	} {
 		if _, err := wire.DecodeHello(frameOf(wire.TypeHello, tc.body)); !errors.Is(err, tc.want) {
 			t.Errorf("%s: DecodeHello: %v, want %v", tc.name, err, tc.want)
@@ -192,10 +197,20 @@ func TestHelloErrors(t *testing.T) {
 	}
 }
 
-func TestHelloOKSmallLimit(t *testing.T) {
-	f := wire.AppendHelloOK(nil, wire.HelloOK{LastSeq: 1, MaxFrameSize: wire.MinMaxFrameSize - 1})
-	if _, err := wire.DecodeHelloOK(f); !errors.Is(err, wire.ErrMalformed) {
-		t.Errorf("DecodeHelloOK: %v, want ErrMalformed", err)
+// hb is the body of a version 3 HELLO with a 4 MiB limit and epoch 7, whose
+// flags byte and the rest are given.
+func hb(flags byte, rest ...byte) []byte {
+	return append([]byte{0, 3, 0, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, flags}, rest...)
+}
+
+func TestHelloOKMalformed(t *testing.T) {
+	for _, h := range []wire.HelloOK{
+		{LastSeq: 1, MaxFrameSize: wire.MinMaxFrameSize - 1, Epoch: 1},
+		{LastSeq: 1, MaxFrameSize: wire.MinMaxFrameSize},
+	} {
+		if _, err := wire.DecodeHelloOK(wire.AppendHelloOK(nil, h)); !errors.Is(err, wire.ErrMalformed) {
+			t.Errorf("DecodeHelloOK(%+v): %v, want ErrMalformed", h, err)
+		}
 	}
 }
 

@@ -31,10 +31,11 @@
 // # Batches
 //
 // A BATCH carries count records with consecutive sequence ids starting at
-// firstSeq. Its records block is count repetitions of a uvarint length n, a
-// flags byte, and n bytes: the metadata the flags announce (key, headers,
-// event time; see RecordReader) followed by the payload (empty payloads are
-// allowed). A record without metadata is its length, a 0 and its payload:
+// firstSeq, the last at most MaxSeq. Its records block is count repetitions
+// of a uvarint length n, a flags byte, and n bytes: the metadata the flags
+// announce (key, headers, event time; see RecordReader) followed by the
+// payload (empty payloads are allowed). A record without metadata is its
+// length, a 0 and its payload:
 //
 //	+---------+-------+--------+---------+-------+--------+-----+
 //	| uvarint | flags | rec 0  | uvarint | flags | rec 1  | ... |
@@ -42,11 +43,15 @@
 //
 // # Versions
 //
-// Version 2 (this one) added the topic to HELLO and the flags byte and
-// metadata to records; later, within version 2, the optional token at the
-// end of HELLO. A broker answers a HELLO of any other version with an
-// ERROR of code CodeVersion before reading anything else of it; a producer
-// that gets that ERROR reports it and does not send a BATCH.
+// Version 2 added the topic to HELLO and the flags byte and metadata to
+// records; later, within version 2, the optional token at the end of HELLO.
+// Version 3 (this one) added the epoch and the Yield flag to HELLO and the
+// epoch to HELLO_OK: each incarnation of a producer name gets an epoch
+// from the broker, and a newer one fences the older (CodeFenced). A broker
+// answers a HELLO of any other version with an ERROR of code CodeVersion
+// before reading anything else of it (a producer of version 2 meets a
+// broker of version 3 so, and the other way round); a producer that gets
+// that ERROR reports it and does not send a BATCH.
 //
 // The block is carried as data, compressed by codec or not; rawLen is the
 // size of the uncompressed block and crc is the CRC-32C (Castagnoli) of data

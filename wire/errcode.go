@@ -27,6 +27,14 @@ const (
 	// CodeUnauthorized: the HELLO's identity may not use its topic or name,
 	// or another identity holds the name.
 	CodeUnauthorized ErrorCode = 11
+	// CodeFenced: a newer incarnation of the producer's name holds it (a
+	// HELLO of a lower epoch, or a session the newer one took over): this
+	// producer may not write the name again. Nothing of the batch in
+	// flight, if any, was acknowledged.
+	CodeFenced ErrorCode = 12
+	// CodeNameInUse: a HELLO with Yield asked for a new epoch while a live
+	// session of another incarnation holds the name.
+	CodeNameInUse ErrorCode = 13
 )
 
 var codeNames = [...]string{
@@ -41,6 +49,8 @@ var codeNames = [...]string{
 	CodeInternal:         "internal",
 	CodeStoreUnavailable: "store unavailable",
 	CodeUnauthorized:     "unauthorized",
+	CodeFenced:           "fenced",
+	CodeNameInUse:        "name in use",
 }
 
 // String returns a short lower-case name, or "ErrorCode(n)" for unknown codes.

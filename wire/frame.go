@@ -23,9 +23,10 @@ const (
 
 	// Version is the protocol version this package speaks, sent in HELLO.
 	// Version 2 added the topic to HELLO and the metadata (key, headers,
-	// event time) to each record. A broker answers a HELLO of another
+	// event time) to each record; version 3 the epoch to HELLO and
+	// HELLO_OK (fencing, see Hello). A broker answers a HELLO of another
 	// version with an ERROR frame of code CodeVersion.
-	Version uint16 = 2
+	Version uint16 = 3
 )
 
 // prefixSize is the size of the length prefix.

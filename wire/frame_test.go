@@ -34,6 +34,8 @@ func TestStrings(t *testing.T) {
 		{wire.CodeReplaced.String(), "replaced"},
 		{wire.CodeInternal.String(), "internal"},
 		{wire.CodeStoreUnavailable.String(), "store unavailable"},
+		{wire.CodeFenced.String(), "fenced"},
+		{wire.CodeNameInUse.String(), "name in use"},
 		{wire.ErrorCode(0).String(), "ErrorCode(0)"},
 		{wire.ErrorCode(77).String(), "ErrorCode(77)"},
 	} {
@@ -45,7 +47,7 @@ func TestStrings(t *testing.T) {
 
 // TestGoldenFrames pins the byte layout other packages are written against.
 func TestGoldenFrames(t *testing.T) {
-	hello, err := wire.AppendHello(nil, wire.Hello{Version: 2, MaxFrameSize: 4 << 20, Producer: "ab", Topic: "t"})
+	hello, err := wire.AppendHello(nil, wire.Hello{Version: 3, MaxFrameSize: 4 << 20, Epoch: 0x0102, Yield: true, Producer: "ab", Topic: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,12 +56,13 @@ func TestGoldenFrames(t *testing.T) {
 		got  []byte
 		want string
 	}{
-		{"hello", hello, "0000000c 01 0002 00400000 02 6162 01 74"},
-		{"hello_ok", wire.AppendHelloOK(nil, wire.HelloOK{LastSeq: 5, MaxFrameSize: 4 << 20}),
-			"0000000d 02 0000000000000005 00400000"},
+		{"hello", hello, "00000015 01 0003 00400000 0000000000000102 01 02 6162 01 74"},
+		{"hello_ok", wire.AppendHelloOK(nil, wire.HelloOK{LastSeq: 5, MaxFrameSize: 4 << 20, Epoch: 3}),
+			"00000015 02 0000000000000005 00400000 0000000000000003"},
 		{"receipt", wire.AppendReceipt(nil, wire.Receipt{Seq: 0x0102030405060708}),
 			"00000009 04 0102030405060708"},
 		{"error", wire.AppendError(nil, wire.Error{Code: wire.CodeReplaced, Text: "x"}), "00000004 05 0006 78"},
+		{"error fenced", wire.AppendError(nil, wire.Error{Code: wire.CodeFenced}), "00000003 05 000c"},
 		{"ping", wire.AppendPing(nil, wire.Ping{Nonce: 1}), "00000009 06 0000000000000001"},
 		{"pong", wire.AppendPong(nil, wire.Pong{Nonce: 2}), "00000009 07 0000000000000002"},
 		// CRCs computed outside Go. Records: uvarint length (of what follows

@@ -210,7 +210,7 @@ func FuzzBatchBuilder(f *testing.F) {
 			metas = append(metas, wire.Record{})
 		}
 		firstSeq = max(firstSeq, 1)
-		firstSeq = min(firstSeq, math.MaxUint64-uint64(len(recs)-1))
+		firstSeq = min(firstSeq, wire.MaxSeq-uint64(len(recs)-1))
 
 		var bb wire.BatchBuilder
 		var first []byte

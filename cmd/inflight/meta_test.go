@@ -28,8 +28,8 @@ func TestDemoChecksMetadata(t *testing.T) {
 	badHeader.Headers = []core.Header{{Key: "other", Value: badHeader.Headers[0].Value}}
 	noHeader := rec(3)
 	noHeader.Headers = nil
-	require.NoError(t, s.Append(demoTopic, "demo", []broker.Record{good, badKey, badHeader, noHeader}))
-	require.NoError(t, s.Append("elsewhere", "demo", []broker.Record{rec(9)}))
+	require.NoError(t, s.Append(demoTopic, "demo", 0, []broker.Record{good, badKey, badHeader, noHeader}))
+	require.NoError(t, s.Append("elsewhere", "demo", 0, []broker.Record{rec(9)}))
 	_, _, _, bad := s.snapshot()
 	assert.Equal(t, uint64(4), bad)
 }

@@ -21,7 +21,7 @@ import (
 // healthStore is the broker's Store with a memory of its failures: the
 // broker turns a store error into an ERROR frame for one producer and
 // carries on, so serve learns of it here. Reads and writes are tracked
-// apart (a store may still answer LastSeq while Append fails): each is
+// apart (a store may still answer State while Append fails): each is
 // unhealthy from a failed call until a call of the same kind succeeds. A
 // file.Store whose write or fsync failed refuses every later call, so it
 // stays unhealthy until restarted; its error wraps broker.ErrStoreFailed,
@@ -49,15 +49,31 @@ func (h *healthStore) record(p *atomic.Pointer[error], err error) {
 	}
 }
 
-func (h *healthStore) LastSeq(topic, producer string) (uint64, error) {
-	seq, err := h.Store.LastSeq(topic, producer)
+func (h *healthStore) State(topic, producer string) (broker.NameState, error) {
+	st, err := h.Store.State(topic, producer)
 	h.record(&h.lastSeqErr, err)
-	return seq, err
+	return st, err
 }
 
-func (h *healthStore) Append(topic, producer string, recs []broker.Record) error {
-	err := h.Store.Append(topic, producer, recs)
-	h.record(&h.appendErr, err)
+func (h *healthStore) Fence(topic, producer string, epoch uint64) (uint64, error) {
+	last, err := h.Store.Fence(topic, producer, epoch)
+	h.record(&h.appendErr, failure(err))
+	return last, err
+}
+
+func (h *healthStore) Append(topic, producer string, epoch uint64, recs []broker.Record) error {
+	err := h.Store.Append(topic, producer, epoch, recs)
+	h.record(&h.appendErr, failure(err))
+	return err
+}
+
+// failure is a write's error as the store's health sees it: a write the
+// store refused because a newer instance of the producer name fenced the
+// writer is no failure of the store.
+func failure(err error) error {
+	if errors.Is(err, broker.ErrFenced) {
+		return nil
+	}
 	return err
 }
 

@@ -237,6 +237,9 @@ func (r *producing) send(ctx context.Context) {
 			if r.refusedErr == nil {
 				r.refusedErr = err
 			}
+			if errors.Is(err, core.ErrFenced) {
+				break // another producer took the name: nothing more can be sent
+			}
 			continue
 		}
 		slot = (slot + 1) % len(msgs)

@@ -40,12 +40,12 @@ func newRecordingStore(gated bool) *recordingStore {
 	return s
 }
 
-func (s *recordingStore) Append(topic, producer string, recs []broker.Record) error {
+func (s *recordingStore) Append(topic, producer string, epoch uint64, recs []broker.Record) error {
 	s.once.Do(func() { close(s.appended) })
 	if s.gate != nil {
 		<-s.gate
 	}
-	if err := s.Store.Append(topic, producer, recs); err != nil {
+	if err := s.Store.Append(topic, producer, epoch, recs); err != nil {
 		return err
 	}
 	s.mu.Lock()

@@ -28,13 +28,13 @@ func TestReadCommand(t *testing.T) {
 	require.NoError(t, err)
 	defer w.Close() // still open, locked, while read runs
 	at := time.Date(2026, 12, 3, 9, 0, 0, 5, time.UTC)
-	require.NoError(t, w.Append("orders", "till-1", []broker.Record{
+	require.NoError(t, w.Append("orders", "till-1", 0, []broker.Record{
 		{Seq: 1, Payload: []byte("espresso"), Key: []byte("table-7"), EventTime: at,
 			Headers: []wire.Header{{Key: "src", Value: []byte("cli")}, {Key: "bin", Value: []byte{0xff}}}},
 		{Seq: 2, Payload: []byte{0, 0xfe, '"'}},
 	}))
-	require.NoError(t, w.Append("clicks", "web", []broker.Record{{Seq: 7, Payload: []byte("click")}}))
-	require.NoError(t, w.Append("orders", "till-1", []broker.Record{{Seq: 3, Payload: []byte("croissant")}}))
+	require.NoError(t, w.Append("clicks", "web", 0, []broker.Record{{Seq: 7, Payload: []byte("click")}}))
+	require.NoError(t, w.Append("orders", "till-1", 0, []broker.Record{{Seq: 3, Payload: []byte("croissant")}}))
 	store := "-store=file:" + path
 
 	code, out, errOut := runCmd(t, "read", store)
@@ -103,7 +103,7 @@ func TestReadJSONFields(t *testing.T) {
 	require.NoError(t, err)
 	defer w.Close()
 	at := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
-	require.NoError(t, w.Append("orders", "till-1", []broker.Record{
+	require.NoError(t, w.Append("orders", "till-1", 0, []broker.Record{
 		{Seq: 1, Payload: []byte(`{"item":"espresso"}`), Key: []byte("table-7"), EventTime: at,
 			Headers: []wire.Header{{Key: "src", Value: []byte("cli")}, {Key: "empty", Value: []byte{}}}},
 		{Seq: 2, Payload: []byte{0xff, 0}, Key: []byte{0xc3}},
@@ -144,10 +144,10 @@ func TestReadQuotesNames(t *testing.T) {
 	require.NoError(t, err)
 	defer w.Close()
 	forger := "x seq=1 payload=\"ok\"\ntopic=default producer=legit\x1b[2J"
-	require.NoError(t, w.Append("default", forger, []broker.Record{
+	require.NoError(t, w.Append("default", forger, 0, []broker.Record{
 		{Seq: 1, Payload: []byte("forged"), Headers: []wire.Header{{Key: "k\npayload=\"x\" \x1b]0;title\a", Value: []byte("v")}}},
 	}))
-	require.NoError(t, w.Append("default", "legit", []broker.Record{{Seq: 1, Payload: []byte("real")}}))
+	require.NoError(t, w.Append("default", "legit", 0, []broker.Record{{Seq: 1, Payload: []byte("real")}}))
 	code, out, errOut := runCmd(t, "read", "-store=file:"+path)
 	require.Equal(t, exitOK, code, errOut)
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
@@ -172,7 +172,7 @@ func TestReadCommandSegments(t *testing.T) {
 	payload := strings.Repeat("x", 1500)
 	var want strings.Builder
 	for seq := uint64(1); seq <= 10; seq++ {
-		require.NoError(t, w.Append("orders", "p", []broker.Record{{Seq: seq, Payload: []byte(payload)}}))
+		require.NoError(t, w.Append("orders", "p", 0, []broker.Record{{Seq: seq, Payload: []byte(payload)}}))
 		fmt.Fprintf(&want, "topic=\"orders\" producer=\"p\" seq=%d payload=%q\n", seq, payload)
 	}
 	require.Greater(t, len(w.Segments()), 3)

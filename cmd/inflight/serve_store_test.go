@@ -61,7 +61,7 @@ func TestServeCorruptStore(t *testing.T) {
 	st, err := file.Open(path)
 	require.NoError(t, err)
 	for seq := uint64(1); seq <= 3; seq++ {
-		require.NoError(t, st.Append("orders", "p", []broker.Record{{Seq: seq, Payload: []byte("payload")}}))
+		require.NoError(t, st.Append("orders", "p", 0, []broker.Record{{Seq: seq, Payload: []byte("payload")}}))
 	}
 	require.NoError(t, st.Close())
 	data, err := os.ReadFile(path)
@@ -95,7 +95,7 @@ func TestServeVerify(t *testing.T) {
 	require.NoError(t, err)
 	payload := make([]byte, 1500)
 	for seq := uint64(1); seq <= 10; seq++ {
-		require.NoError(t, st.Append("orders", "p", []broker.Record{{Seq: seq, Payload: payload}}))
+		require.NoError(t, st.Append("orders", "p", 0, []broker.Record{{Seq: seq, Payload: payload}}))
 	}
 	require.NoError(t, st.Close())
 	sealed := path + ".00000000000000000002"
@@ -126,11 +126,11 @@ type failingStore struct {
 	fail atomic.Bool
 }
 
-func (s *failingStore) Append(topic, producer string, recs []broker.Record) error {
+func (s *failingStore) Append(topic, producer string, epoch uint64, recs []broker.Record) error {
 	if s.fail.Load() {
 		return fmt.Errorf("%w: append at offset 8: write store: %w", broker.ErrStoreFailed, syscall.ENOSPC)
 	}
-	return s.Store.Append(topic, producer, recs)
+	return s.Store.Append(topic, producer, epoch, recs)
 }
 
 // TestServeExitsWhenStoreFails: when the store fails for good, the producer

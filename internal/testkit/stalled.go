@@ -87,7 +87,7 @@ func SilentHello(c net.Conn) {
 		}
 		buf = append(buf, tmp[:n]...)
 	}
-	_, _ = c.Write(wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize}))
+	_, _ = c.Write(wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize, Epoch: 1}))
 }
 
 // WaitUntil polls cond until it holds, failing the test after 10 s.

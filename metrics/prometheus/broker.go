@@ -30,6 +30,10 @@ func NewBrokerCollector(b BrokerSource) prometheus.Collector {
 		func(s broker.Stats) float64 { return float64(s.Unauthorized) })
 	t.counter("takeovers_refused_total", "HELLOs refused because a live session of another identity holds the producer name.",
 		func(s broker.Stats) float64 { return float64(s.TakeoversRefused) })
+	t.counter("fenced_total", "HELLOs refused and sessions ended because a newer instance of their producer name holds it.",
+		func(s broker.Stats) float64 { return float64(s.Fenced) })
+	t.counter("name_in_use_total", "HELLOs that would not take a producer name from a live session, refused.",
+		func(s broker.Stats) float64 { return float64(s.NameInUse) })
 	return &statsCollector[broker.Stats]{stats: b.Stats, metrics: t.out}
 }
 

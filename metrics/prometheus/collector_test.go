@@ -47,8 +47,10 @@ func TestCollectorsExportEveryField(t *testing.T) {
 			inflight_producer_acked_messages_total{producer="p1"} 7
 			inflight_producer_batch_wire_bytes_total{producer="p1"} 100
 			inflight_producer_reconnects_total{producer="p1"} 0`},
-		{inflightprom.NewBrokerCollector(fakeBroker{Sessions: 2, Stored: 9, Duplicates: 1, Unauthorized: 3, TakeoversRefused: 4}), `
+		{inflightprom.NewBrokerCollector(fakeBroker{Sessions: 2, Stored: 9, Duplicates: 1, Unauthorized: 3, TakeoversRefused: 4, Fenced: 5, NameInUse: 6}), `
 			inflight_broker_sessions 2
+			inflight_broker_fenced_total 5
+			inflight_broker_name_in_use_total 6
 			inflight_broker_stored_records_total 9
 			inflight_broker_duplicate_records_total 1
 			inflight_broker_unauthorized_total 3
@@ -67,7 +69,7 @@ func TestCollectorsExportEveryField(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 12, testutil.CollectAndCount(inflightprom.NewProducerCollector(fakeProducer{})))
-	assert.Equal(t, 8, testutil.CollectAndCount(inflightprom.NewBrokerCollector(fakeBroker{})))
+	assert.Equal(t, 10, testutil.CollectAndCount(inflightprom.NewBrokerCollector(fakeBroker{})))
 	assert.Equal(t, 7, testutil.CollectAndCount(inflightprom.NewServerCollector(fakeServer{})))
 }
 

@@ -61,7 +61,7 @@ func writeDamageFixture(t *testing.T, path string, n int, rng *rand.Rand) []stor
 			e.recs = append(e.recs, r)
 			batch = append(batch, rec)
 		}
-		require.NoError(t, s.Append(e.topic, e.producer, batch))
+		require.NoError(t, s.Append(e.topic, e.producer, 0, batch))
 		st, err := os.Stat(path)
 		require.NoError(t, err)
 		e.start, e.end = off, st.Size()

@@ -16,13 +16,14 @@ import (
 )
 
 // FuzzReplay feeds arbitrary bytes after a valid segment header
-// (version 1, which Open upgrades, 2, or 3, a segment a roll created, whose
-// first entry is a snapshot; version is taken modulo 3) to OpenFileStore's
+// (version 1 or 2, which Open upgrades to 4; 3, a segment a roll created,
+// whose first entry is a snapshot, which Open upgrades to 5; 4 or 5, which
+// may hold fence entries; version is taken modulo 5) to OpenFileStore's
 // replay: it must not panic; it either opens, cutting at
 // most a torn tail, or refuses the file as corrupt and leaves it untouched,
 // and then opens with Repair, the side file holding every byte it took off;
 // it must read back only records whose metadata is within the limits, and
-// leave a file that appends and reopens cleanly.
+// leave a file that fences, appends and reopens cleanly.
 func FuzzReplay(f *testing.F) {
 	// A real file's bytes as the main seed.
 	dir := f.TempDir()
@@ -31,9 +32,9 @@ func FuzzReplay(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	_ = st.Append(dflt, "p", seqRecs(1, [][]byte{[]byte("a"), {}, []byte("ccc")}))
-	_ = st.Append(dflt, "q", seqRecs(7, [][]byte{[]byte("x")}))
-	_ = st.Append("eu.orders", "p", []broker.Record{
+	_ = st.Append(dflt, "p", 0, seqRecs(1, [][]byte{[]byte("a"), {}, []byte("ccc")}))
+	_ = st.Append(dflt, "q", 0, seqRecs(7, [][]byte{[]byte("x")}))
+	_ = st.Append("eu.orders", "p", 0, []broker.Record{
 		{Seq: 1, Payload: []byte("m"), Key: []byte("k"), Headers: []wire.Header{{Key: "h", Value: []byte("v")}, {Key: "h"}}, EventTime: time.Unix(1700000000, 1)},
 		{Seq: 5, Payload: []byte("gap before")},
 	})
@@ -43,23 +44,31 @@ func FuzzReplay(f *testing.F) {
 		f.Fatal(err)
 	}
 	body := seed[8:]
+	fenced := fencedSegment(f)
 	rolled := rolledSegment(f)
-	const v1, v2, v3 = 1, 2, 0
+	const v1, v2, v3, v4, v5 = 1, 2, 0, 3, 4
 	f.Add(uint8(v2), body)
 	f.Add(uint8(v2), body[:len(body)-3])
 	f.Add(uint8(v2), []byte{0, 0, 0, 0, 0, 0, 0, 0})
 	f.Add(uint8(v2), []byte{0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4})
 	f.Add(uint8(v1), v1Entries())
 	f.Add(uint8(v2), v1Entries()) // version 1 entries stay readable in an upgraded file
+	f.Add(uint8(v4), v1Entries()) // and in a file upgraded again
 	f.Add(uint8(v1), body)        // version 2 entries under a version 1 header: still only well-formed ones
 	f.Add(uint8(v3), rolled)
 	f.Add(uint8(v3), rolled[:len(rolled)-5])
 	f.Add(uint8(v3), body)        // no snapshot
 	f.Add(uint8(v3), v1Entries()) // version 1 bodies do not occur in version 3
+	f.Add(uint8(v4), fenced)
+	f.Add(uint8(v4), append(v1Entries(), fenced...))
+	f.Add(uint8(v4), fenced[:len(fenced)-2])
+	f.Add(uint8(v2), fenced) // no fence entries before version 4
+	f.Add(uint8(v5), rolled)
+	f.Add(uint8(v5), rolledSegment5(f))
 	f.Fuzz(func(t *testing.T, version uint8, data []byte) {
 		path := filepath.Join(t.TempDir(), "store")
 		header := []byte("IFLT\x00\x00\x00\x02")
-		header[7] = []byte{3, 1, 2}[version%3]
+		header[7] = []byte{3, 1, 2, 4, 5}[version%5]
 		if err := os.WriteFile(path, append(header, data...), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -102,8 +111,11 @@ func FuzzReplay(f *testing.F) {
 		if records != rec.Records {
 			t.Fatalf("scan saw %d records, recovery %d", records, rec.Records)
 		}
-		last, _ := st.LastSeq(dflt, "fuzz")
-		if err := st.Append(dflt, "fuzz", seqRecs(last+1, [][]byte{[]byte("after")})); err != nil {
+		state, _ := st.State(dflt, "fuzz")
+		if _, err := st.Fence(dflt, "fuzz", state.Epoch+1); err != nil {
+			t.Fatalf("fence after recovery: %v", err)
+		}
+		if err := st.Append(dflt, "fuzz", state.Epoch+1, seqRecs(state.LastSeq+1, [][]byte{[]byte("after")})); err != nil {
 			t.Fatalf("append after recovery: %v", err)
 		}
 		if err := st.Close(); err != nil {
@@ -115,6 +127,9 @@ func FuzzReplay(f *testing.F) {
 		}
 		if got := st.Recovery(); got.TruncatedBytes != 0 || got.Records != rec.Records+1 || got.UpgradedFrom != 0 {
 			t.Fatalf("reopen after append: %+v (before: %+v)", got, rec)
+		}
+		if got, _ := st.State(dflt, "fuzz"); got != (broker.NameState{LastSeq: state.LastSeq + 1, Epoch: state.Epoch + 1}) {
+			t.Fatalf("reopen after fence and append: %+v (before: %+v)", got, state)
 		}
 		_ = st.Close()
 	})
@@ -129,14 +144,60 @@ func rolledSegment(f *testing.F) []byte {
 		f.Fatal(err)
 	}
 	big := bytes.Repeat([]byte("r"), 3000)
-	_ = st.Append(dflt, "p", seqRecs(1, [][]byte{big}))
-	_ = st.Append("eu.orders", "q", seqRecs(4, [][]byte{big}))
-	_ = st.Append(dflt, "s", seqRecs(9, [][]byte{big}))
-	_ = st.Append(dflt, "p", seqRecs(2, [][]byte{[]byte("after the roll")}))
+	_ = st.Append(dflt, "p", 0, seqRecs(1, [][]byte{big}))
+	_ = st.Append("eu.orders", "q", 0, seqRecs(4, [][]byte{big}))
+	_ = st.Append(dflt, "s", 0, seqRecs(9, [][]byte{big}))
+	_ = st.Append(dflt, "p", 0, seqRecs(2, [][]byte{[]byte("after the roll")}))
 	_ = st.Close()
 	b, err := os.ReadFile(path)
-	if err != nil || string(b[:8]) != "IFLT\x00\x00\x00\x03" {
+	if err != nil || string(b[:8]) != "IFLT\x00\x00\x00\x05" {
 		f.Fatalf("no rolled segment: %q, %v", b[:min(8, len(b))], err)
+	}
+	// The snapshot as a roll before epochs wrote it (kind 1, no epochs):
+	// the bytes of a version 3 segment.
+	return toV3Snapshot(f, b[8:])
+}
+
+// rolledSegment5 returns the bytes after the header of a rolled segment
+// whose snapshot has epochs (one a fence set without records), followed by
+// a fence entry and a record entry.
+func rolledSegment5(f *testing.F) []byte {
+	path := filepath.Join(f.TempDir(), "rolled5")
+	st, err := file.Open(path, file.Fsync(file.FsyncNone), file.SegmentBytes(4<<10))
+	if err != nil {
+		f.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("r"), 3000)
+	_, _ = st.Fence(dflt, "f", 3)
+	_ = st.Append(dflt, "p", 0, seqRecs(1, [][]byte{big}))
+	_ = st.Append(dflt, "s", 0, seqRecs(9, [][]byte{big}))
+	_, _ = st.Fence(dflt, "p", 2)
+	_ = st.Append(dflt, "p", 2, seqRecs(2, [][]byte{[]byte("after the roll")}))
+	_ = st.Close()
+	b, err := os.ReadFile(path)
+	if err != nil || string(b[:8]) != "IFLT\x00\x00\x00\x05" {
+		f.Fatalf("no rolled segment: %q, %v", b[:min(8, len(b))], err)
+	}
+	return b[8:]
+}
+
+// fencedSegment returns the bytes after the header of a store that never
+// rolled, holding fence entries between record entries.
+func fencedSegment(f *testing.F) []byte {
+	path := filepath.Join(f.TempDir(), "fenced")
+	st, err := file.Open(path, file.Fsync(file.FsyncNone))
+	if err != nil {
+		f.Fatal(err)
+	}
+	_, _ = st.Fence(dflt, "p", 1)
+	_ = st.Append(dflt, "p", 1, seqRecs(1, [][]byte{[]byte("a")}))
+	_, _ = st.Fence("eu.orders", "p", 7)
+	_, _ = st.Fence(dflt, "p", 2)
+	_ = st.Append(dflt, "p", 2, seqRecs(2, [][]byte{[]byte("b")}))
+	_ = st.Close()
+	b, err := os.ReadFile(path)
+	if err != nil || string(b[:8]) != "IFLT\x00\x00\x00\x04" {
+		f.Fatalf("no fenced segment: %q, %v", b[:min(8, len(b))], err)
 	}
 	return b[8:]
 }

@@ -90,7 +90,7 @@ func TestGroupCommitConcurrentAppends(t *testing.T) {
 	for i := range producers {
 		wg.Go(func() {
 			for k := range appends {
-				assert.NoError(t, s.Append(dflt, fmt.Sprint("p", i), seqRecs(uint64(k+1), recs("x"))))
+				assert.NoError(t, s.Append(dflt, fmt.Sprint("p", i), 0, seqRecs(uint64(k+1), recs("x"))))
 			}
 		})
 	}

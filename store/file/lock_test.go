@@ -29,7 +29,7 @@ func TestLocked(t *testing.T) {
 
 	r := openFileStore(t, path, file.ReadOnly())
 	checkFileStore(t, r, []fileCall{{"p", 1, []string{"one", "two"}}})
-	require.ErrorIs(t, r.Append(dflt, "p", seqRecs(3, recs("x"))), file.ErrReadOnly)
+	require.ErrorIs(t, r.Append(dflt, "p", 0, seqRecs(3, recs("x"))), file.ErrReadOnly)
 	fileAppendAll(t, w, []fileCall{{"p", 3, []string{"three"}}})
 	last, err := r.LastSeq(dflt, "p")
 	require.NoError(t, err)

@@ -22,7 +22,7 @@ func TestMessageFieldsRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
 	s := openFileStore(t, path)
 	in := testkit.MetaRecords()
-	require.NoError(t, s.Append("eu.orders", "p", in))
+	require.NoError(t, s.Append("eu.orders", "p", 0, in))
 	testkit.Scribble(in)
 	scan := func(s *file.Store) []broker.Record {
 		var got []broker.Record
@@ -30,7 +30,7 @@ func TestMessageFieldsRoundTrip(t *testing.T) {
 			require.Equal(t, "eu.orders", topic)
 			require.Equal(t, "p", producer)
 			c := broker.NewMemoryStore() // copies the views, headers included
-			require.NoError(t, c.Append(topic, producer, []broker.Record{r}))
+			require.NoError(t, c.Append(topic, producer, 0, []broker.Record{r}))
 			got = append(got, c.TopicRecords(topic, producer)...)
 			return nil
 		}))
@@ -51,9 +51,9 @@ func TestMessageFieldsRoundTrip(t *testing.T) {
 func TestTopicsDeduplicateSeparately(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
 	s := openFileStore(t, path)
-	require.NoError(t, s.Append("a", "p", seqRecs(1, [][]byte{[]byte("x"), []byte("y")})))
-	require.NoError(t, s.Append("c", "p", seqRecs(1, [][]byte{[]byte("z")})))
-	require.Error(t, s.Append("a", "p", seqRecs(2, [][]byte{[]byte("dup")})))
+	require.NoError(t, s.Append("a", "p", 0, seqRecs(1, [][]byte{[]byte("x"), []byte("y")})))
+	require.NoError(t, s.Append("c", "p", 0, seqRecs(1, [][]byte{[]byte("z")})))
+	require.Error(t, s.Append("a", "p", 0, seqRecs(2, [][]byte{[]byte("dup")})))
 	require.NoError(t, s.Close())
 	s = openFileStore(t, path)
 	defer s.Close()
@@ -78,13 +78,13 @@ func TestOpensVersion1(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, want, last, name)
 	}
-	require.Error(t, s.Append(dflt, "p", seqRecs(9, [][]byte{[]byte("dup")})), "dedup state survives")
-	require.NoError(t, s.Append(dflt, "p", []broker.Record{{Seq: 10, Payload: []byte("new"), Key: []byte("k")}}))
+	require.Error(t, s.Append(dflt, "p", 0, seqRecs(9, [][]byte{[]byte("dup")})), "dedup state survives")
+	require.NoError(t, s.Append(dflt, "p", 0, []broker.Record{{Seq: 10, Payload: []byte("new"), Key: []byte("k")}}))
 	require.NoError(t, s.Close())
 
 	got, err := os.ReadFile(path)
 	require.NoError(t, err)
-	assert.Equal(t, []byte("IFLT\x00\x00\x00\x02"), got[:8])
+	assert.Equal(t, []byte("IFLT\x00\x00\x00\x04"), got[:8])
 
 	s = openFileStore(t, path)
 	defer s.Close()
@@ -132,15 +132,15 @@ func TestRawRecordsStoredAsTheyArrived(t *testing.T) {
 		return n
 	}
 	before := size()
-	require.NoError(t, s.Append(dflt, "fields", testkit.MetaRecords()))
+	require.NoError(t, s.Append(dflt, "fields", 0, testkit.MetaRecords()))
 	fromFields := size() - before
-	require.NoError(t, s.Append(dflt, "rawrec", raw))
+	require.NoError(t, s.Append(dflt, "rawrec", 0, raw))
 	assert.Equal(t, fromFields, size()-before-fromFields, "the same entry size (names of equal length)")
 
 	got := map[string][]broker.Record{}
 	require.NoError(t, s.Scan(func(_, producer string, r broker.Record) error {
 		c := broker.NewMemoryStore() // copies the views
-		require.NoError(t, c.Append(dflt, producer, []broker.Record{r}))
+		require.NoError(t, c.Append(dflt, producer, 0, []broker.Record{r}))
 		got[producer] = append(got[producer], c.Records(producer)...)
 		return nil
 	}))

@@ -34,7 +34,7 @@ func BenchmarkReopen(b *testing.B) {
 				}
 				for i := 0; i < n/batch; i++ {
 					producer := fmt.Sprint("p", i%producers)
-					if err := s.Append(dflt, producer, seqRecs(uint64(i/producers*batch+1), payloads)); err != nil {
+					if err := s.Append(dflt, producer, 0, seqRecs(uint64(i/producers*batch+1), payloads)); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -202,7 +202,7 @@ type Recovery struct {
 	Removed        int    // sealed segments retention removed at open
 	Forgotten      int    // producers ForgetProducersAfter dropped at open
 	TruncatedBytes int64  // bytes cut from the end: an incomplete final entry left by a crash (0 for a clean file)
-	UpgradedFrom   int    // the file's format version if Open upgraded it (1), else 0
+	UpgradedFrom   int    // the active segment's format version if Open upgraded it (1, 2 or 3), else 0
 	RepairedBytes  int64  // with Repair: bytes moved from a corrupt file to SideFile
 	SideFile       string // with Repair: where they are ("" if the file was not corrupt)
 }

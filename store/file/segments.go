@@ -7,8 +7,8 @@ package file
 // as the group commit does; never while the file is replaced):
 //
 //	1. fsync PATH                         the segment to seal is durable
-//	2. write PATH.next: header (version 3) and a snapshot of every
-//	   (topic, producer)'s last sequence ID; lock it; fsync it
+//	2. write PATH.next: header (version 5) and a snapshot of every
+//	   (topic, producer)'s last sequence ID and epoch; lock it; fsync it
 //	3. link PATH -> PATH.<n>; fsync dir     the segment is sealed under its number
 //	4. rename PATH.next -> PATH; fsync dir  the new active segment
 //
@@ -375,31 +375,36 @@ func replaySegmentFile(file io.ReaderAt, size, seen int64, m streams, rr *wire.R
 }
 
 // replaySegment reads the entries of a segment of the given version and
-// size, raising m to every (topic, producer)'s last sequence ID in it (its
-// snapshot included), dating the entries' producers by seen (Unix ns). It
-// stops at the first bad entry (seg.bad). Only a read error is an error.
+// size, raising m to every (topic, producer)'s last sequence ID and epoch in
+// it (its snapshot included), dating the entries' producers by seen (Unix
+// ns). It stops at the first bad entry (seg.bad). Only a read error is an
+// error.
 func replaySegment(file io.ReaderAt, size int64, version uint32, seen int64, m streams, rr *wire.RecordReader) (segReplay, error) {
 	out := segReplay{body: fileHeaderSize}
 	var err error
-	out.good, out.bad, err = segmentEntries(file, size, version, rr,
-		func(body []byte, next int64) error {
+	out.good, out.bad, err = walkSegment(file, size, version, rr, segmentVisitor{
+		snap: func(body []byte, next int64) error {
 			_, err := parseSnapshot(body, m)
 			out.body = next
 			return err
 		},
-		func(e *entry) error {
-			m.raise(stream{string(e.topic), string(e.name)}, e.last, seen)
+		fence: func(e *fenceEntry) {
+			m.raise(stream{string(e.topic), string(e.name)}, 0, e.epoch, seen)
+		},
+		each: func(e *entry) error {
+			m.raise(stream{string(e.topic), string(e.name)}, e.last, 0, seen)
 			out.entries++
 			out.records += int(e.count)
 			return nil
-		})
+		},
+	})
 	if err != nil {
 		return out, fmt.Errorf("replay %w", err)
 	}
 	return out, nil
 }
 
-// segmentReadError is a read error of segmentEntries, at the offset of the
+// segmentReadError is a read error of walkSegment, at the offset of the
 // entry it was reading.
 type segmentReadError struct {
 	off int64
@@ -412,16 +417,32 @@ func (e *segmentReadError) Error() string {
 
 func (e *segmentReadError) Unwrap() error { return e.err }
 
-// segmentEntries reads and checks the entries of a segment of the given
-// version up to end: the snapshot a version 3 segment starts with goes to
-// snap (with the offset after it), every record entry, parsed and checked,
-// to each. It returns the offset after the last good entry and the bad entry
-// there (nil at a clean end): a torn, implausible or CRC-failing entry, a
-// snapshot snap refuses, a version 3 entry that is not a record entry, or a
-// body parseEntry refuses. err is a read error (a *segmentReadError) or
-// each's error, as each returned it; the walk stops at either.
+// segmentVisitor receives what walkSegment reads: the snapshot a rolled
+// segment starts with (and the offset after it), every fence entry
+// (nil: skipped, as readers of records do) and every record entry, parsed
+// and checked.
+type segmentVisitor struct {
+	snap  func(body []byte, next int64) error
+	fence func(e *fenceEntry)
+	each  func(e *entry) error
+}
+
+// segmentEntries walks a segment as walkSegment does, for its snapshot and
+// its record entries; fence entries are checked and skipped.
 func segmentEntries(file io.ReaderAt, end int64, version uint32, rr *wire.RecordReader,
 	snap func(body []byte, next int64) error, each func(e *entry) error) (good int64, bad *badEntryError, err error) {
+	return walkSegment(file, end, version, rr, segmentVisitor{snap: snap, each: each})
+}
+
+// walkSegment reads and checks the entries of a segment of the given
+// version up to end, handing them to v. It returns the offset after the
+// last good entry and the bad entry there (nil at a clean end): a torn,
+// implausible or CRC-failing entry, a snapshot v.snap refuses, in a rolled
+// segment an entry that is neither a record nor a control entry, a control
+// entry in a version before fences, or a body parseEntry or parseFence
+// refuses. err is a read error (a *segmentReadError) or v.each's error, as
+// it returned it; the walk stops at either.
+func walkSegment(file io.ReaderAt, end int64, version uint32, rr *wire.RecordReader, v segmentVisitor) (good int64, bad *badEntryError, err error) {
 	r := newEntryReader(file, end)
 	for {
 		start := r.off
@@ -435,20 +456,33 @@ func segmentEntries(file io.ReaderAt, end int64, version uint32, rr *wire.Record
 		if err != nil {
 			return start, nil, &segmentReadError{start, err}
 		}
-		if version == rolledVersion && start == fileHeaderSize {
-			if err := snap(body, r.off); err != nil {
+		if rolled(version) && start == fileHeaderSize {
+			if err := v.snap(body, r.off); err != nil {
 				return start, &badEntryError{start, "malformed snapshot: " + err.Error(), tailOther}, nil
 			}
 			continue
 		}
-		if version == rolledVersion && body[0] != entryV2 {
+		if rolled(version) && body[0] != entryV2 {
 			return start, &badEntryError{start, "malformed: not a record entry", tailOther}, nil
+		}
+		if isControl(body) {
+			f, err := parseFence(body)
+			if err == nil && version < fenceVersion {
+				err = errors.New("a fence entry in a segment of version " + strconv.FormatUint(uint64(version), 10))
+			}
+			if err != nil {
+				return start, &badEntryError{start, "malformed: " + err.Error(), tailOther}, nil
+			}
+			if v.fence != nil {
+				v.fence(&f)
+			}
+			continue
 		}
 		e, err := parseEntry(body, rr)
 		if err != nil {
 			return start, &badEntryError{start, "malformed: " + err.Error(), tailOther}, nil
 		}
-		if err := each(&e); err != nil {
+		if err := v.each(&e); err != nil {
 			return r.off, nil, err
 		}
 	}

@@ -87,7 +87,7 @@ func TestSegments(t *testing.T) {
 	// for a producer whose last records are all in sealed segments.
 	more := segmentCalls(330, 5)[300:]
 	fileAppendAll(t, s, more)
-	assert.Error(t, s.Append(dflt, "p0", seqRecs(1, recs("stale"))))
+	assert.Error(t, s.Append(dflt, "p0", 0, seqRecs(1, recs("stale"))))
 	checkFileStore(t, s, append(calls, more...))
 	require.NoError(t, s.Verify())
 }
@@ -121,7 +121,7 @@ func TestRetention(t *testing.T) {
 		defer s.Close()
 		calls := segmentCalls(400, 4)
 		for i, c := range calls {
-			require.NoError(t, s.Append(dflt, c.producer, seqRecs(c.first, c.records())))
+			require.NoError(t, s.Append(dflt, c.producer, 0, seqRecs(c.first, c.records())))
 			require.LessOrEqual(t, totalBytes(s), int64(limit+testSegment), "after append %d", i)
 		}
 		segs := s.Segments()
@@ -142,7 +142,7 @@ func TestRetention(t *testing.T) {
 			assert.Equal(t, seq, have, "LastSeq(%q)", name)
 		}
 		// A resend of a removed record is still recognized.
-		assert.Error(t, s.Append(dflt, "p0", seqRecs(1, recs("resent"))))
+		assert.Error(t, s.Append(dflt, "p0", 0, seqRecs(1, recs("resent"))))
 	})
 
 	t.Run("AgeAtOpen", func(t *testing.T) {
@@ -349,7 +349,7 @@ func TestRepairTakesTheSnapshot(t *testing.T) {
 	require.NoError(t, s.Close())
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
-	require.Equal(t, "IFLT\x00\x00\x00\x03", string(data[:8]))
+	require.Equal(t, "IFLT\x00\x00\x00\x05", string(data[:8]))
 	data[8+8+3] ^= 0x10 // in the snapshot's body
 	require.NoError(t, os.WriteFile(path, data, 0o600))
 
@@ -377,7 +377,7 @@ func TestRepairTakesTheSnapshot(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, seq, have, "LastSeq(%q)", name)
 	}
-	require.NoError(t, s.Append(dflt, "p0", seqRecs(lastSealed["p0"]+1000, recs("after"))))
+	require.NoError(t, s.Append(dflt, "p0", 0, seqRecs(lastSealed["p0"]+1000, recs("after"))))
 	require.NoError(t, s.Close())
 	s2 := openFileStore(t, path)
 	defer s2.Close()
@@ -398,7 +398,7 @@ func TestRollUnderLoad(t *testing.T) {
 		wg.Go(func() {
 			for i := range per {
 				payload := bytes.Repeat([]byte{byte(p)}, 50+i%100)
-				if err := s.Append(dflt, fmt.Sprint("w", p), seqRecs(uint64(i+1), [][]byte{payload})); err != nil {
+				if err := s.Append(dflt, fmt.Sprint("w", p), 0, seqRecs(uint64(i+1), [][]byte{payload})); err != nil {
 					t.Error(err)
 					return
 				}
@@ -457,7 +457,7 @@ func TestRollFails(t *testing.T) {
 	require.Len(t, s.Segments(), 1)
 	faults.Set(syscall.ENOSPC, nil)
 	big := fileCall{"p0", calls[len(calls)-1].first + 10, []string{strings.Repeat("b", testSegment)}}
-	err := s.Append(dflt, big.producer, seqRecs(big.first, big.records()))
+	err := s.Append(dflt, big.producer, 0, seqRecs(big.first, big.records()))
 	require.ErrorIs(t, err, broker.ErrStoreFailed)
 	require.ErrorIs(t, err, syscall.ENOSPC)
 	_, err = s.LastSeq(dflt, "p0")
@@ -490,7 +490,7 @@ func TestReaderDuringRolls(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
 	s := openFileStore(t, path, file.SegmentBytes(testSegment), file.Fsync(file.FsyncNone))
 	defer s.Close()
-	require.NoError(t, s.Append(dflt, "p", seqRecs(1, recs("first"))))
+	require.NoError(t, s.Append(dflt, "p", 0, seqRecs(1, recs("first"))))
 	const appends = 2000 // 400 bytes each: a roll every 10 or so
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -502,7 +502,7 @@ func TestReaderDuringRolls(t *testing.T) {
 				return
 			default:
 			}
-			if err := s.Append(dflt, "p", seqRecs(seq, recs(payload))); err != nil {
+			if err := s.Append(dflt, "p", 0, seqRecs(seq, recs(payload))); err != nil {
 				t.Error(err)
 				return
 			}
@@ -590,11 +590,11 @@ func TestSnapshotDoesNotForceRolls(t *testing.T) {
 	s := openFileStore(t, path, file.SegmentBytes(testSegment), file.Fsync(file.FsyncNone))
 	defer s.Close()
 	for i := range 200 { // 200 names of 24 bytes: a snapshot of ~7 KiB
-		require.NoError(t, s.Append(dflt, fmt.Sprintf("inflight-%016x", i), seqRecs(1, recs("x"))))
+		require.NoError(t, s.Append(dflt, fmt.Sprintf("inflight-%016x", i), 0, seqRecs(1, recs("x"))))
 	}
 	before := len(s.Segments())
 	for i := range 50 {
-		require.NoError(t, s.Append(dflt, "steady", seqRecs(uint64(i+1), recs("y"))))
+		require.NoError(t, s.Append(dflt, "steady", 0, seqRecs(uint64(i+1), recs("y"))))
 	}
 	assert.LessOrEqual(t, len(s.Segments())-before, 1, "rolls for 50 appends of one byte")
 }
@@ -618,17 +618,17 @@ func TestForgetsIdleProducers(t *testing.T) {
 	big := strings.Repeat("z", testSegment) // an Append that rolls
 
 	s := openFileStore(t, path, opts...)
-	require.NoError(t, s.Append(dflt, "idle", seqRecs(7, recs("x"))))
-	require.NoError(t, s.Append(dflt, "busy", seqRecs(1, recs("x"))))
-	require.NoError(t, s.Append(dflt, "busy", seqRecs(2, recs(big)))) // roll: both were seen just now
+	require.NoError(t, s.Append(dflt, "idle", 0, seqRecs(7, recs("x"))))
+	require.NoError(t, s.Append(dflt, "busy", 0, seqRecs(1, recs("x"))))
+	require.NoError(t, s.Append(dflt, "busy", 0, seqRecs(2, recs(big)))) // roll: both were seen just now
 	advance(50 * time.Minute)
-	require.NoError(t, s.Append(dflt, "busy", seqRecs(3, recs(big))))
+	require.NoError(t, s.Append(dflt, "busy", 0, seqRecs(3, recs(big))))
 	assert.Equal(t, uint64(7), last(s, "idle"), "idle 50 minutes: kept")
 	advance(20 * time.Minute)
-	require.NoError(t, s.Append(dflt, "busy", seqRecs(4, recs(big))))
+	require.NoError(t, s.Append(dflt, "busy", 0, seqRecs(4, recs(big))))
 	assert.Zero(t, last(s, "idle"), "idle 70 minutes: forgotten at the roll")
 	assert.Equal(t, uint64(4), last(s, "busy"))
-	require.NoError(t, s.Append(dflt, "other", seqRecs(1, recs(big)))) // busy's records all sealed now
+	require.NoError(t, s.Append(dflt, "other", 0, seqRecs(1, recs(big)))) // busy's records all sealed now
 	require.NoError(t, s.Close())
 
 	// Across a restart: busy's time comes back from the snapshot.

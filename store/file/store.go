@@ -37,9 +37,9 @@ import (
 // A segment file, all integers big-endian:
 //
 //	+------+---------+-----------------+-----------------+-----
-//	| IFLT | u32 = 2 |     entry 1     |     entry 2     | ...     a store that never rolled
+//	| IFLT | u32 = 4 |     entry 1     |     entry 2     | ...     a store that never rolled
 //	+------+---------+-----------------+-----------------+-----
-//	| IFLT | u32 = 3 | snapshot entry  |     entry 2     | ...     a segment a roll created
+//	| IFLT | u32 = 5 | snapshot entry  |     entry 2     | ...     a segment a roll created
 //	+------+---------+-----------------+-----------------+-----
 //	 0      4         8
 //
@@ -54,7 +54,9 @@ import (
 //	+------+-------------+-------+------------+------+--------------+-----------+-------------------+
 //	record: uvarint seq gap | uvarint len | flags, key, headers, event time, payload (as on the wire)
 //
-// An entry holds one Append: one (topic, producer), increasing sequence IDs.
+// An entry holds one Append: one (topic, producer), increasing sequence IDs;
+// or one Fence: a (topic, producer)'s new epoch (a fence entry, drawn in
+// format.go), which replay reads, and which Scan and Verify check and skip.
 // An entry is acknowledged only after it was written whole, so the only
 // damage a crash leaves is an incomplete final entry of the active segment
 // (its length runs past the end of the file, no valid entry follows it, and
@@ -70,12 +72,15 @@ import (
 // *CorruptError naming the segment, never cut. Nothing ever deletes bytes
 // that could hold acknowledged records, except retention, as configured.
 //
-// Format versions: a store of version 1 (before topics and metadata) opens;
-// its records read as topic wire.DefaultTopic without metadata, and
-// Open rewrites its header to version 2 (Recovery.UpgradedFrom says
-// so), after which an older inflight refuses the file instead of misreading
-// it. Version 3 segments (snapshots) are refused by inflight before segments.
-// A version it does not know is refused with ErrCorrupt, file untouched.
+// Format versions: a store of version 1 (before topics and metadata), 2
+// (before epochs) or 3 (a rolled segment before epochs) opens: version 1
+// records read as topic wire.DefaultTopic without metadata, a version 3
+// snapshot as one without epochs, and Open rewrites the active segment's
+// header to version 4 (a store that never rolled) or 5 (a rolled segment)
+// before it could write a fence entry (Recovery.UpgradedFrom says so),
+// after which an older inflight refuses the file instead of misreading it.
+// Sealed segments keep their version. A version it does not know is
+// refused with ErrCorrupt, file untouched.
 //
 // Durability follows the FsyncPolicy; a roll fsyncs the segment it seals
 // and the new one, whatever the policy (the bulk of the first with the
@@ -413,15 +418,17 @@ func (f *Store) load(created, repair bool) error {
 		f.end, f.written = good, good // a torn tail may be an Append in progress: not ours to cut
 		return nil
 	}
-	if v == 1 {
-		// Its entries stay as they are (version 1 bodies are told apart by
-		// their first byte); the header says 2 from now on, so that an older
-		// inflight refuses the file instead of cutting off the version 2
-		// entries it cannot read as a torn tail.
-		if _, err := f.file.WriteAt(header[len(fileMagic):], int64(len(fileMagic))); err != nil {
+	if up := upgrade(v); up != v {
+		// Its entries stay as they are (version 1 bodies, version 2 bodies
+		// and fence entries are told apart by their first bytes, a version 3
+		// snapshot from a version 5 one by its kind); the header says 4 (or
+		// 5) from now on, before a fence entry can be written, so that an
+		// older inflight refuses the file instead of cutting off, or
+		// refusing as damage, the entries it cannot read.
+		if _, err := f.file.WriteAt(appendHeader(nil, up)[len(fileMagic):], int64(len(fileMagic))); err != nil {
 			return fmt.Errorf("inflight/file: open store: upgrade the header: %w", err)
 		}
-		f.recovery.UpgradedFrom = 1
+		f.recovery.UpgradedFrom = int(v)
 	}
 	if good < size {
 		if torn {
@@ -437,7 +444,7 @@ func (f *Store) load(created, repair bool) error {
 			f.recovery.RepairedBytes, f.recovery.SideFile = size-good, side
 		}
 	}
-	if v == rolledVersion && good == fileHeaderSize {
+	if rolled(v) && good == fileHeaderSize {
 		// Repair took the snapshot: the sealed segments still know every
 		// producer's last sequence ID. A new snapshot goes where it was.
 		if good, err = f.rebuildActive(); err != nil {
@@ -457,16 +464,73 @@ func (f *Store) load(created, repair bool) error {
 // Recovery returns what Open found. Safe for concurrent use.
 func (f *Store) Recovery() Recovery { return f.recovery }
 
-// LastSeq implements Store. It counts entries whose Append has written them
-// but not returned yet. After Close it returns broker.ErrStoreClosed, after a failed
-// write or fsync that failure. Safe for concurrent use.
-func (f *Store) LastSeq(topic, producer string) (uint64, error) {
+// State implements broker.Store. It counts entries whose Append or Fence
+// has written them but not returned yet. After Close it returns
+// broker.ErrStoreClosed, after a failed write or fsync that failure. Safe
+// for concurrent use.
+func (f *Store) State(topic, producer string) (broker.NameState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.usableLocked(); err != nil {
+		return broker.NameState{}, err
+	}
+	st := f.streams[stream{topic, producer}]
+	return broker.NameState{LastSeq: st.last, Epoch: st.epoch}, nil
+}
+
+// LastSeq returns State's LastSeq.
+func (f *Store) LastSeq(topic, producer string) (uint64, error) {
+	st, err := f.State(topic, producer)
+	return st.LastSeq, err
+}
+
+// Fence implements broker.Store: it writes a fence entry, the new epoch of
+// (topic, producer), and returns once it is fsynced, whatever the
+// FsyncPolicy (a fence is written once per producer instance: its cost is
+// not the records', and a fence lost in a crash would let a fenced
+// instance write again). It refuses an epoch not above the stored one
+// with an error wrapping broker.ErrFenced, a topic or producer name that
+// is empty or longer than 255 bytes, and after Close or a failed write or
+// fsync as Append does. Safe for concurrent use.
+func (f *Store) Fence(topic, producer string, epoch uint64) (uint64, error) {
+	if f.readOnly {
+		return 0, ErrReadOnly
+	}
+	k := stream{topic, producer}
+	if err := checkNames(k); err != nil {
+		return 0, fmt.Errorf("inflight/file: Store.Fence: %w", err)
+	}
+	buf := f.bufs.get(fenceLen(topic, producer))
+	*buf = appendFence((*buf)[:0], topic, producer, epoch)
+	size := int64(len(*buf))
+
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	err := f.admitLocked(size, func() error {
+		if stored := f.streams[k].epoch; epoch <= stored {
+			return fmt.Errorf("%w: %q/%q: epoch %d, stored %d", broker.ErrFenced, topic, producer, epoch, stored)
+		}
+		return nil
+	})
+	if err != nil {
+		f.bufs.put(buf)
 		return 0, err
 	}
-	return f.streams[stream{topic, producer}].last, nil
+	st := f.streams[k]
+	st.epoch, st.seen = epoch, f.cfg.now().UnixNano()
+	f.streams[k] = st
+	if f.cfg.policy == FsyncBatch {
+		f.pend = append(f.pend, buf)
+		f.end += size
+	} else {
+		err = f.writeLocked(*buf)
+		f.bufs.put(buf)
+		f.end = f.written
+	}
+	if err == nil {
+		err = f.syncLocked(f.end)
+	}
+	return st.last, err
 }
 
 // usableLocked returns why the store cannot serve a call, or nil.
@@ -480,7 +544,7 @@ func (f *Store) usableLocked() error {
 	return nil
 }
 
-// Append implements Store: it writes one entry with one write call and,
+// Append implements broker.Store: it writes one entry with one write call and,
 // under FsyncBatch, returns only once the entry is fsynced (Appends that wait
 // at the same time share one fsync). An entry that would take the active
 // segment past SegmentBytes rolls the store first (an entry larger than
@@ -488,12 +552,13 @@ func (f *Store) usableLocked() error {
 // Safe for concurrent use.
 //
 // It returns broker.ErrStoreClosed after Close. It refuses, without writing and
-// without harm to the store, a topic or producer name that is empty or longer
-// than 255 bytes, a sequence ID of 0, sequence IDs that do not increase, a
-// first not above the (topic, producer)'s last stored sequence ID, metadata
-// over the limits of wire.CheckMeta, and an entry over 1 GiB. A failed write
-// or fsync is returned wrapped, and fails every later Append and LastSeq.
-func (f *Store) Append(topic, producer string, recs []broker.Record) error {
+// without harm to the store, an epoch below the (topic, producer)'s (an error
+// wrapping broker.ErrFenced), a topic or producer name that is empty or
+// longer than 255 bytes, a sequence ID of 0, sequence IDs that do not
+// increase, a first not above the (topic, producer)'s last stored sequence
+// ID, metadata over the limits of wire.CheckMeta, and an entry over 1 GiB. A
+// failed write or fsync is returned wrapped, and fails every later call.
+func (f *Store) Append(topic, producer string, epoch uint64, recs []broker.Record) error {
 	f.mu.Lock()
 	err := f.usableLocked()
 	f.mu.Unlock()
@@ -515,15 +580,18 @@ func (f *Store) Append(topic, producer string, recs []broker.Record) error {
 	*buf = appendEntry((*buf)[:0], topic, producer, recs, bodyLen)
 	size := int64(len(*buf))
 
+	k := stream{topic, producer}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.admitLocked(stream{topic, producer}, recs, size); err != nil {
+	if err := f.admitLocked(size, func() error { return f.checkLocked(k, epoch, recs) }); err != nil {
 		f.bufs.put(buf)
 		return err
 	}
 	f.stats.appends.Add(1)
 	f.stats.records.Add(uint64(len(recs)))
-	f.streams[stream{topic, producer}] = streamState{last: recs[len(recs)-1].Seq, seen: f.cfg.now().UnixNano()}
+	st := f.streams[k]
+	st.last, st.seen = recs[len(recs)-1].Seq, f.cfg.now().UnixNano()
+	f.streams[k] = st
 	if f.cfg.policy == FsyncBatch {
 		// For the next commit, which writes and fsyncs it with whatever
 		// else was encoded meanwhile.
@@ -537,15 +605,16 @@ func (f *Store) Append(topic, producer string, recs []broker.Record) error {
 	return err
 }
 
-// admitLocked checks an entry of size bytes holding recs for k before it is
-// written: the store usable, the sequence IDs above the stream's last, and
-// room in the active segment, which it rolls if there is none.
-func (f *Store) admitLocked(k stream, recs []broker.Record, size int64) error {
+// admitLocked checks an entry of size bytes with check before it is
+// written: the store usable, check (the entry's names, sequence IDs and
+// epoch) passing, and room in the active segment, which it rolls if there
+// is none.
+func (f *Store) admitLocked(size int64, check func() error) error {
 	if err := f.usableLocked(); err != nil {
 		return err
 	}
-	if err := f.checkLocked(k, recs); err != nil {
-		return fmt.Errorf("inflight/file: Store.Append: %w", err)
+	if err := check(); err != nil {
+		return err
 	}
 	if !f.mustRollLocked(size) {
 		return nil
@@ -553,12 +622,9 @@ func (f *Store) admitLocked(k stream, recs []broker.Record, size int64) error {
 	if err := f.rollLocked(size); err != nil {
 		return err
 	}
-	// The roll may have waited for a commit, letting other Appends in:
-	// they may have written this stream meanwhile.
-	if err := f.checkLocked(k, recs); err != nil {
-		return fmt.Errorf("inflight/file: Store.Append: %w", err)
-	}
-	return nil
+	// The roll may have waited for a commit, letting other calls in: they
+	// may have written this stream meanwhile.
+	return check()
 }
 
 // writeLocked writes buf at the end of the file, under f.mu. A failure is
@@ -574,25 +640,42 @@ func (f *Store) writeLocked(buf []byte) error {
 	return nil
 }
 
-// checkLocked validates Append's names and sequence IDs.
-func (f *Store) checkLocked(k stream, recs []broker.Record) error {
+// checkLocked validates Append's names, epoch and sequence IDs.
+func (f *Store) checkLocked(k stream, epoch uint64, recs []broker.Record) error {
+	if err := checkNames(k); err != nil {
+		return fmt.Errorf("inflight/file: Store.Append: %w", err)
+	}
+	st := f.streams[k]
+	if epoch < st.epoch {
+		return fmt.Errorf("inflight/file: Store.Append: %w: %q/%q: epoch %d, stored %d", broker.ErrFenced, k.topic, k.producer, epoch, st.epoch)
+	}
+	var err error
+	switch {
+	case uint64(len(recs)) > math.MaxUint32:
+		err = fmt.Errorf("%d records in one entry", len(recs))
+	case recs[0].Seq == 0:
+		err = errors.New("sequence ID 0")
+	case recs[0].Seq <= st.last:
+		err = fmt.Errorf("%q/%q first sequence ID %d not above the last stored %d", k.topic, k.producer, recs[0].Seq, st.last)
+	}
+	for i := 1; err == nil && i < len(recs); i++ {
+		if recs[i].Seq <= recs[i-1].Seq {
+			err = fmt.Errorf("sequence ID %d after %d", recs[i].Seq, recs[i-1].Seq)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("inflight/file: Store.Append: %w", err)
+	}
+	return nil
+}
+
+// checkNames validates an entry's topic and producer name.
+func checkNames(k stream) error {
 	switch {
 	case len(k.topic) == 0 || len(k.topic) > maxNameLen:
 		return fmt.Errorf("topic of %d bytes, want 1 to %d", len(k.topic), maxNameLen)
 	case len(k.producer) == 0 || len(k.producer) > maxNameLen:
 		return fmt.Errorf("producer name of %d bytes, want 1 to %d", len(k.producer), maxNameLen)
-	case uint64(len(recs)) > math.MaxUint32:
-		return fmt.Errorf("%d records in one entry", len(recs))
-	case recs[0].Seq == 0:
-		return errors.New("sequence ID 0")
-	}
-	if prev := f.streams[k].last; recs[0].Seq <= prev {
-		return fmt.Errorf("%q/%q first sequence ID %d not above the last stored %d", k.topic, k.producer, recs[0].Seq, prev)
-	}
-	for i := 1; i < len(recs); i++ {
-		if recs[i].Seq <= recs[i-1].Seq {
-			return fmt.Errorf("sequence ID %d after %d", recs[i].Seq, recs[i-1].Seq)
-		}
 	}
 	return nil
 }

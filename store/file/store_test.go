@@ -66,7 +66,7 @@ func openFileStore(t testing.TB, path string, opts ...file.Option) *file.Store {
 func fileAppendAll(t testing.TB, s *file.Store, calls []fileCall) {
 	t.Helper()
 	for _, c := range calls {
-		require.NoError(t, s.Append(dflt, c.producer, seqRecs(c.first, c.records())))
+		require.NoError(t, s.Append(dflt, c.producer, 0, seqRecs(c.first, c.records())))
 	}
 }
 
@@ -125,7 +125,7 @@ func TestRoundTrip(t *testing.T) {
 
 	for _, c := range fileRoundTripCalls {
 		in := c.records()
-		require.NoError(t, s.Append(dflt, c.producer, seqRecs(c.first, in)))
+		require.NoError(t, s.Append(dflt, c.producer, 0, seqRecs(c.first, in)))
 		for _, r := range in { // Append copied: the caller may reuse its buffers
 			for i := range r {
 				r[i] = '!'
@@ -146,14 +146,14 @@ func TestAppendNothing(t *testing.T) {
 	s := openFileStore(t, path)
 	before, err := os.ReadFile(path)
 	require.NoError(t, err)
-	require.NoError(t, s.Append(dflt, "a", seqRecs(1, nil)))
-	require.NoError(t, s.Append(dflt, "a", seqRecs(0, [][]byte{})), "no records: nothing to check")
+	require.NoError(t, s.Append(dflt, "a", 0, seqRecs(1, nil)))
+	require.NoError(t, s.Append(dflt, "a", 0, seqRecs(0, [][]byte{})), "no records: nothing to check")
 	after, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.Equal(t, before, after)
 	checkFileStore(t, s, nil)
 	require.NoError(t, s.Close())
-	assert.ErrorIs(t, s.Append(dflt, "a", seqRecs(1, nil)), broker.ErrStoreClosed)
+	assert.ErrorIs(t, s.Append(dflt, "a", 0, seqRecs(1, nil)), broker.ErrStoreClosed)
 }
 
 func TestAppendRefused(t *testing.T) {
@@ -190,7 +190,7 @@ func TestAppendRefused(t *testing.T) {
 					records[i] = mib
 				}
 			}
-			err = s.Append(dflt, tt.producer, seqRecs(tt.first, records))
+			err = s.Append(dflt, tt.producer, 0, seqRecs(tt.first, records))
 			require.Error(t, err)
 			assert.NotErrorIs(t, err, broker.ErrStoreClosed)
 			after, err := os.ReadFile(path)
@@ -222,7 +222,7 @@ func checkFileRecovered(t *testing.T, path string, survivors []fileCall, truncat
 	s := openFileStore(t, path, file.Fsync(file.FsyncNone))
 	assert.Equal(t, fileRecovery(survivors, truncated), s.Recovery())
 	checkFileStore(t, s, survivors)
-	require.NoError(t, s.Append(dflt, next.producer, seqRecs(next.first, next.records())))
+	require.NoError(t, s.Append(dflt, next.producer, 0, seqRecs(next.first, next.records())))
 	require.NoError(t, s.Close())
 
 	all := append(survivors[:len(survivors):len(survivors)], next)
@@ -436,7 +436,7 @@ func TestCloseDuringScan(t *testing.T) {
 	s := openFileStore(t, filepath.Join(t.TempDir(), "store"), file.Fsync(file.FsyncNone))
 	big := bytes.Repeat([]byte{'x'}, 1000)
 	for i := range 200 { // 200 kB: more than Scan reads ahead
-		require.NoError(t, s.Append(dflt, "p", seqRecs(uint64(i+1), [][]byte{big})))
+		require.NoError(t, s.Append(dflt, "p", 0, seqRecs(uint64(i+1), [][]byte{big})))
 	}
 	n := 0
 	err := s.Scan(func(string, string, broker.Record) error {
@@ -451,13 +451,13 @@ func TestCloseDuringScan(t *testing.T) {
 }
 
 func TestForeignFile(t *testing.T) {
-	version4 := append([]byte("IFLT"), 0, 0, 0, 4) // 3 is a rolled segment
+	version6 := append([]byte("IFLT"), 0, 0, 0, 6) // 5 is a rolled segment
 	tests := []struct {
 		name    string
 		content []byte
 	}{
 		{"text", []byte("hello, this is somebody's file\n")},
-		{"newer version", append(version4, make([]byte, 40)...)},
+		{"newer version", append(version6, make([]byte, 40)...)},
 		{"short, not our header", []byte("IFX")},
 		{"zeros", make([]byte, 8)},
 		{"magic only", []byte("IFLT\x00\x00\x01\x01")},
@@ -500,7 +500,7 @@ func TestCreatesFile(t *testing.T) {
 	require.NoError(t, s.Close())
 	got, err := os.ReadFile(path)
 	require.NoError(t, err)
-	assert.Equal(t, []byte("IFLT\x00\x00\x00\x02"), got)
+	assert.Equal(t, []byte("IFLT\x00\x00\x00\x04"), got)
 	_, err = file.Open(filepath.Join(t.TempDir(), "no", "such", "dir"))
 	require.Error(t, err)
 }
@@ -557,7 +557,7 @@ func TestPolicies(t *testing.T) {
 			var calls []fileCall
 			for i := range 5 {
 				c := fileCall{"p", uint64(1 + 2*i), []string{fmt.Sprint("r", i), "second"}}
-				require.NoError(t, s.Append(dflt, c.producer, seqRecs(c.first, c.records())))
+				require.NoError(t, s.Append(dflt, c.producer, 0, seqRecs(c.first, c.records())))
 				calls = append(calls, c)
 				if p == file.FsyncInterval {
 					// Not needed for the outcome: lets the background fsync
@@ -569,7 +569,7 @@ func TestPolicies(t *testing.T) {
 			require.NoError(t, s.Close())
 			require.NoError(t, s.Close(), "Close is idempotent")
 
-			require.ErrorIs(t, s.Append(dflt, "p", seqRecs(100, recs("late"))), broker.ErrStoreClosed)
+			require.ErrorIs(t, s.Append(dflt, "p", 0, seqRecs(100, recs("late"))), broker.ErrStoreClosed)
 			_, err := s.LastSeq(dflt, "p")
 			require.ErrorIs(t, err, broker.ErrStoreClosed)
 			require.ErrorIs(t, s.Scan(func(string, string, broker.Record) error { return nil }), broker.ErrStoreClosed)
@@ -628,7 +628,7 @@ func TestConcurrentAppends(t *testing.T) {
 						for k := range batch {
 							batch[k] = fmt.Append(nil, name, "/", first+uint64(k))
 						}
-						if err := s.Append(dflt, name, seqRecs(first, batch)); err != nil {
+						if err := s.Append(dflt, name, 0, seqRecs(first, batch)); err != nil {
 							errs <- err
 							return
 						}
@@ -680,7 +680,7 @@ func TestCloseDuringAppends(t *testing.T) {
 		wg.Go(func() {
 			name := fmt.Sprint("w", i)
 			for seq := uint64(1); ; seq++ {
-				err := s.Append(dflt, name, seqRecs(seq, recs("x")))
+				err := s.Append(dflt, name, 0, seqRecs(seq, recs("x")))
 				if errors.Is(err, broker.ErrStoreClosed) {
 					return
 				}
@@ -729,7 +729,7 @@ func TestScanStops(t *testing.T) {
 	n := 0
 	require.NoError(t, s.Scan(func(string, string, broker.Record) error {
 		n++
-		return s.Append(dflt, "during", seqRecs(uint64(n), recs("d")))
+		return s.Append(dflt, "during", 0, seqRecs(uint64(n), recs("d")))
 	}))
 	wantRecs, _ := fileWant(fileRoundTripCalls)
 	assert.Equal(t, len(wantRecs), n)
@@ -806,7 +806,7 @@ func BenchmarkAppend(b *testing.B) {
 			b.ReportAllocs()
 			seq := uint64(1)
 			for b.Loop() {
-				if err := s.Append(dflt, "bench", seqRecs(seq, records)); err != nil {
+				if err := s.Append(dflt, "bench", 0, seqRecs(seq, records)); err != nil {
 					b.Fatal(err)
 				}
 				seq += n

@@ -25,13 +25,13 @@ func TestNoBufferingBehindTheRing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Append("t", "p", plainRecords(1, 2)); err != nil {
+		if err := s.Append("t", "p", 0, plainRecords(1, 2)); err != nil {
 			t.Fatal(err)
 		}
 		c.Stop(0)
 		waitFor(t, 10*time.Second, "the client to notice", func() bool { return nc.Status() != nats.CONNECTED })
 		start := time.Now()
-		err = s.Append("t", "p", plainRecords(3, 4))
+		err = s.Append("t", "p", 0, plainRecords(3, 4))
 		if !errors.Is(err, natsjs.ErrPublish) {
 			t.Fatalf("Append while disconnected: %v, want ErrPublish", err)
 		}
@@ -41,14 +41,14 @@ func TestNoBufferingBehindTheRing(t *testing.T) {
 		if err := c.Restart(0); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 20*time.Second, "the append to go through", func() bool { return s.Append("t", "p", plainRecords(3, 4)) == nil })
+		waitFor(t, 20*time.Second, "the append to go through", func() bool { return s.Append("t", "p", 0, plainRecords(3, 4)) == nil })
 		checkSeqs(t, records(readSubject(t, c, s.Subject("t", "p"))), seqs(1, 4))
 	})
 	t.Run("no-quorum", func(t *testing.T) {
 		c := startCluster(t, 3, natsjstest.Options{})
 		ensureStream(t, c, natsjs.StreamConfig{Replicas: 3})
 		s := newStore(t, c, natsjs.Config{Timeout: 300 * time.Millisecond})
-		if err := s.Append("t", "p", plainRecords(1, 2)); err != nil {
+		if err := s.Append("t", "p", 0, plainRecords(1, 2)); err != nil {
 			t.Fatal(err)
 		}
 		// Two of three servers down: the stream has no quorum (and the
@@ -56,7 +56,7 @@ func TestNoBufferingBehindTheRing(t *testing.T) {
 		c.Stop(1)
 		c.Stop(2)
 		start := time.Now()
-		err := s.Append("t", "p", plainRecords(3, 4))
+		err := s.Append("t", "p", 0, plainRecords(3, 4))
 		if !errors.Is(err, natsjs.ErrPublish) {
 			t.Fatalf("Append without quorum: %v, want ErrPublish", err)
 		}
@@ -71,7 +71,7 @@ func TestNoBufferingBehindTheRing(t *testing.T) {
 		if err := c.WaitReady(60 * time.Second); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 60*time.Second, "the append to go through", func() bool { return s.Append("t", "p", plainRecords(3, 4)) == nil })
+		waitFor(t, 60*time.Second, "the append to go through", func() bool { return s.Append("t", "p", 0, plainRecords(3, 4)) == nil })
 		checkSeqs(t, records(readSubject(t, c, s.Subject("t", "p"))), seqs(1, 4))
 	})
 }

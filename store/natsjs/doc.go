@@ -23,6 +23,13 @@
 // record is stored once and in sequence order, however many writers race,
 // with no time window (unlike Nats-Msg-Id deduplication).
 //
+// Every message also carries Inflight-Epoch, the epoch of the producer
+// instance that wrote it (see broker.Store): Fence writes a message of
+// layout fence/1 with the new epoch, by the same compare-and-set, and an
+// Append whose epoch is below the tail's is refused before anything is
+// dropped as stored, so a fenced instance writing through another gateway
+// stops there.
+//
 // The nats.Conn must not buffer publishes while reconnecting (Connect sets
 // it up; New refuses one that would): the inflight ring is the only window
 // of records not yet acknowledged, and every write is a synchronous

@@ -159,9 +159,9 @@ type hooked struct {
 	after func()
 }
 
-func (h hooked) Append(topic, producer string, recs []broker.Record) error {
+func (h hooked) Append(topic, producer string, epoch uint64, recs []broker.Record) error {
 	defer h.after()
-	return h.Store.Append(topic, producer, recs)
+	return h.Store.Append(topic, producer, epoch, recs)
 }
 
 func newProducer(t testing.TB, d transport.Dialer, name string, opts ...core.Option) *core.Producer {

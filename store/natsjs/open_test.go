@@ -25,7 +25,7 @@ func TestOpen(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Open %q: %v", q, err)
 		}
-		if err := s.Append("t", "p", plainRecords(1, 2, 3)); err != nil {
+		if err := s.Append("t", "p", 0, plainRecords(1, 2, 3)); err != nil {
 			t.Fatal(err)
 		}
 		if last, err := s.LastSeq("t", "p"); err != nil || last != 3 {

@@ -34,7 +34,7 @@ func TestReadBoundsBytesInFlight(t *testing.T) {
 			seq++
 			recs[i] = broker.Record{Seq: seq, Payload: payload}
 		}
-		if err := s.Append("t", "p", recs); err != nil {
+		if err := s.Append("t", "p", 0, recs); err != nil {
 			t.Fatal(err)
 		}
 	}

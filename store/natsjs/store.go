@@ -146,31 +146,97 @@ func (s *Store) read(st *subjectState, direct bool) (tail, error) {
 	return t, nil
 }
 
-// LastSeq returns the Inflight-Last-Seq of the last message on the subject
-// of (topic, producer), read where Config.Read says (0: no message). It
-// fails with ErrEmptyTopic, ErrRead or ErrCorruptTail.
+// State implements broker.Store: the Inflight-Last-Seq and Inflight-Epoch
+// of the last message on the subject of (topic, producer), read where
+// Config.Read says (0 and 0: no message). It fails with ErrEmptyTopic,
+// ErrRead or ErrCorruptTail.
+func (s *Store) State(topic, producer string) (broker.NameState, error) {
+	if topic == "" {
+		return broker.NameState{}, ErrEmptyTopic
+	}
+	t, err := s.read(s.state(topic, producer), s.cfg.Read == ReadDirect)
+	return broker.NameState{LastSeq: t.last, Epoch: t.epoch}, err
+}
+
+// LastSeq returns State's LastSeq.
 func (s *Store) LastSeq(topic, producer string) (uint64, error) {
+	st, err := s.State(topic, producer)
+	return st.LastSeq, err
+}
+
+// Fence implements broker.Store: it writes a fence message (layout.Fence:
+// the new epoch, and the subject's last sequence ID) on the subject of
+// (topic, producer) with a compare-and-set on its tail, and returns that
+// last sequence ID once the stream acknowledged it. When the compare-and-set
+// fails (another writer moved the tail) it reads the tail again from the
+// stream leader and tries again. It fails with an error wrapping
+// broker.ErrFenced, writing nothing, when the tail's epoch is epoch or
+// above; else with ErrEmptyTopic, ErrTailMoving, ErrRead, ErrCorruptTail or
+// ErrPublish (the fence may then be written or not: the next State tells).
+func (s *Store) Fence(topic, producer string, epoch uint64) (uint64, error) {
 	if topic == "" {
 		return 0, ErrEmptyTopic
 	}
-	t, err := s.read(s.state(topic, producer), s.cfg.Read == ReadDirect)
-	return t.last, err
+	st := s.state(topic, producer)
+	s.mu.Lock()
+	t, known := st.t, st.known
+	s.mu.Unlock()
+	if !known {
+		var err error
+		if t, err = s.read(st, s.cfg.Read == ReadDirect); err != nil {
+			return 0, err
+		}
+	}
+	for conflicts := 0; ; {
+		if t.epoch >= epoch {
+			return 0, fmt.Errorf("inflight: natsjs: %s: %w: epoch %d, stored %d", st.subject, broker.ErrFenced, epoch, t.epoch)
+		}
+		m := &nats.Msg{Subject: st.subject, Header: make(nats.Header, 5)}
+		layout.SetFenceHeaders(m.Header, epoch, t.last)
+		s.setCAS(m.Header, t.streamSeq)
+		if s.beforeWrite != nil {
+			s.beforeWrite(st.subject, 0, 0)
+		}
+		next, err := s.request(m)
+		switch {
+		case err == nil:
+			s.remember(st, tail{streamSeq: next, last: t.last, epoch: epoch}, true)
+			s.messages.Add(1)
+			return t.last, nil
+		case isConflict(err):
+			s.conflicts.Add(1)
+			if conflicts++; conflicts > s.cfg.MaxConflicts {
+				s.remember(st, tail{}, false)
+				return 0, fmt.Errorf("%w: %s: %d conflicts in a row: %w", ErrTailMoving, st.subject, conflicts, err)
+			}
+			if t, err = s.read(st, false); err != nil {
+				return 0, err
+			}
+		default:
+			s.remember(st, tail{}, false)
+			return 0, fmt.Errorf("%w: %s fence %d: %w", ErrPublish, st.subject, epoch, err)
+		}
+	}
 }
 
-// Append writes recs to the subject of (topic, producer), each record once
-// and in order, whoever else writes there: every write is a compare-and-set
-// on the subject's tail; when one fails, the store re-reads the tail from
-// the stream leader, drops the records the stream already holds (sequence
-// ID <= the tail's Inflight-Last-Seq) and writes the rest. recs' sequence
-// IDs must be strictly increasing (else ErrBadRecords); they are read
-// only during the call.
+// Append implements broker.Store: it writes recs to the subject of (topic,
+// producer), each record once and in order, whoever else writes there:
+// every write is a compare-and-set on the subject's tail; when one fails,
+// the store re-reads the tail from the stream leader, drops the records the
+// stream already holds (sequence ID <= the tail's Inflight-Last-Seq) and
+// writes the rest. Every message carries epoch (Inflight-Epoch), and no
+// record is dropped or written once the tail's epoch is above it: the tail
+// is then a newer incarnation's, and Append fails with an error wrapping
+// broker.ErrFenced (records it wrote before stay). recs' sequence IDs must
+// be strictly increasing (else ErrBadRecords); they are read only during
+// the call.
 //
 // A nil return means every record is in the stream (written now or
 // before). An error means some leading records may be stored and the rest
-// not (the next LastSeq tells): ErrEmptyTopic, ErrBadRecords,
-// ErrRecordTooLarge, ErrTailMoving, ErrRead, ErrCorruptTail, or ErrPublish
-// wrapping the client's or server's error.
-func (s *Store) Append(topic, producer string, recs []broker.Record) error {
+// not (the next State tells): ErrEmptyTopic, ErrBadRecords,
+// ErrRecordTooLarge, ErrTailMoving, ErrRead, ErrCorruptTail, ErrPublish
+// wrapping the client's or server's error, or broker.ErrFenced.
+func (s *Store) Append(topic, producer string, epoch uint64, recs []broker.Record) error {
 	if topic == "" {
 		return ErrEmptyTopic
 	}
@@ -193,6 +259,11 @@ func (s *Store) Append(topic, producer string, recs []broker.Record) error {
 		}
 	}
 	for conflicts := 0; ; {
+		if t.epoch > epoch {
+			// Checked before anything is dropped: the records the tail
+			// holds are another incarnation's, not these.
+			return fmt.Errorf("inflight: natsjs: %s: %w: epoch %d, stored %d", st.subject, broker.ErrFenced, epoch, t.epoch)
+		}
 		// Drop what the stream already holds.
 		if n := sort.Search(len(recs), func(i int) bool { return recs[i].Seq > t.last }); n > 0 {
 			s.trimmed.Add(uint64(n))
@@ -201,10 +272,10 @@ func (s *Store) Append(topic, producer string, recs []broker.Record) error {
 		if len(recs) == 0 {
 			return nil
 		}
-		n, next, err := s.write(st.subject, recs, t.streamSeq)
+		n, next, err := s.write(st.subject, epoch, recs, t.streamSeq)
 		switch {
 		case err == nil:
-			t = tail{streamSeq: next, last: recs[n-1].Seq}
+			t = tail{streamSeq: next, last: recs[n-1].Seq, epoch: max(t.epoch, epoch)}
 			s.remember(st, t, true)
 			s.records.Add(uint64(n))
 			recs = recs[n:]
@@ -235,10 +306,10 @@ func (s *Store) Append(topic, producer string, recs []broker.Record) error {
 // write writes a leading part of recs (how many: n) in one message or one
 // atomic batch, as a compare-and-set on stream sequence expect, and returns
 // the stream sequence of the last message written.
-func (s *Store) write(subject string, recs []broker.Record, expect uint64) (n int, next uint64, err error) {
+func (s *Store) write(subject string, epoch uint64, recs []broker.Record, expect uint64) (n int, next uint64, err error) {
 	maxPayload := int(s.nc.MaxPayload())
 	if s.cfg.Layout == LayoutPerRecord {
-		return s.writeRecords(subject, recs, expect, maxPayload)
+		return s.writeRecords(subject, epoch, recs, expect, maxPayload)
 	}
 	n, size := layout.PackedFit(recs, maxPayload-headerReserve, s.cfg.MaxRecords)
 	if n == 0 {
@@ -253,8 +324,9 @@ func (s *Store) write(subject string, recs []broker.Record, expect uint64) (n in
 		*bp = make([]byte, 0, size)
 	}
 	body := layout.AppendPacked((*bp)[:0], recs[:n])
-	m := &nats.Msg{Subject: subject, Data: body, Header: make(nats.Header, 5)}
+	m := &nats.Msg{Subject: subject, Data: body, Header: make(nats.Header, 6)}
 	layout.SetPackedHeaders(m.Header, recs[0].Seq, recs[n-1].Seq)
+	layout.SetEpoch(m.Header, epoch)
 	s.setCAS(m.Header, expect)
 	if s.beforeWrite != nil {
 		s.beforeWrite(subject, recs[0].Seq, recs[n-1].Seq)
@@ -268,7 +340,7 @@ func (s *Store) write(subject string, recs []broker.Record, expect uint64) (n in
 	return n, next, err
 }
 
-func (s *Store) writeRecords(subject string, recs []broker.Record, expect uint64, maxPayload int) (int, uint64, error) {
+func (s *Store) writeRecords(subject string, epoch uint64, recs []broker.Record, expect uint64, maxPayload int) (int, uint64, error) {
 	msgs := make([]*nats.Msg, 0, min(len(recs), s.cfg.MaxBatch))
 	for i := range cap(msgs) {
 		r := &recs[i]
@@ -277,7 +349,8 @@ func (s *Store) writeRecords(subject string, recs []broker.Record, expect uint64
 			err = fmt.Errorf("%w: %s: record %d takes about %d bytes with its headers, max_payload %d",
 				ErrRecordTooLarge, subject, r.Seq, size, maxPayload)
 		}
-		m := &nats.Msg{Subject: subject, Data: r.Payload, Header: make(nats.Header, 8)}
+		m := &nats.Msg{Subject: subject, Data: r.Payload, Header: make(nats.Header, 9)}
+		layout.SetEpoch(m.Header, epoch)
 		if err == nil {
 			if err = layout.SetRecordHeaders(m.Header, r); err != nil {
 				err = fmt.Errorf("inflight: natsjs: %s: record %d: %w", subject, r.Seq, err)

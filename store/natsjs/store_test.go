@@ -48,10 +48,10 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatalf("LastSeq of a new subject = %d, %v; want 0, nil", last, err)
 			}
 			want := metaRecords()
-			if err := s.Append(topic, producer, want[:3]); err != nil {
+			if err := s.Append(topic, producer, 0, want[:3]); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Append(topic, producer, want[3:]); err != nil {
+			if err := s.Append(topic, producer, 0, want[3:]); err != nil {
 				t.Fatal(err)
 			}
 			if last, err := s.LastSeq(topic, producer); err != nil || last != 1<<40 {
@@ -86,7 +86,7 @@ func TestChunkingOverMaxPayload(t *testing.T) {
 	for i := range recs {
 		recs[i] = broker.Record{Seq: uint64(i + 1), Payload: bytes.Repeat([]byte{byte(i)}, 1500), Key: []byte("k")}
 	}
-	if err := s.Append("chunks", "p", recs); err != nil {
+	if err := s.Append("chunks", "p", 0, recs); err != nil {
 		t.Fatal(err)
 	}
 	msgs := readSubject(t, c, s.Subject("chunks", "p"))
@@ -115,7 +115,7 @@ func TestChunkingOverMaxPayload(t *testing.T) {
 
 	big := []broker.Record{{Seq: 201, Payload: make([]byte, maxPayload)}}
 	for _, l := range []natsjs.Layout{natsjs.LayoutPacked, natsjs.LayoutPerRecord} {
-		err := newStore(t, c, natsjs.Config{Layout: l}).Append("chunks", "p", big)
+		err := newStore(t, c, natsjs.Config{Layout: l}).Append("chunks", "p", 0, big)
 		if !errors.Is(err, natsjs.ErrRecordTooLarge) {
 			t.Errorf("%v: Append of a record over max_payload: %v, want ErrRecordTooLarge", l, err)
 		}
@@ -137,7 +137,7 @@ func TestNamesNotSubjectTokens(t *testing.T) {
 	for i, topic := range names[:len(names)-1] { // an empty topic is refused below
 		for j, producer := range names {
 			seq := uint64(i*len(names) + j + 1)
-			if err := s.Append(topic, producer, plainRecords(seq)); err != nil {
+			if err := s.Append(topic, producer, 0, plainRecords(seq)); err != nil {
 				t.Fatalf("Append(%q, %q): %v", topic, producer, err)
 			}
 			subj := s.Subject(topic, producer)
@@ -186,7 +186,7 @@ func TestNamesNotSubjectTokens(t *testing.T) {
 			t.Errorf("Name(Token(%q)) = %q, %v", name, got, ok)
 		}
 	}
-	if err := s.Append("", "p", plainRecords(1)); !errors.Is(err, natsjs.ErrEmptyTopic) {
+	if err := s.Append("", "p", 0, plainRecords(1)); !errors.Is(err, natsjs.ErrEmptyTopic) {
 		t.Errorf("Append with an empty topic: %v, want ErrEmptyTopic", err)
 	}
 	if _, err := s.LastSeq("", "p"); !errors.Is(err, natsjs.ErrEmptyTopic) {
@@ -203,7 +203,7 @@ func TestStaleDirectRead(t *testing.T) {
 	ensureStream(t, c, natsjs.StreamConfig{AllowDirect: true})
 	a := newStore(t, c, natsjs.Config{})
 	for _, first := range []uint64{1, 11, 21} {
-		if err := a.Append("t", "p", plainRecords(seqs(first, 10)...)); err != nil {
+		if err := a.Append("t", "p", 0, plainRecords(seqs(first, 10)...)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -221,7 +221,7 @@ func TestStaleDirectRead(t *testing.T) {
 		t.Fatalf("stale LastSeq = %d, %v; want the stale 20", last, err)
 	}
 	// What a broker does with that answer: the producer resends 21...
-	if err := b.Append("t", "p", plainRecords(seqs(21, 20)...)); err != nil {
+	if err := b.Append("t", "p", 0, plainRecords(seqs(21, 20)...)); err != nil {
 		t.Fatal(err)
 	}
 	if st := b.Stats(); st.Conflicts != 1 || st.Trimmed != 10 || st.Records != 10 {
@@ -245,10 +245,10 @@ func TestCASConflict(t *testing.T) {
 		if last, err := b.LastSeq("t", "stale"); err != nil || last != 0 {
 			t.Fatal(last, err)
 		}
-		if err := a.Append("t", "stale", plainRecords(seqs(1, 10)...)); err != nil {
+		if err := a.Append("t", "stale", 0, plainRecords(seqs(1, 10)...)); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.Append("t", "stale", plainRecords(seqs(5, 10)...)); err != nil {
+		if err := b.Append("t", "stale", 0, plainRecords(seqs(5, 10)...)); err != nil {
 			t.Fatal(err)
 		}
 		if st := b.Stats(); st.Conflicts != 1 || st.Trimmed != 6 || st.Records != 4 {
@@ -267,7 +267,7 @@ func TestCASConflict(t *testing.T) {
 				wg.Go(func() {
 					// Writer w cuts the records in batches of 37 or 53.
 					for pos, size := 0, 37+16*w; pos < n; pos += size {
-						if err := stores[w].Append("t", "race-"+l.String(), all[pos:min(pos+size, n)]); err != nil {
+						if err := stores[w].Append("t", "race-"+l.String(), 0, all[pos:min(pos+size, n)]); err != nil {
 							t.Errorf("writer %d: %v", w, err)
 							return
 						}
@@ -337,7 +337,7 @@ func TestNewRefuses(t *testing.T) {
 		t.Errorf("EnsureStream on a fitting stream: %v", err)
 	}
 	s := newStore(t, c, natsjs.Config{})
-	if err := s.Append("t", "p", plainRecords(2, 1)); !errors.Is(err, natsjs.ErrBadRecords) {
+	if err := s.Append("t", "p", 0, plainRecords(2, 1)); !errors.Is(err, natsjs.ErrBadRecords) {
 		t.Errorf("Append out of order: %v, want ErrBadRecords", err)
 	}
 }

@@ -14,7 +14,8 @@ import (
 // tail is the last message of a subject as the store knows it.
 type tail struct {
 	streamSeq uint64 // its stream sequence; 0: the subject is empty
-	last      uint64 // its Inflight-Last-Seq; 0: the subject is empty
+	last      uint64 // its Inflight-Last-Seq; 0: the subject is empty (or holds only a fence)
+	epoch     uint64 // its Inflight-Epoch; 0: none (empty, or written by a writer never fenced in)
 }
 
 // JetStream API error codes the store tells apart.
@@ -83,11 +84,11 @@ func (s *Store) readTailDirect(subject string) (tail, error) {
 }
 
 func tailOf(subject string, streamSeq uint64, h nats.Header) (tail, error) {
-	last, err := layout.LastSeq(h)
+	last, epoch, err := layout.Tail(h)
 	if err != nil {
 		return tail{}, fmt.Errorf("%w: %s: message %d: %w", ErrCorruptTail, subject, streamSeq, err)
 	}
-	return tail{streamSeq: streamSeq, last: last}, nil
+	return tail{streamSeq: streamSeq, last: last, epoch: epoch}, nil
 }
 
 // apiError is a JetStream API error in a reply.

@@ -310,7 +310,7 @@ func TestFaults(t *testing.T) {
 		frame []byte
 	}{
 		{"PING", pingFrame(1)},
-		{"HELLO_OK", wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize})},
+		{"HELLO_OK", wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize, Epoch: 1})},
 	} {
 		t.Run("CorruptFrames "+tt.name, func(t *testing.T) {
 			e := newEnv(t)

@@ -172,7 +172,7 @@ func silentPeer(c net.Conn, answerable bool) {
 			}
 			buf = append(buf, tmp[:n]...)
 		}
-		if _, err := c.Write(wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize})); err != nil {
+		if _, err := c.Write(wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize, Epoch: 1})); err != nil {
 			return
 		}
 	}

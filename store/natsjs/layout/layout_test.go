@@ -152,3 +152,47 @@ func FuzzDecodePacked(f *testing.F) {
 		}
 	})
 }
+
+// TestTail: what a subject's last message says of its producer name, for
+// every layout; a fence holds no record.
+func TestTail(t *testing.T) {
+	packed := map[string][]string{}
+	layout.SetPackedHeaders(packed, 3, 9)
+	epoched := map[string][]string{}
+	layout.SetPackedHeaders(epoched, 3, 9)
+	layout.SetEpoch(epoched, 4)
+	fence := map[string][]string{}
+	layout.SetFenceHeaders(fence, 5, 9)
+	empty := map[string][]string{}
+	layout.SetFenceHeaders(empty, 1, 0)
+	for _, tc := range []struct {
+		name        string
+		h           map[string][]string
+		last, epoch uint64
+	}{
+		{"packed, no epoch", packed, 9, 0},
+		{"packed", epoched, 9, 4},
+		{"fence", fence, 9, 5},
+		{"fence of a new name", empty, 0, 1},
+	} {
+		last, epoch, err := layout.Tail(tc.h)
+		if err != nil || last != tc.last || epoch != tc.epoch {
+			t.Errorf("%s: Tail = %d, %d, %v; want %d, %d", tc.name, last, epoch, err, tc.last, tc.epoch)
+		}
+	}
+	if got := decodeAll(t, fence, nil); len(got) != 0 {
+		t.Errorf("a fence decodes to %d records", len(got))
+	}
+	noEpoch := map[string][]string{layout.HdrLayout: {layout.Fence}}
+	badEpoch := map[string][]string{}
+	layout.SetPackedHeaders(badEpoch, 3, 9)
+	badEpoch[layout.HdrEpoch] = []string{"0"}
+	for name, h := range map[string]map[string][]string{"fence without epoch": noEpoch, "epoch 0": badEpoch} {
+		if _, _, err := layout.Tail(h); !errors.Is(err, layout.ErrMalformed) {
+			t.Errorf("%s: Tail: %v, want ErrMalformed", name, err)
+		}
+	}
+	if err := layout.DecodeMessage(fence, []byte("x"), func(broker.Record) error { return nil }); !errors.Is(err, layout.ErrMalformed) {
+		t.Errorf("a fence with data: %v, want ErrMalformed", err)
+	}
+}

@@ -12,9 +12,10 @@ import (
 // Header names. A header map is read by exact key (NATS headers are not
 // canonicalized on the wire).
 const (
-	HdrLayout    = "Inflight-Layout"     // Packed or PerRecord
+	HdrLayout    = "Inflight-Layout"     // Packed, PerRecord or Fence
 	HdrFirstSeq  = "Inflight-First-Seq"  // packed: the first record's sequence ID
-	HdrLastSeq   = "Inflight-Last-Seq"   // every message: the highest sequence ID it holds
+	HdrLastSeq   = "Inflight-Last-Seq"   // every message: the highest sequence ID it holds (a fence: the subject's, if any)
+	HdrEpoch     = "Inflight-Epoch"      // every message of a fenced producer: the epoch of the incarnation that wrote it
 	HdrSeq       = "Inflight-Seq"        // per-record: the record's sequence ID
 	HdrKey       = "Inflight-Key"        // per-record: the key, standard base64
 	HdrEventTime = "Inflight-Event-Time" // per-record: RFC 3339 with nanoseconds, UTC
@@ -25,7 +26,53 @@ const (
 const (
 	Packed    = "packed/1"
 	PerRecord = "record/1"
+	Fence     = "fence/1" // no records: a producer name's new epoch
 )
+
+// SetEpoch sets the HdrEpoch of a message written by the incarnation epoch
+// of its producer name; epoch 0 (a writer that was never fenced in) sets
+// nothing.
+func SetEpoch(h map[string][]string, epoch uint64) {
+	if epoch > 0 {
+		h[HdrEpoch] = []string{strconv.FormatUint(epoch, 10)}
+	}
+}
+
+// SetFenceHeaders sets the headers of a fence message: the new epoch of
+// its subject's producer name, and the highest sequence ID the subject
+// held when it was written (0: none, and no HdrLastSeq).
+func SetFenceHeaders(h map[string][]string, epoch, last uint64) {
+	h[HdrLayout] = []string{Fence}
+	SetEpoch(h, epoch)
+	if last > 0 {
+		h[HdrLastSeq] = []string{strconv.FormatUint(last, 10)}
+	}
+}
+
+// Tail returns what the last message of a subject says of its producer
+// name: the highest sequence ID stored (HdrLastSeq; a fence without one
+// says 0) and the epoch (HdrEpoch; 0 when absent, as in the messages of a
+// writer that was never fenced in). A fence message without an epoch is
+// malformed.
+func Tail(h map[string][]string) (last, epoch uint64, err error) {
+	if v := h[HdrEpoch]; len(v) > 0 {
+		if epoch, err = strconv.ParseUint(v[0], 10, 64); err != nil || epoch == 0 {
+			return 0, 0, fmt.Errorf("%w: %s %q", ErrMalformed, HdrEpoch, v[0])
+		}
+	}
+	if v := h[HdrLayout]; len(v) > 0 && v[0] == Fence {
+		if epoch == 0 {
+			return 0, 0, fmt.Errorf("%w: a fence without %s", ErrMalformed, HdrEpoch)
+		}
+		if len(h[HdrLastSeq]) == 0 {
+			return 0, epoch, nil
+		}
+	}
+	if last, err = LastSeq(h); err != nil {
+		return 0, 0, err
+	}
+	return last, epoch, nil
+}
 
 // SetPackedHeaders sets the headers of a packed message holding records
 // first..last.
@@ -94,8 +141,9 @@ func seqHeader(h map[string][]string, name string) (uint64, error) {
 
 // DecodeMessage calls fn for each record of a stored message (headers h,
 // data), in order, whatever its layout; the views are as in DecodePacked.
-// A packed body must match its HdrFirstSeq and HdrLastSeq. It returns fn's
-// first error, or an error wrapping ErrMalformed.
+// A fence message holds no record: fn is not called. A packed body must
+// match its HdrFirstSeq and HdrLastSeq. It returns fn's first error, or an
+// error wrapping ErrMalformed.
 func DecodeMessage(h map[string][]string, data []byte, fn func(r broker.Record) error) error {
 	var kind string
 	if v := h[HdrLayout]; len(v) > 0 {
@@ -133,6 +181,14 @@ func DecodeMessage(h map[string][]string, data []byte, fn func(r broker.Record) 
 			return err
 		}
 		return fn(r)
+	case Fence:
+		if _, _, err := Tail(h); err != nil {
+			return err
+		}
+		if len(data) != 0 {
+			return fmt.Errorf("%w: a fence with %d bytes of data", ErrMalformed, len(data))
+		}
+		return nil
 	default:
 		return fmt.Errorf("%w: %s %q", ErrMalformed, HdrLayout, kind)
 	}

@@ -1,0 +1,237 @@
+package natsjs_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/store/natsjs"
+	"github.com/inflightmq/inflight/store/natsjs/natsjstest"
+	"github.com/inflightmq/inflight/transport/mem"
+)
+
+// twin is a producer of TestTwoGatewaysFence and what its messages got. A
+// payload is the producer's tag and the message's index.
+type twin struct {
+	tag  byte
+	p    *core.Producer
+	mu   sync.Mutex
+	ids  map[uint32]core.MessageID
+	errs map[uint32]error
+	wg   sync.WaitGroup
+}
+
+func newTwin(tag byte, p *core.Producer) *twin {
+	return &twin{tag: tag, p: p, ids: map[uint32]core.MessageID{}, errs: map[uint32]error{}}
+}
+
+// send sends messages from..to-1; every one must be accepted.
+func (tw *twin) send(t testing.TB, from, to uint32) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if err := tw.sendOne(i); err != nil {
+			t.Fatalf("%c: SendAsync %d: %v", tw.tag, i, err)
+		}
+	}
+}
+
+// sendOne sends message i; SendAsync's error counts as its outcome.
+func (tw *twin) sendOne(i uint32) error {
+	tw.wg.Add(1)
+	err := tw.p.SendAsync(context.Background(), &core.Message{Payload: binary.BigEndian.AppendUint32([]byte{tw.tag}, i)},
+		func(id core.MessageID, _ *core.Message, err error) {
+			defer tw.wg.Done()
+			tw.mu.Lock()
+			defer tw.mu.Unlock()
+			if err != nil {
+				tw.errs[i] = err
+			} else {
+				tw.ids[i] = id
+			}
+		})
+	if err != nil {
+		tw.mu.Lock()
+		tw.errs[i] = err
+		tw.mu.Unlock()
+		tw.wg.Done()
+	}
+	return err
+}
+
+func (tw *twin) wait(t testing.TB) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { tw.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%c: not every callback ran in 60s", tw.tag)
+	}
+}
+
+// TestTwoGatewaysFence: a producer P1 writes through gateway A, and a new
+// instance of its name, P2, starts on gateway B while A holds a write of P1
+// in flight. P2's first connection fences P1 through the stream. A's write
+// is let go before B's fence, after it, or after P2 wrote more records than
+// the held write has: either it lands before the fence, and P2's records
+// come after it, or it is refused (its compare-and-set fails, and the tail
+// it then reads has P2's epoch), and its messages fail with ErrFenced,
+// never acknowledged as the duplicates of the P2 records that hold their
+// sequence IDs. P1 is fenced at its next write in every case.
+func TestTwoGatewaysFence(t *testing.T) {
+	c := startCluster(t, 1, natsjstest.Options{})
+	ensureStream(t, c, natsjs.StreamConfig{AtomicPublish: true})
+	for _, l := range []natsjs.Layout{natsjs.LayoutPacked, natsjs.LayoutPerRecord} {
+		for _, when := range []string{"before", "after-fence", "after-writes"} {
+			t.Run(l.String()+"/"+when, func(t *testing.T) { gatewaysFence(t, c, l, when) })
+		}
+	}
+}
+
+func gatewaysFence(t *testing.T, c *natsjstest.Cluster, l natsjs.Layout, when string) {
+	const warm, held, more = 200, 100, 300
+	name := "fence-" + l.String() + "-" + when
+	var armed, holding atomic.Bool
+	inFlight, release, resolved := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	bA, sA := gateway(t, c, natsjs.Config{Layout: l}, func() {
+		if holding.CompareAndSwap(true, false) {
+			close(resolved)
+		}
+	})
+	natsjs.SetBeforeWrite(sA, func(string, uint64, uint64) {
+		if armed.CompareAndSwap(true, false) {
+			holding.Store(true)
+			close(inFlight)
+			<-release
+		}
+	})
+	letGo := func() {
+		close(release)
+		select {
+		case <-resolved:
+		case <-time.After(30 * time.Second):
+			t.Fatal("A's held write did not resolve in 30s")
+		}
+	}
+	bB, _ := gateway(t, c, natsjs.Config{Layout: l}, nil)
+	dA, dB := mem.NewDialer(bA), mem.NewDialer(bB)
+	defer dA.Close()
+	defer dB.Close()
+
+	// Linger lets the held batch fill up to its size.
+	p1 := newTwin('1', newProducer(t, dA, name, core.MaxBatchMessages(held), core.Linger(20*time.Millisecond)))
+	p1.send(t, 0, warm)
+	if err := p1.p.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	p1.send(t, warm, warm+held)
+	select {
+	case <-inFlight:
+	case <-time.After(30 * time.Second):
+		t.Fatal("A's write never started")
+	}
+	if when == "before" {
+		letGo()
+		if err := p1.p.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	connected := make(chan core.Event, 1)
+	p2 := newTwin('2', newProducer(t, dB, name, core.OnEvent(func(ev core.Event) {
+		if ev.Kind == core.EventConnected {
+			select {
+			case connected <- ev:
+			default:
+			}
+		}
+	})))
+	select {
+	case ev := <-connected:
+		if ev.Epoch != 2 {
+			t.Errorf("P2's epoch %d, want 2", ev.Epoch)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("P2 never connected")
+	}
+	switch when {
+	case "after-fence":
+		letGo()
+		p2.send(t, 0, more)
+	case "after-writes":
+		p2.send(t, 0, more)
+		if err := p2.p.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		letGo()
+	default:
+		p2.send(t, 0, more)
+	}
+	if err := p2.p.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// P1's next write, through A, is refused by the stream: P1 is fenced
+	// (if it was not already, by the refusal of its held write).
+	_ = p1.sendOne(warm + held)
+	p1.wait(t)
+	err := p1.p.SendAsync(context.Background(), &core.Message{}, func(core.MessageID, *core.Message, error) {})
+	if !errors.Is(err, core.ErrFenced) {
+		t.Errorf("P1's send after the fence: %v, want ErrFenced", err)
+	}
+	closeProducer(t, p1.p)
+	closeProducer(t, p2.p)
+	p2.wait(t)
+
+	if len(p2.ids) != more {
+		t.Errorf("P2: %d of %d stored (failures %v)", len(p2.ids), more, p2.errs)
+	}
+	for i, err := range p1.errs {
+		if !errors.Is(err, core.ErrFenced) {
+			t.Errorf("P1 %d: %v, want ErrFenced", i, err)
+		}
+	}
+	wantFenced := held + 1
+	if when == "before" {
+		wantFenced = 1
+	}
+	if len(p1.errs) != wantFenced || len(p1.ids) != warm+held+1-wantFenced {
+		t.Errorf("P1: %d stored, %d fenced; want %d fenced", len(p1.ids), len(p1.errs), wantFenced)
+	}
+	if when != "before" && sA.Stats().Conflicts == 0 {
+		t.Error("A's held write did not lose its compare-and-set: the race did not happen")
+	}
+
+	// The stream: each success once, at its ID, as its own producer's
+	// record; P1's records all before P2's; sequence IDs growing.
+	bySeq := map[uint64]string{}
+	var prev uint64
+	var last byte
+	eachRecord(t, c, sA.Subject(testTopic, name), func(_ uint64, r broker.Record) {
+		if r.Seq <= prev {
+			t.Errorf("seq %d after %d", r.Seq, prev)
+		}
+		prev = r.Seq
+		if _, dup := bySeq[r.Seq]; dup || len(r.Payload) != 5 {
+			t.Errorf("seq %d: payload %q, stored twice or foreign", r.Seq, r.Payload)
+		}
+		if last == '2' && r.Payload[0] == '1' {
+			t.Errorf("seq %d: a record of P1 after P2's", r.Seq)
+		}
+		last = r.Payload[0]
+		bySeq[r.Seq] = string(r.Payload)
+	})
+	for _, tw := range []*twin{p1, p2} {
+		for i, id := range tw.ids {
+			if got, want := bySeq[uint64(id)], string(binary.BigEndian.AppendUint32([]byte{tw.tag}, i)); got != want {
+				t.Errorf("%c %d acknowledged as seq %d, which holds %q", tw.tag, i, id, got)
+			}
+		}
+	}
+	t.Logf("P1: %d stored, %d fenced; P2: %d stored; A %+v", len(p1.ids), len(p1.errs), len(p2.ids), sA.Stats())
+}
