@@ -63,7 +63,9 @@ func (s *Session) Identity() Identity { return s.id }
 
 // Handle processes one complete inbound frame (length prefix included),
 // valid only during the call. A HELLO is answered before Handle returns (it
-// reads the producer's last stored sequence ID from the Store); a PING too.
+// reads the producer's last stored sequence ID from the Store); a PING too,
+// but only after an accepted HELLO: before one, a PING or a BATCH is refused
+// (ErrProtocol, ERROR code wire.CodeHelloRequired).
 // A BATCH is checked (CRC, records, limits), copied and handed to the
 // session's appender, which stores it together with whatever else is
 // waiting and then sends the RECEIPT; Handle waits only while more than
@@ -92,6 +94,11 @@ func (s *Session) Handle(frame []byte) error {
 	case wire.TypeBatch:
 		return s.batch(frame)
 	case wire.TypePing:
+		if s.prod == nil {
+			// Only HELLO opens a session: a PING must not keep an
+			// unauthenticated connection alive.
+			return s.fail(fmt.Errorf("%w: %w: PING before HELLO", ErrProtocol, errHelloRequired))
+		}
 		p, err := wire.DecodePing(frame)
 		if err != nil {
 			return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
