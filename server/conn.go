@@ -180,10 +180,13 @@ func (c *conn) serve() {
 	c.end(err)
 }
 
-// readBuffer is the size of a connection's read buffer: many small frames
-// cost one read, and a frame up to this size is handed to the session
-// without a copy.
-const readBuffer = 64 << 10
+// readBuffer is the size of a connection's read buffer, which it holds
+// for its life: many small frames (PINGs, small batches) cost one read, and
+// a frame up to this size is handed to the session without a copy. A
+// larger frame is read into a buffer of the frames package's pool, held
+// only until the next frame (a producer's batch under load: read straight
+// from the socket into it).
+const readBuffer = 4 << 10
 
 // handshake completes the TLS handshake by helloBy.
 func (c *conn) handshake() error {
