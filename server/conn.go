@@ -264,12 +264,16 @@ func (c *conn) end(err error) {
 // unread input resets it, and a reset can discard what the peer has not
 // read yet. It half-closes, then reads and drops whatever the peer still
 // sends, for a moment at most.
-func (c *conn) linger() {
-	tc, ok := c.raw.(*net.TCPConn)
+func (c *conn) linger() { linger(c.raw, c.rw) }
+
+// linger is conn.linger for the socket raw, read and written as rw (raw,
+// or a tls.Conn over it).
+func linger(raw, rw net.Conn) {
+	tc, ok := raw.(*net.TCPConn)
 	if !ok {
 		return
 	}
-	if t, ok := c.rw.(*tls.Conn); ok {
+	if t, ok := rw.(*tls.Conn); ok {
 		_ = t.CloseWrite() // close_notify, then FIN
 	} else {
 		_ = tc.CloseWrite()

@@ -262,37 +262,43 @@ func (s *Server) snapshot() []*conn {
 	return cs
 }
 
-// maxRefusing bounds the TLS refusals in progress: each needs a handshake
-// to carry its ERROR frame, and a flood of connections must not become a
-// flood of goroutines. Beyond it a connection is closed without a word.
+// maxRefusing bounds the refusals in progress: each lingers for the client
+// to read its ERROR frame (see linger), and over TLS needs a handshake to
+// carry it; a flood of connections must not become a flood of goroutines.
+// Beyond it a connection is closed at once: over plain TCP after its ERROR
+// frame was written, which the client may miss if it was sending; over TLS
+// without a word.
 const maxRefusing = 16
 
 // refuse answers a connection beyond MaxConns with an ERROR frame and
-// closes it. Over plain TCP the frame fits the empty socket buffer and is
-// written at once; over TLS it needs a handshake, done on a goroutine of
-// its own, bounded by HandshakeTimeout and maxRefusing.
+// closes it, on a goroutine of its own, bounded by maxRefusing, by
+// HandshakeTimeout for a TLS handshake, and by lingerTime after.
 func (s *Server) refuse(nc net.Conn) {
 	frame := errorFrame(wire.CodeProtocol, ErrTooManyConns)
-	if s.tls == nil {
-		_ = nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-		_, _ = nc.Write(frame)
-		_ = nc.Close()
-		return
-	}
 	if s.refusing.Add(1) > maxRefusing {
 		s.refusing.Add(-1)
+		if s.tls == nil { // the frame fits the empty socket buffer
+			_ = nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+			_, _ = nc.Write(frame)
+		}
 		_ = nc.Close()
 		return
 	}
 	s.wg.Go(func() {
 		defer s.refusing.Add(-1)
 		defer nc.Close()
-		_ = nc.SetDeadline(time.Now().Add(s.cfg.handshake))
-		tc := tls.Server(nc, s.tls)
-		if err := tc.HandshakeContext(s.ctx); err != nil {
-			return
+		rw := nc
+		if s.tls != nil {
+			_ = nc.SetDeadline(time.Now().Add(s.cfg.handshake))
+			tc := tls.Server(nc, s.tls)
+			if err := tc.HandshakeContext(s.ctx); err != nil {
+				return
+			}
+			rw = tc
 		}
-		_, _ = tc.Write(frame)
+		_ = nc.SetWriteDeadline(time.Now().Add(s.cfg.writeTimeout))
+		_, _ = rw.Write(frame)
+		linger(nc, rw)
 	})
 }
 
