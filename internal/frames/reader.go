@@ -135,7 +135,7 @@ func (f *Reader) readLarge(size int) ([]byte, error) {
 	buf := (*p)[:0]
 	for len(buf) < size {
 		if len(buf) == cap(buf) {
-			grown := make([]byte, len(buf), min(size, max(2*cap(buf), minLarge)))
+			grown := make([]byte, len(buf), min(size, max(2*cap(buf), 2*f.r.Size())))
 			copy(grown, buf)
 			buf = grown
 			*p = buf
@@ -152,9 +152,6 @@ func (f *Reader) readLarge(size int) ([]byte, error) {
 	}
 	return buf, nil
 }
-
-// minLarge is the first size of a large-frame buffer.
-const minLarge = 64 << 10
 
 // release gives the large-frame buffer back to the pool.
 func (f *Reader) release() {
