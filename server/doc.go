@@ -25,10 +25,14 @@
 // certificate can swap it without a restart (Server.ReloadCertificate, or
 // ReloadCertificateFiles on SIGHUP); new handshakes get the new one.
 //
-// Reading: a connection reads through a buffer and checks a frame's length
-// prefix before reading its body, so a length over the limit is refused at
-// once, and a large frame is held in a buffer that grows with the bytes
-// actually received, not with the length claimed.
+// Reading: a connection reads through a 4 KiB buffer and checks a frame's
+// length prefix before reading its body, so a length over the limit is
+// refused at once, and a large frame is held in a buffer that grows with
+// the bytes actually received, not with the length claimed, taken from a
+// pool and given back at the next frame. Between frames a connection holds
+// about 15 KiB (buffers, session, goroutine stacks; TLS adds its own
+// record buffers); what its frames cost once read is charged to the
+// broker's budget (broker.MaxBufferedBytes).
 //
 // Hardening: a frame too large, a malformed one, or one a session rejects
 // gets an ERROR frame, and that connection alone is closed. Before its
