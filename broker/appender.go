@@ -213,14 +213,14 @@ func (s *Session) appendLoop() {
 			a = s.b.getScratch()
 		}
 		err := s.appendFrames(taken, a)
-		for i := range taken {
-			taken[i].drop(s.b)
-		}
 		if a.large() {
 			// Frames of many records: the scratch goes back at once, so
 			// that no session holds a large one between frames.
 			s.b.putScratch(a)
 			a = nil
+		}
+		for i := range taken { // after the scratch: no charge left means nothing held
+			taken[i].drop(s.b)
 		}
 		if err == nil {
 			continue
