@@ -3,7 +3,9 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync"
+	"time"
 
 	"github.com/inflightmq/inflight/wire"
 )
@@ -19,12 +21,13 @@ import (
 // all of it: the group commit of one connection. Appends of different
 // sessions run concurrently, which is how a Store commits them together
 // (store/file: one write and one fsync). The queue holds at most
-// MaxQueuedBytes (a frame is always taken when nothing waits): beyond it
-// push waits for the appender, and so the reader stops reading.
+// MaxQueuedBytes of frames' charges (see budget.go; a frame is always taken
+// when nothing waits): beyond it push waits for the appender, and so the
+// reader stops reading.
 type queue struct {
 	mu       sync.Mutex
 	frames   []queuedFrame // waiting for the appender, in order
-	bytes    int           // their buffers' sizes
+	bytes    int64         // their charges
 	failed   error         // the appender's failure: every later push and Handle returns it
 	stopping bool          // Close: store what waits, then exit
 	running  bool          // the appender was started
@@ -41,10 +44,17 @@ type queue struct {
 // queuedFrame is one BATCH waiting to be stored. A frame whose records are
 // all queued or stored already has no buffer: it only asks for a receipt.
 type queuedFrame struct {
-	buf   *[]byte    // the broker pool's buffer holding batch.Data; nil: nothing new
-	batch wire.Batch // CodecNone, checked
-	skip  int        // leading records queued or stored before
-	last  uint64     // the frame's last sequence ID
+	buf    *[]byte    // the broker pool's buffer holding batch.Data; nil: nothing new
+	batch  wire.Batch // CodecNone, checked
+	skip   int        // leading records queued or stored before
+	last   uint64     // the frame's last sequence ID
+	charge int64      // what it holds of the broker's budget (see budget.go)
+}
+
+// drop returns f's buffer and charge.
+func (f *queuedFrame) drop(b *Broker) {
+	b.drop(f.buf, f.charge)
+	*f = queuedFrame{}
 }
 
 func (q *queue) init() {
@@ -72,19 +82,16 @@ func (q *queue) failure() error {
 // waits (after the Append in flight returned) or fails. It returns the
 // appender's failure instead of queueing after one.
 func (q *queue) push(s *Session, f queuedFrame) error {
-	size := 0
-	if f.buf != nil {
-		size = cap(*f.buf)
-	}
+	size := f.charge
 	q.mu.Lock()
-	for q.failed == nil && q.bytes > 0 && q.bytes+size > s.b.cfg.maxQueued {
+	for q.failed == nil && q.bytes > 0 && q.bytes+size > int64(s.b.cfg.maxQueued) {
 		q.mu.Unlock()
 		<-q.room
 		q.mu.Lock()
 	}
 	if err := q.failed; err != nil {
 		q.mu.Unlock()
-		s.b.bufs.put(f.buf)
+		f.drop(s.b)
 		return err
 	}
 	q.frames = append(q.frames, f)
@@ -109,8 +116,8 @@ func (q *queue) fail(err error, b *Broker) {
 	if q.failed == nil {
 		q.failed = err
 	}
-	for _, f := range q.frames {
-		b.bufs.put(f.buf)
+	for i := range q.frames {
+		q.frames[i].drop(b)
 	}
 	q.frames, q.bytes = nil, 0
 	q.mu.Unlock()
@@ -131,48 +138,95 @@ func (q *queue) stop() {
 }
 
 // take waits until frames wait, and swaps them for spare (emptied). It
-// returns nil when the appender is to exit: stopping with nothing left,
-// or failed.
-func (q *queue) take(spare []queuedFrame) []queuedFrame {
+// returns exit when the appender is to exit: stopping with nothing left,
+// or failed; and nothing if idle fires first.
+func (q *queue) take(spare []queuedFrame, idle <-chan time.Time) (taken []queuedFrame, exit bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for len(q.frames) == 0 && !q.stopping && q.failed == nil {
 		q.mu.Unlock()
-		<-q.wake
+		select {
+		case <-q.wake:
+		case <-idle:
+			q.mu.Lock()
+			return nil, false
+		}
 		q.mu.Lock()
 	}
 	if len(q.frames) == 0 || q.failed != nil {
-		return nil
+		return nil, true
 	}
-	taken := q.frames
+	if cap(spare) > maxKeptFrames {
+		spare = nil // after a burst of small frames: let it go
+	}
+	taken = q.frames
 	q.frames, q.bytes = spare[:0], 0
 	signal(q.room)
-	return taken
+	return taken, false
 }
 
+// maxKeptFrames bounds the queue slices an idle session keeps.
+const maxKeptFrames = 64
+
+// An appender keeps its scratch memory (see appendScratch) between Appends
+// only while it is small (keepScratch) and for at most scratchIdle without
+// frames to store; then it goes back to the broker's pool. So a session
+// that stores small frames at a steady rate allocates nothing, and an idle
+// one holds none of it.
+const (
+	scratchIdle = time.Second
+	keepScratch = 32 << 10
+)
+
 // appendLoop is the appender: it takes everything queued, stores it with
-// one Append and sends one RECEIPT, until the session stops or fails. An
-// Append that fails is reported to the producer in an ERROR frame and the
-// peer is closed (not when the name was taken over: the taker closed it);
-// the reader's next Handle returns the failure.
+// one Append (or several, for more records than maxAppendIndex allows) and
+// sends one RECEIPT, until the session stops or fails. An Append that
+// fails is reported to the producer in an ERROR frame and the peer is closed
+// (not when the name was taken over: the taker closed it); the reader's
+// next Handle returns the failure.
 func (s *Session) appendLoop() {
 	q := &s.q
 	defer close(q.done)
 	var (
 		taken []queuedFrame
-		a     appendScratch
+		a     *appendScratch
 	)
+	idle := time.NewTimer(scratchIdle)
+	defer idle.Stop()
+	defer func() { s.b.putScratch(a) }()
 	for {
-		if taken = q.take(taken); taken == nil {
+		var idleC <-chan time.Time
+		if a != nil {
+			idle.Reset(scratchIdle)
+			idleC = idle.C
+		}
+		var exit bool
+		if taken, exit = q.take(taken, idleC); exit {
 			return
 		}
-		err := s.appendFrames(taken, &a)
-		for i := range taken {
-			s.b.bufs.put(taken[i].buf)
+		if taken == nil { // idle
+			s.b.putScratch(a)
+			a = nil
+			continue
 		}
-		clear(taken)
+		if a == nil {
+			a = s.b.getScratch()
+		}
+		err := s.appendFrames(taken, a)
+		if a.large() {
+			// Frames of many records: the scratch goes back at once, so
+			// that no session holds a large one between frames.
+			s.b.putScratch(a)
+			a = nil
+		}
+		for i := range taken { // after the scratch: no charge left means nothing held
+			taken[i].drop(s.b)
+		}
 		if err == nil {
 			continue
+		}
+		if a == nil {
+			a = &appendScratch{}
 		}
 		q.fail(err, s.b)
 		if !errors.Is(err, ErrReplaced) {
@@ -185,26 +239,55 @@ func (s *Session) appendLoop() {
 	}
 }
 
-// appendScratch is the appender's reused memory: no allocation per Append
-// once warm.
+// appendScratch is an appender's reused memory: no allocation per Append
+// once warm. Appenders take one from the broker's pool and give it back
+// after scratchIdle without frames; it holds at most a chunk's index
+// (maxAppendIndex).
 type appendScratch struct {
-	recs []Record
-	rr   wire.RecordReader // header memory of recs
-	out  []byte
+	recs    []Record          // the chunk of records for the next Append
+	index   int64             // the bytes of Records and Headers in recs
+	headers int64             // the bytes of Headers in recs
+	rr      wire.RecordReader // header memory of recs, as much as headers ever was
+	maxHdr  int64             // the most headers ever was
+	out     []byte
 }
 
-// appendFrames stores the new records of frames with one Append, under
-// the producer name's lock (so an Append of this name never overlaps
-// another, and a HELLO for it waits for this one), then sends the RECEIPT:
-// the name's last stored sequence ID. It returns ErrReplaced if another
-// session took the name over, the Store's error wrapping ErrFenced if the
-// Store holds a newer epoch, ErrStore wrapping any other Store error, or
-// the Peer's Send error.
-func (s *Session) appendFrames(frames []queuedFrame, a *appendScratch) error {
-	recs := a.recs[:0]
-	defer func() { clear(recs); a.recs = recs[:0] }() // drop references to the buffers
+// reset empties the chunk, zeroing the Records it used.
+func (a *appendScratch) reset() {
+	clear(a.recs)
+	a.maxHdr = max(a.maxHdr, a.headers)
+	a.recs, a.index, a.headers = a.recs[:0], 0, 0
 	a.rr.Reset()
-	skipped := 0
+}
+
+// large reports whether a holds more than keepScratch.
+func (a *appendScratch) large() bool {
+	return int64(cap(a.recs))*recordIndex+a.maxHdr > keepScratch
+}
+
+func (b *Broker) getScratch() *appendScratch {
+	if a, ok := b.scratch.Get().(*appendScratch); ok {
+		return a
+	}
+	return new(appendScratch)
+}
+
+func (b *Broker) putScratch(a *appendScratch) {
+	if a != nil {
+		b.scratch.Put(a)
+	}
+}
+
+// appendFrames stores the new records of frames, under the producer name's
+// lock (so an Append of this name never overlaps another, and a HELLO for
+// it waits for this one), with one Append per chunk of at most
+// maxAppendIndex of Records and Headers (one, unless the frames hold tens
+// of thousands of records), then sends the RECEIPT: the name's last stored
+// sequence ID. It returns ErrReplaced if another session took the name
+// over, the Store's error wrapping ErrFenced if the Store holds a newer
+// epoch, ErrStore wrapping any other Store error, or the Peer's Send error.
+func (s *Session) appendFrames(frames []queuedFrame, a *appendScratch) error {
+	skipped, stored := 0, 0
 	for i := range frames {
 		f := &frames[i]
 		if f.buf == nil {
@@ -212,12 +295,106 @@ func (s *Session) appendFrames(frames []queuedFrame, a *appendScratch) error {
 			continue
 		}
 		skipped += f.skip
-		var err error
-		if recs, err = readRecords(recs, &f.batch, f.skip, &a.rr); err != nil {
-			// Checked by the reader: this is a bug, not the producer's.
-			return fmt.Errorf("%w: records checked before: %w", ErrStore, err)
+		n, err := s.readFrame(f, a)
+		stored += n
+		if err != nil {
+			a.reset() // the scratch goes back to the pool: no stale records
+			return err
 		}
 	}
+	stored += len(a.recs)
+	ack, err := s.storeChunk(a)
+	if err != nil {
+		return err
+	}
+	a.out = wire.AppendReceipt(a.out[:0], wire.Receipt{Seq: ack})
+	err = s.peer.Send(a.out)
+	// Counted once the receipt was handed to the peer: a caller that sees
+	// Stats().Batches move knows the receipt is on its way.
+	s.b.stored.Add(uint64(stored))
+	if skipped > 0 {
+		s.b.duplicates.Add(uint64(skipped))
+	}
+	s.b.batches.Add(uint64(len(frames)))
+	return err
+}
+
+// readFrame adds the records of a checked frame, but its first f.skip, to
+// a.recs as views into the frame's buffer; when the next record would take
+// the chunk's index past maxAppendIndex, it stores the chunk first. It
+// returns the number of records it stored so.
+func (s *Session) readFrame(f *queuedFrame, a *appendScratch) (int, error) {
+	it, err := f.batch.Records()
+	if err != nil {
+		// Checked by the reader: this is a bug, not the producer's.
+		return 0, fmt.Errorf("%w: records checked before: %w", ErrStore, err)
+	}
+	stored, skip, seq := 0, f.skip, f.batch.FirstSeq
+	for raw, ok := it.Next(); ok; raw, ok = it.Next() {
+		if skip > 0 {
+			skip--
+			seq++
+			continue
+		}
+		if a.index+recordIndex > maxAppendIndex {
+			stored += len(a.recs)
+			if _, err := s.storeChunk(a); err != nil {
+				return stored, err
+			}
+		}
+		// Between Appends recs is all zero (storeChunk clears what it
+		// used), so a record without metadata needs only Seq and Payload.
+		if len(a.recs) < cap(a.recs) {
+			a.recs = a.recs[:len(a.recs)+1]
+		} else {
+			a.recs = append(a.recs, Record{})
+		}
+		r := &a.recs[len(a.recs)-1]
+		r.Seq, r.Raw = seq, raw
+		a.index += recordIndex
+		seq++
+		p, plain := wire.PlainPayload(raw)
+		if plain { // no metadata: the common case, kept cheap
+			r.Payload = p
+			continue
+		}
+		w, err := a.rr.Read(raw)
+		if err != nil {
+			return stored, fmt.Errorf("%w: records checked before: %w", ErrStore, err)
+		}
+		if cost := int64(len(w.Headers)) * headerIndex; a.index+cost > maxAppendIndex && len(a.recs) > 1 {
+			// Its headers do not fit the chunk: store the chunk without
+			// it, and read it again (storeChunk reset the header memory).
+			a.recs = a.recs[:len(a.recs)-1]
+			*r = Record{}
+			stored += len(a.recs)
+			if _, err := s.storeChunk(a); err != nil {
+				return stored, err
+			}
+			a.recs = a.recs[:1]
+			r = &a.recs[0]
+			r.Seq, r.Raw = seq-1, raw
+			a.index = recordIndex
+			if w, err = a.rr.Read(raw); err != nil {
+				return stored, fmt.Errorf("%w: records checked before: %w", ErrStore, err)
+			}
+		}
+		a.index += int64(len(w.Headers)) * headerIndex
+		a.headers += int64(len(w.Headers)) * headerIndex
+		r.Payload, r.Key, r.Headers, r.EventTime = w.Payload, w.Key, w.Headers, w.EventTime
+	}
+	if err := it.Err(); err != nil {
+		return stored, fmt.Errorf("%w: records checked before: %w", ErrStore, err)
+	}
+	return stored, nil
+}
+
+// storeChunk appends a.recs (none: only reads the last stored sequence ID)
+// under the producer name's lock, empties the chunk and returns the name's
+// last stored sequence ID.
+func (s *Session) storeChunk(a *appendScratch) (uint64, error) {
+	recs := a.recs
+	defer a.reset() // drop references to the buffers
 	var ack uint64
 	err := s.prod.locked(func(ps *producerState) error {
 		if ps.owner != s {
@@ -243,83 +420,51 @@ func (s *Session) appendFrames(frames []queuedFrame, a *appendScratch) error {
 		ack = ps.last
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	a.out = wire.AppendReceipt(a.out[:0], wire.Receipt{Seq: ack})
-	err = s.peer.Send(a.out)
-	// Counted once the receipt was handed to the peer: a caller that sees
-	// Stats().Batches move knows the receipt is on its way.
-	s.b.stored.Add(uint64(len(recs)))
-	if skipped > 0 {
-		s.b.duplicates.Add(uint64(skipped))
-	}
-	s.b.batches.Add(uint64(len(frames)))
-	return err
+	return ack, err
 }
 
-// readRecords appends the records of a checked CodecNone batch, but its
-// first skip, to recs as views into the batch's data. Header memory comes
-// from rr, which the caller resets once per Append.
-func readRecords(recs []Record, b *wire.Batch, skip int, rr *wire.RecordReader) ([]Record, error) {
-	it, err := b.Records()
-	if err != nil {
-		return recs, err
-	}
-	seq := b.FirstSeq
-	for raw, ok := it.Next(); ok; raw, ok = it.Next() {
-		if skip > 0 {
-			skip--
-			seq++
-			continue
-		}
-		// Between Appends recs is all zero (appendFrames clears what it
-		// used), so a record without metadata needs only Seq and Payload.
-		if len(recs) < cap(recs) {
-			recs = recs[:len(recs)+1]
-		} else {
-			recs = append(recs, Record{})
-		}
-		r := &recs[len(recs)-1]
-		r.Seq, r.Raw = seq, raw
-		if p, plain := wire.PlainPayload(raw); plain { // no metadata: the common case, kept cheap
-			r.Payload = p
-		} else {
-			w, err := rr.Read(raw)
-			if err != nil {
-				return recs, err
-			}
-			r.Payload, r.Key, r.Headers, r.EventTime = w.Payload, w.Key, w.Headers, w.EventTime
-		}
-		seq++
-	}
-	return recs, it.Err()
-}
-
-// bufPool holds the buffers queued frames are copied into. Buffers larger
-// than keep are left to the garbage collector.
+// bufPool holds the buffers queued frames are copied into, in size classes:
+// powers of two from minBuf to the frame limit (bufSize). A frame's buffer
+// is what it is charged for (see budget.go). Buffers not of a class are left
+// to the garbage collector.
 type bufPool struct {
-	pool sync.Pool // of *[]byte
-	keep int
+	classes []sync.Pool // of *[]byte; classes[i] holds buffers of minBuf<<i bytes
 }
 
-// get returns a buffer of capacity at least n.
+const minBufShift = 9 // minBuf: 512 bytes
+
+// bufSize returns the size of the buffer that holds n bytes.
+func bufSize(n int) int {
+	return 1 << max(bits.Len(uint(max(n, 1)-1)), minBufShift)
+}
+
+func newBufPool(maxFrame int) bufPool {
+	return bufPool{classes: make([]sync.Pool, bufClass(bufSize(maxFrame))+1)}
+}
+
+func bufClass(size int) int { return bits.Len(uint(size-1)) - minBufShift }
+
+// get returns an empty buffer of capacity bufSize(n).
 func (p *bufPool) get(n int) *[]byte {
-	b, _ := p.pool.Get().(*[]byte)
-	if b == nil {
-		b = new([]byte)
+	size := bufSize(n)
+	if c := bufClass(size); c < len(p.classes) {
+		if b, ok := p.classes[c].Get().(*[]byte); ok {
+			return b
+		}
 	}
-	if cap(*b) < n {
-		*b = make([]byte, 0, n)
-	}
-	return b
+	b := make([]byte, 0, size)
+	return &b
 }
 
 // put returns b (nil is ignored).
 func (p *bufPool) put(b *[]byte) {
-	if b == nil || cap(*b) > p.keep {
+	if b == nil {
+		return
+	}
+	size := cap(*b)
+	if size != bufSize(size) || bufClass(size) >= len(p.classes) {
 		return
 	}
 	*b = (*b)[:0]
-	p.pool.Put(b)
+	p.classes[bufClass(size)].Put(b)
 }

@@ -16,6 +16,8 @@ type Broker struct {
 	cfg      config
 	dec      *wire.Decompressor // shared by sessions; bounded by maxFrame
 	bufs     bufPool            // the buffers of queued frames
+	budget   budget             // the memory of all sessions' frames (MaxBufferedBytes)
+	scratch  sync.Pool          // of *appendScratch: appenders' memory, between runs of frames
 
 	mu        sync.Mutex
 	producers map[stream]*producerState // only (topic, name) pairs with a live session
@@ -58,8 +60,9 @@ func (ps *producerState) locked(fn func(*producerState) error) error {
 type Option interface{ apply(*config) error }
 
 type config struct {
-	maxFrame  int
-	maxQueued int
+	maxFrame    int
+	maxQueued   int
+	maxBuffered int // 0: the default
 
 	auth         bool // Authenticate or Authorize given: default deny
 	authenticate func(Credentials) (Identity, error)
@@ -90,9 +93,10 @@ func MaxFrameSize(n int) Option {
 const DefaultMaxQueuedBytes = 16 << 20
 
 // MaxQueuedBytes sets how many bytes of checked BATCH frames (their records
-// blocks, decompressed) a session holds for its appender while an Append is
-// in flight (default DefaultMaxQueuedBytes; one frame is always taken,
-// whatever its size). Beyond it the session's Handle waits, and the
+// blocks, decompressed, and the index of Records they make: what they are
+// charged of MaxBufferedBytes) a session holds for its appender while an
+// Append is in flight (default DefaultMaxQueuedBytes; one frame is always
+// taken, whatever its size). Beyond it the session's Handle waits, and the
 // connection stops reading (TCP backpressure) until the Append in flight
 // returned. A producer's window (core.MaxFramesInFlight) keeps it below
 // the limit; a connection that waits here does not answer PINGs meanwhile.
@@ -102,6 +106,28 @@ func MaxQueuedBytes(n int) Option {
 			return fmt.Errorf("%w: MaxQueuedBytes %d not in [%d, %d]", ErrInvalidOption, n, wire.MinMaxFrameSize, 1<<30)
 		}
 		c.maxQueued = n
+		return nil
+	})
+}
+
+// MaxBufferedBytes bounds the memory that the BATCH frames of all
+// sessions together hold from their check to the end of their Append
+// (default DefaultMaxBufferedBytes, or more if MaxFrameSize needs it): their
+// records blocks, decompressed, and the index of Records the appenders
+// build for Store.Append (see budget.go). MaxQueuedBytes bounds one
+// session's share. A frame is charged before it is decompressed, so a
+// decompression bomb costs its share of this budget, not memory of its own.
+// A frame that finds the budget used up waits, and its connection is not
+// read meanwhile, until other sessions' Appends give some back; after 5s it
+// is refused with ErrBusy (ERROR code wire.CodeInternal), and the producer
+// reconnects and resends. n must leave room for the largest frame: at least
+// MaxFrameSize + 4 MiB.
+func MaxBufferedBytes(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n <= 0 || n > 1<<40 {
+			return fmt.Errorf("%w: MaxBufferedBytes %d not in [1, %d]", ErrInvalidOption, n, 1<<40)
+		}
+		c.maxBuffered = n
 		return nil
 	})
 }
@@ -120,12 +146,20 @@ func New(store Store, opts ...Option) (*Broker, error) {
 			return nil, err
 		}
 	}
+	// The largest charge of one frame must fit (see frameCharge).
+	least := bufSize(cfg.maxFrame) + maxAppendIndex + int(frameIndex)
+	switch {
+	case cfg.maxBuffered == 0:
+		cfg.maxBuffered = max(DefaultMaxBufferedBytes, least)
+	case cfg.maxBuffered < least:
+		return nil, fmt.Errorf("%w: MaxBufferedBytes %d below %d, what a frame of MaxFrameSize %d may cost", ErrInvalidOption, cfg.maxBuffered, least, cfg.maxFrame)
+	}
 	dec, err := wire.NewDecompressor(cfg.maxFrame)
 	if err != nil {
 		return nil, err
 	}
-	return &Broker{store: store, maxFrame: cfg.maxFrame, cfg: cfg, dec: dec, bufs: bufPool{keep: cfg.maxFrame},
-		producers: make(map[stream]*producerState)}, nil
+	return &Broker{store: store, maxFrame: cfg.maxFrame, cfg: cfg, dec: dec, bufs: newBufPool(cfg.maxFrame),
+		budget: budget{limit: int64(cfg.maxBuffered)}, producers: make(map[stream]*producerState)}, nil
 }
 
 // MaxFrameSize returns the largest frame the broker accepts.
@@ -184,7 +218,7 @@ type Stats struct {
 	Batches        uint64 // BATCH frames stored (or found duplicate) and acknowledged
 	Stored         uint64 // records appended to the store
 	Duplicates     uint64 // records skipped because already stored
-	ProtocolErrors uint64 // sessions failed for a protocol violation or store error
+	ProtocolErrors uint64 // sessions failed for a protocol violation, a store error or ErrBusy
 	Takeovers      uint64 // sessions closed because a newer one of the same identity took their name
 	// Unauthorized counts HELLOs refused because their credentials were
 	// not accepted or their identity may not use the topic or name.
@@ -198,11 +232,22 @@ type Stats struct {
 	// NameInUse counts HELLOs with Yield refused because a live session
 	// of another incarnation holds the name (wire.CodeNameInUse).
 	NameInUse uint64
+	// BufferedBytes is the frame memory charged now (see
+	// MaxBufferedBytes); BufferWaits counts the frames that waited for it,
+	// and Busy those refused after waiting too long (ErrBusy).
+	BufferedBytes int64
+	BufferWaits   uint64
+	Busy          uint64
 }
 
 // Stats returns the broker's counters. Safe for concurrent use.
 func (b *Broker) Stats() Stats {
+	used, waits, busy := b.budget.stats()
 	return Stats{
+		BufferedBytes: used,
+		BufferWaits:   waits,
+		Busy:          busy,
+
 		Sessions:       b.sessions.Load(),
 		Batches:        b.batches.Load(),
 		Stored:         b.stored.Load(),

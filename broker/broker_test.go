@@ -31,6 +31,9 @@ func TestNew(t *testing.T) {
 		{name: "frame size zero", store: store, opts: []broker.Option{broker.MaxFrameSize(0)}, wantErr: true},
 		{name: "frame size negative", store: store, opts: []broker.Option{broker.MaxFrameSize(-1)}, wantErr: true},
 		{name: "frame size above max", store: store, opts: []broker.Option{broker.MaxFrameSize(1<<30 + 1)}, wantErr: true},
+		{name: "buffered bytes zero", store: store, opts: []broker.Option{broker.MaxBufferedBytes(0)}, wantErr: true},
+		{name: "buffered bytes below a frame", store: store, opts: []broker.Option{broker.MaxBufferedBytes(wire.DefaultMaxFrameSize)}, wantErr: true},
+		{name: "buffered bytes", store: store, opts: []broker.Option{broker.MaxBufferedBytes(64 << 20)}, wantSize: wire.DefaultMaxFrameSize},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -42,6 +42,12 @@ var (
 	// ErrACL is returned by ParseACL and LoadACL, wrapped with the line and
 	// the reason, for an access list they cannot read.
 	ErrACL = errors.New("inflight/broker: bad access list")
+	// ErrBusy is returned by Session.Handle for a BATCH that found the
+	// broker's frame memory (MaxBufferedBytes) taken by other sessions'
+	// frames for too long. The session has sent an ERROR frame of code
+	// wire.CodeInternal; the transport must close the connection; the
+	// producer reconnects and resends.
+	ErrBusy = errors.New("inflight/broker: busy")
 	// ErrSessionClosed is returned by Session.Handle after Session.Close.
 	ErrSessionClosed = errors.New("inflight/broker: session closed")
 	// ErrStoreClosed is wrapped by a Store's errors after its Close (the

@@ -120,7 +120,8 @@ func TestGarbage(t *testing.T) {
 		{name: "RECEIPT", frame: wire.AppendReceipt(nil, wire.Receipt{Seq: 1}), wantCode: wire.CodeProtocol},
 		{name: "RECEIPT after hello", afterHello: true, frame: wire.AppendReceipt(nil, wire.Receipt{Seq: 1}), wantCode: wire.CodeProtocol},
 
-		{name: "ping short body", frame: rawFrame(byte(wire.TypePing), 1, 2, 3), wantCode: wire.CodeProtocol, wantErr: wire.ErrTruncated},
+		{name: "ping short body", afterHello: true, frame: rawFrame(byte(wire.TypePing), 1, 2, 3), wantCode: wire.CodeProtocol, wantErr: wire.ErrTruncated},
+		{name: "ping before hello", frame: wire.AppendPing(nil, wire.Ping{Nonce: 1}), wantCode: wire.CodeHelloRequired},
 		{name: "ping long body", afterHello: true, frame: rawFrame(byte(wire.TypePing), make([]byte, 9)...), wantCode: wire.CodeProtocol, wantErr: wire.ErrMalformed},
 	}
 	for _, tt := range tests {

@@ -64,7 +64,9 @@ func (s *Session) Identity() Identity { return s.id }
 
 // Handle processes one complete inbound frame (length prefix included),
 // valid only during the call. A HELLO is answered before Handle returns (it
-// reads the producer's last stored sequence ID from the Store); a PING too.
+// reads the producer's last stored sequence ID from the Store); a PING too,
+// but only after an accepted HELLO: before one, a PING or a BATCH is refused
+// (ErrProtocol, ERROR code wire.CodeHelloRequired).
 // A BATCH is checked (CRC, records, limits), copied and handed to the
 // session's appender, which stores it together with whatever else is
 // waiting and then sends the RECEIPT; Handle waits only while more than
@@ -93,6 +95,11 @@ func (s *Session) Handle(frame []byte) error {
 	case wire.TypeBatch:
 		return s.batch(frame)
 	case wire.TypePing:
+		if s.prod == nil {
+			// Only HELLO opens a session: a PING must not keep an
+			// unauthenticated connection alive.
+			return s.fail(fmt.Errorf("%w: %w: PING before HELLO", ErrProtocol, errHelloRequired))
+		}
 		p, err := wire.DecodePing(frame)
 		if err != nil {
 			return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
@@ -182,51 +189,60 @@ func (s *Session) batch(frame []byte) error {
 	if last <= s.q.queued {
 		// Every record is stored or queued already (a resend): its
 		// receipt follows the Append of what is queued, or comes now.
-		return s.q.push(s, queuedFrame{batch: wire.Batch{Count: b.Count}, last: last})
+		if err := s.b.budget.acquire(frameIndex, budgetWait); err != nil {
+			return s.fail(err)
+		}
+		return s.q.push(s, queuedFrame{batch: wire.Batch{Count: b.Count}, last: last, charge: frameIndex})
 	}
-	var buf *[]byte
+	// The broker's frame memory is charged before a byte is copied or
+	// decoded (see budget.go): a decompression bomb costs its share of it.
+	charge, err := s.b.reserve(&b)
+	if err != nil {
+		return s.fail(err)
+	}
+	buf := s.b.bufs.get(int(b.RawLen))
 	if b.Codec == wire.CodecNone {
-		buf = s.b.bufs.get(len(b.Data))
 		*buf = append((*buf)[:0], b.Data...)
 		b.Data = *buf
-	} else {
-		// A compressed block is decoded within the frame limit, checked
-		// before anything is allocated: a decompression bomb fails this
-		// session only.
-		buf = s.b.bufs.get(0)
-		if b, *buf, err = b.Decompress(s.b.dec, (*buf)[:0]); err != nil {
-			s.b.bufs.put(buf)
-			return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
-		}
-	}
-	if err := checkRecords(&b, &s.check); err != nil {
-		s.b.bufs.put(buf)
+	} else if b, _, err = b.Decompress(s.b.dec, (*buf)[:0]); err != nil {
+		// Decoded within the frame limit, into the buffer charged for it.
+		s.b.drop(buf, charge)
 		return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
 	}
+	headers, err := checkRecords(&b, &s.check)
+	if err != nil {
+		s.b.drop(buf, charge)
+		return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
+	}
+	charge = s.b.refund(charge, &b, headers)
 	skip := 0
 	if b.FirstSeq <= s.q.queued {
 		skip = int(s.q.queued - b.FirstSeq + 1)
 	}
-	return s.q.push(s, queuedFrame{buf: buf, batch: b, skip: skip, last: last})
+	return s.q.push(s, queuedFrame{buf: buf, batch: b, skip: skip, last: last, charge: charge})
 }
 
 // checkRecords reads every record of a CodecNone batch with rr, so that a
 // malformed one fails the session before anything of the batch is queued.
-func checkRecords(b *wire.Batch, rr *wire.RecordReader) error {
+// It returns the number of headers.
+func checkRecords(b *wire.Batch, rr *wire.RecordReader) (int, error) {
 	it, err := b.Records()
 	if err != nil {
-		return err
+		return 0, err
 	}
+	headers := 0
 	for raw, ok := it.Next(); ok; raw, ok = it.Next() {
 		if _, plain := wire.PlainPayload(raw); plain {
 			continue
 		}
 		rr.Reset()
-		if _, err := rr.Read(raw); err != nil {
-			return err
+		r, err := rr.Read(raw)
+		if err != nil {
+			return 0, err
 		}
+		headers += len(r.Headers)
 	}
-	return it.Err()
+	return headers, it.Err()
 }
 
 // send sends a frame built in s.out; the reader's goroutine only.
@@ -292,6 +308,8 @@ func codeOf(err error) wire.ErrorCode {
 		return wire.CodeUnauthorized
 	case errors.Is(err, errHelloRequired):
 		return wire.CodeHelloRequired
+	case errors.Is(err, ErrBusy):
+		return wire.CodeInternal
 	}
 	return wire.CodeOf(err)
 }

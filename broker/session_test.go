@@ -54,18 +54,31 @@ func TestHelloOK(t *testing.T) {
 	}
 }
 
+// TestBatchBeforeHello: a BATCH or a PING before HELLO is refused with
+// an ERROR of code hello required; a PING must not keep a connection that
+// never authenticates alive.
 func TestBatchBeforeHello(t *testing.T) {
-	b, store := newBroker(t)
-	c := newConn(t, b)
-	defer c.Close()
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+	}{
+		{"BATCH", batchFrame(0, 1, 3)},
+		{"PING", wire.AppendPing(nil, wire.Ping{Nonce: 1})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, store := newBroker(t)
+			c := newConn(t, b)
+			defer c.Close()
 
-	reply, err := c.handle(t, batchFrame(0, 1, 3))
-	require.ErrorIs(t, err, broker.ErrProtocol)
-	assert.Equal(t, wire.CodeHelloRequired, errorFrame(t, reply).Code)
-	assert.Empty(t, store.Producers())
-	assert.Equal(t, "", c.Producer())
-	assert.Equal(t, uint64(1), b.Stats().ProtocolErrors)
-	assert.Zero(t, b.Stats().Batches)
+			reply, err := c.handle(t, tc.frame)
+			require.ErrorIs(t, err, broker.ErrProtocol)
+			assert.Equal(t, wire.CodeHelloRequired, errorFrame(t, reply).Code)
+			assert.Empty(t, store.Producers())
+			assert.Equal(t, "", c.Producer())
+			assert.Equal(t, uint64(1), b.Stats().ProtocolErrors)
+			assert.Zero(t, b.Stats().Batches)
+		})
+	}
 }
 
 func TestSecondHello(t *testing.T) {
@@ -153,10 +166,8 @@ func TestPing(t *testing.T) {
 	b, _ := newBroker(t)
 	c := newConn(t, b)
 	defer c.Close()
-	for i, nonce := range []uint64{0, 1, 0xdeadbeefcafe, ^uint64(0)} {
-		if i == 2 {
-			c.hello(t, "p")
-		}
+	c.hello(t, "p")
+	for _, nonce := range []uint64{0, 1, 0xdeadbeefcafe, ^uint64(0)} {
 		reply, err := c.handle(t, wire.AppendPing(nil, wire.Ping{Nonce: nonce}))
 		require.NoError(t, err)
 		pong, err := wire.DecodePong(reply)

@@ -25,16 +25,26 @@
 // certificate can swap it without a restart (Server.ReloadCertificate, or
 // ReloadCertificateFiles on SIGHUP); new handshakes get the new one.
 //
-// Reading: a connection reads through a buffer and checks a frame's length
-// prefix before reading its body, so a length over the limit is refused at
-// once, and a large frame is held in a buffer that grows with the bytes
-// actually received, not with the length claimed.
+// Reading: a connection reads through a 4 KiB buffer and checks a frame's
+// length prefix before reading its body, so a length over the limit is
+// refused at once, and a large frame is held in a buffer that grows with
+// the bytes actually received, not with the length claimed, taken from a
+// pool and given back at the next frame. Between frames a connection holds
+// about 15 KiB (buffers, session, goroutine stacks; TLS adds its own
+// record buffers); what its frames cost once read is charged to the
+// broker's budget (broker.MaxBufferedBytes).
 //
 // Hardening: a frame too large, a malformed one, or one a session rejects
-// gets an ERROR frame, and that connection alone is closed. MaxConns
-// limits connections; ReadTimeout closes a connection that trickles a
-// frame (slowloris); HandshakeTimeout one that does not finish its TLS
-// handshake; IdleTimeout one that sends nothing; WriteTimeout one that does
-// not read its receipts. These are read and write deadlines on the socket:
-// no ticker.
+// gets an ERROR frame, and that connection alone is closed. Before its
+// HELLO a connection may send nothing but the HELLO (a PING is refused),
+// within HandshakeTimeout of being accepted (its TLS handshake included).
+// MaxConns limits connections and MaxPendingConns, among them, those
+// without a HELLO yet; a new connection takes the place of the oldest of
+// those rather than be refused, so they cannot keep producers out.
+// ReadTimeout closes a connection that trickles a frame (slowloris);
+// IdleTimeout one that sends nothing; WriteTimeout one that does not read
+// its receipts. These are read and write deadlines on the socket: no
+// ticker. Every connection refused or closed before its HELLO for one of
+// these reasons, a failed TLS handshake or plain TCP on a TLS port is
+// counted in Stats and reported once to OnRefused.
 package server

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"container/list"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -33,6 +34,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	conns   map[*conn]struct{}
+	pending list.List // of *conn: the connections without a HELLO yet, oldest first
 	closing bool
 	wg      sync.WaitGroup // the accept loop and every connection
 
@@ -44,17 +46,34 @@ type Server struct {
 
 // counters are the totals Stats reports.
 type counters struct {
-	accepted, refused, timeouts, protocolErrors, handshakes, maxBuffered atomic.Int64
+	accepted, refused, refusedPending, handshakeTimeouts, timeouts, protocolErrors,
+	handshakes, notTLS, maxBuffered atomic.Int64
 }
 
-// Stats is a snapshot of a Server's counters.
+// Stats is a snapshot of a Server's counters. Every connection refused, or
+// closed before its HELLO, for a reason of the Server's own is counted in
+// exactly one of Refused, RefusedPending, HandshakeTimeouts,
+// HandshakeErrors and NotTLS, and reported to OnRefused.
 type Stats struct {
-	Conns           int   // open connections
-	Accepted        int64 // connections accepted in total
-	Refused         int64 // connections refused by MaxConns
-	Timeouts        int64 // connections closed by ReadTimeout or IdleTimeout
-	Errors          int64 // connections closed for a protocol or store error
-	HandshakeErrors int64 // TLS handshakes that failed (bad certificate, timeout, not TLS)
+	Conns    int   // open connections, pending ones included
+	Pending  int   // open connections that have not sent their HELLO yet
+	Accepted int64 // connections accepted in total
+	// Refused counts connections refused by MaxConns (every open one was
+	// past its HELLO).
+	Refused int64
+	// RefusedPending counts pending connections closed to make room for a
+	// newer one (MaxPendingConns or MaxConns reached).
+	RefusedPending int64
+	// HandshakeTimeouts counts connections closed for not completing their
+	// TLS handshake and HELLO within HandshakeTimeout.
+	HandshakeTimeouts int64
+	Timeouts          int64 // connections closed by ReadTimeout or IdleTimeout
+	Errors            int64 // connections closed for a protocol or store error
+	// HandshakeErrors counts TLS handshakes that failed for a TLS reason (a
+	// missing, expired or unknown certificate, an alert): not timeouts, not
+	// plain TCP.
+	HandshakeErrors int64
+	NotTLS          int64 // connections to a TLS server that did not speak TLS
 	MaxBuffered     int64 // most bytes one connection held for reading frames
 }
 
@@ -101,16 +120,20 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 // Stats returns the server's counters.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
-	n := len(s.conns)
+	n, pending := len(s.conns), s.pending.Len()
 	s.mu.Unlock()
 	return Stats{
-		Conns:           n,
-		Accepted:        s.count.accepted.Load(),
-		Refused:         s.count.refused.Load(),
-		Timeouts:        s.count.timeouts.Load(),
-		Errors:          s.count.protocolErrors.Load(),
-		HandshakeErrors: s.count.handshakes.Load(),
-		MaxBuffered:     s.count.maxBuffered.Load(),
+		Conns:             n,
+		Pending:           pending,
+		Accepted:          s.count.accepted.Load(),
+		Refused:           s.count.refused.Load(),
+		RefusedPending:    s.count.refusedPending.Load(),
+		HandshakeTimeouts: s.count.handshakeTimeouts.Load(),
+		Timeouts:          s.count.timeouts.Load(),
+		Errors:            s.count.protocolErrors.Load(),
+		HandshakeErrors:   s.count.handshakes.Load(),
+		NotTLS:            s.count.notTLS.Load(),
+		MaxBuffered:       s.count.maxBuffered.Load(),
 	}
 }
 
@@ -138,15 +161,19 @@ func (s *Server) accept() {
 			_ = tc.SetNoDelay(true)
 		}
 		c := newConn(s, nc)
-		switch s.register(c) {
+		reg, evicted := s.register(c)
+		switch reg {
 		case registered:
 			s.count.accepted.Add(1)
 			s.wg.Go(c.serve)
 		case full:
-			s.count.refused.Add(1)
+			s.reportRefusal(nc.RemoteAddr(), ErrTooManyConns)
 			s.refuse(nc)
 		default: // closing
 			_ = nc.Close()
+		}
+		if evicted != nil {
+			evicted.evict()
 		}
 	}
 }
@@ -159,23 +186,70 @@ const (
 	closing
 )
 
-func (s *Server) register(c *conn) registration {
+// register adds c to the open connections, as pending. If MaxPendingConns
+// or MaxConns is reached, c takes the place of the oldest pending
+// connection, returned for the caller to evict; with no pending connection
+// to take the place of, c is refused (full).
+func (s *Server) register(c *conn) (registration, *conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.closing:
-		return closing
-	case len(s.conns) >= s.cfg.maxConns:
-		return full
+	if s.closing {
+		return closing, nil
+	}
+	var evicted *conn
+	if s.pending.Len() >= s.cfg.maxPending || len(s.conns) >= s.cfg.maxConns {
+		if s.pending.Len() == 0 {
+			return full, nil
+		}
+		evicted = s.pending.Remove(s.pending.Front()).(*conn)
+		evicted.pending = nil
+		delete(s.conns, evicted) // its slot is c's from now on
 	}
 	s.conns[c] = struct{}{}
-	return registered
+	c.pending = s.pending.PushBack(c)
+	return registered, evicted
+}
+
+// helloRead marks c as past its HELLO: no longer pending. It reports false if
+// c was evicted meanwhile.
+func (s *Server) helloRead(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.pending == nil {
+		return false
+	}
+	s.pending.Remove(c.pending)
+	c.pending = nil
+	return true
 }
 
 func (s *Server) unregister(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	if c.pending != nil {
+		s.pending.Remove(c.pending)
+		c.pending = nil
+	}
 	s.mu.Unlock()
+}
+
+// reportRefusal counts a refusal under its reason and tells OnRefused.
+func (s *Server) reportRefusal(addr net.Addr, err error) {
+	switch {
+	case errors.Is(err, ErrTooManyConns):
+		s.count.refused.Add(1)
+	case errors.Is(err, ErrTooManyPending):
+		s.count.refusedPending.Add(1)
+	case errors.Is(err, ErrHandshakeTimeout):
+		s.count.handshakeTimeouts.Add(1)
+	case errors.Is(err, ErrNotTLS):
+		s.count.notTLS.Add(1)
+	default:
+		s.count.handshakes.Add(1)
+	}
+	if fn := s.cfg.onRefused; fn != nil {
+		fn(Refusal{Addr: addr, Err: err})
+	}
 }
 
 func (s *Server) snapshot() []*conn {
@@ -188,37 +262,43 @@ func (s *Server) snapshot() []*conn {
 	return cs
 }
 
-// maxRefusing bounds the TLS refusals in progress: each needs a handshake
-// to carry its ERROR frame, and a flood of connections must not become a
-// flood of goroutines. Beyond it a connection is closed without a word.
+// maxRefusing bounds the refusals in progress: each lingers for the client
+// to read its ERROR frame (see linger), and over TLS needs a handshake to
+// carry it; a flood of connections must not become a flood of goroutines.
+// Beyond it a connection is closed at once: over plain TCP after its ERROR
+// frame was written, which the client may miss if it was sending; over TLS
+// without a word.
 const maxRefusing = 16
 
 // refuse answers a connection beyond MaxConns with an ERROR frame and
-// closes it. Over plain TCP the frame fits the empty socket buffer and is
-// written at once; over TLS it needs a handshake, done on a goroutine of
-// its own, bounded by HandshakeTimeout and maxRefusing.
+// closes it, on a goroutine of its own, bounded by maxRefusing, by
+// HandshakeTimeout for a TLS handshake, and by lingerTime after.
 func (s *Server) refuse(nc net.Conn) {
 	frame := errorFrame(wire.CodeProtocol, ErrTooManyConns)
-	if s.tls == nil {
-		_ = nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-		_, _ = nc.Write(frame)
-		_ = nc.Close()
-		return
-	}
 	if s.refusing.Add(1) > maxRefusing {
 		s.refusing.Add(-1)
+		if s.tls == nil { // the frame fits the empty socket buffer
+			_ = nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+			_, _ = nc.Write(frame)
+		}
 		_ = nc.Close()
 		return
 	}
 	s.wg.Go(func() {
 		defer s.refusing.Add(-1)
 		defer nc.Close()
-		_ = nc.SetDeadline(time.Now().Add(s.cfg.handshake))
-		tc := tls.Server(nc, s.tls)
-		if err := tc.HandshakeContext(s.ctx); err != nil {
-			return
+		rw := nc
+		if s.tls != nil {
+			_ = nc.SetDeadline(time.Now().Add(s.cfg.handshake))
+			tc := tls.Server(nc, s.tls)
+			if err := tc.HandshakeContext(s.ctx); err != nil {
+				return
+			}
+			rw = tc
 		}
-		_, _ = tc.Write(frame)
+		_ = nc.SetWriteDeadline(time.Now().Add(s.cfg.writeTimeout))
+		_, _ = rw.Write(frame)
+		linger(nc, rw)
 	})
 }
 

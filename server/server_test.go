@@ -150,7 +150,7 @@ func TestOptions(t *testing.T) {
 	b, _ := broker.New(broker.NewMemoryStore())
 	_, err := server.New("127.0.0.1:0", nil)
 	assert.ErrorIs(t, err, server.ErrInvalidOption)
-	for _, o := range []server.Option{server.MaxConns(0), server.ReadTimeout(0), server.IdleTimeout(-1),
+	for _, o := range []server.Option{server.MaxConns(0), server.MaxPendingConns(0), server.ReadTimeout(0), server.IdleTimeout(-1),
 		server.WriteTimeout(0), server.HandshakeTimeout(0), server.TLS(nil), server.TLS(&tls.Config{}), server.RequireClientCert(nil),
 		server.RequireClientCert(newCA(t).Pool), nil} {
 		_, err = server.New("127.0.0.1:0", b, o)

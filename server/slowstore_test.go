@@ -26,12 +26,12 @@ type blockingStore struct {
 	once    sync.Once
 }
 
-func (s *blockingStore) Append(topic, producer string, recs []broker.Record) error {
+func (s *blockingStore) Append(topic, producer string, epoch uint64, recs []broker.Record) error {
 	if producer == s.name {
 		s.once.Do(func() { close(s.blocked) })
 		<-s.release
 	}
-	return s.Store.Append(topic, producer, recs)
+	return s.Store.Append(topic, producer, epoch, recs)
 }
 
 // TestSlowStoreDoesNotStallOtherProducers: one producer's Append blocks for

@@ -29,6 +29,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	from := fs.Uint64("from", 0, "only sequence IDs from this one on")
 	n := fs.Int("n", 0, "at most this many records (0: all)")
 	format := fs.String("format", "text", "one line per record: text (key=value, every value quoted) or json (see below)")
+	skipDamaged := fs.Bool("skip-damaged", false, "file store: at damage, say what is skipped (the rest of that segment) and go on with the next segment;\nexit 1 at the end")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: inflight read -store file:PATH|nats://HOST:PORT/STREAM [flags]
 
@@ -50,6 +51,12 @@ twice: as text (null when they are not valid UTF-8) and, exactly, in base64
 (always set). With jq: .payload for text, .payload_base64 | @base64d for
 any bytes. A record without a key has key and key_base64 null.
 
+A damaged file store (an entry that fails its check) is read up to the
+damage: every record before it is printed, then read exits 1 naming the
+segment and the offset. With -skip-damaged it goes on with the next
+segment instead, saying on stderr what it skipped, and exits 1 at the end.
+Nothing is ever written to the store.
+
 flags:
 `)
 		fs.PrintDefaults()
@@ -67,14 +74,25 @@ flags:
 		return usageError(fs, stderr, "-n must not be negative")
 	case *format != "text" && *format != "json":
 		return usageError(fs, stderr, "-format must be text or json, not %q", *format)
+	case *skipDamaged && !isFile:
+		return usageError(fs, stderr, "-skip-damaged applies to -store file:PATH only")
 	}
+	skipped := 0
 	scan := func(fn func(topic, producer string, r broker.Record) error) error {
-		st, err := file.Open(path, file.ReadOnly())
+		st, err := file.Open(path, file.ReadOnly(), file.ReadDamaged())
 		if err != nil {
 			return err
 		}
 		defer st.Close()
-		return st.Scan(fn)
+		if !*skipDamaged {
+			return st.Scan(fn)
+		}
+		return st.ScanSkipDamaged(fn, func(e *file.CorruptError) error {
+			skipped++
+			fmt.Fprintf(stderr, "inflight read: skipped %d bytes of %s from offset %d, damaged (%s); going on with the next segment\n",
+				e.Bytes, e.Path, e.Offset, e.Why)
+			return nil
+		})
 	}
 	if isNATSStore(*storeFlag) {
 		scan = func(fn func(topic, producer string, r broker.Record) error) error {
@@ -108,6 +126,13 @@ flags:
 	}
 	if err != nil && !errors.Is(err, errEnough) {
 		fmt.Fprintf(stderr, "inflight read: %v\n", err)
+		if ce := (*file.CorruptError)(nil); errors.As(err, &ce) && ce.Sealed {
+			fmt.Fprintf(stderr, "inflight read: %d records printed; the segments after %s were not read (-skip-damaged reads them)\n", printed, ce.Path)
+		}
+		return exitFailure
+	}
+	if skipped > 0 {
+		fmt.Fprintf(stderr, "inflight read: %d records printed; %d damaged segments were read only up to their damage\n", printed, skipped)
 		return exitFailure
 	}
 	return exitOK

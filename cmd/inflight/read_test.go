@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -179,4 +180,110 @@ func TestReadCommandSegments(t *testing.T) {
 	code, out, errOut := runCmd(t, "read", "-store=file:"+path)
 	require.Equal(t, exitOK, code, errOut)
 	assert.Equal(t, want.String(), out)
+}
+
+// TestReadDamagedStorePrintsIntactRecords: read of a store with one bit
+// flipped prints every record before the damage, then fails naming it
+// (exit 1): in the active segment (once 0 records were printed), and in a
+// sealed segment; with -skip-damaged it goes on with the next segment, says
+// what it skipped, and prints the intact later segments too (exit 1).
+// Reading changes no byte of the store.
+func TestReadDamagedStorePrintsIntactRecords(t *testing.T) {
+	const n = 300
+	write := func(t *testing.T, opts ...file.Option) (string, []file.SegmentInfo) {
+		path := filepath.Join(t.TempDir(), "store")
+		w, err := file.Open(path, append(opts, file.Fsync(file.FsyncNone))...)
+		require.NoError(t, err)
+		for i := 1; i <= n; i++ {
+			require.NoError(t, w.Append(wire.DefaultTopic, "p", 0, []broker.Record{{Seq: uint64(i), Payload: fmt.Appendf(nil, "record-%03d-%s", i, strings.Repeat("x", 60))}}))
+		}
+		segs := w.Segments()
+		require.NoError(t, w.Close())
+		return path, segs
+	}
+	flip := func(t *testing.T, p string) {
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		b[len(b)/2] ^= 0x04
+		require.NoError(t, os.WriteFile(p, b, 0o600))
+	}
+	// seqs returns the sequence IDs printed, checking each line's payload.
+	seqs := func(t *testing.T, out string) []int {
+		var got []int
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			if l == "" {
+				continue
+			}
+			var seq int
+			_, err := fmt.Sscanf(l[strings.Index(l, "seq="):], "seq=%d", &seq)
+			require.NoError(t, err, l)
+			require.Contains(t, l, fmt.Sprintf(`payload="record-%03d-`, seq))
+			got = append(got, seq)
+		}
+		return got
+	}
+	run := func(t *testing.T, path string, args ...string) (int, []int, string) {
+		before := readDir(t, filepath.Dir(path))
+		code, out, errOut := runCmd(t, append([]string{"read", "-store=file:" + path}, args...)...)
+		assert.Equal(t, before, readDir(t, filepath.Dir(path)), "reading changes nothing")
+		return code, seqs(t, out), errOut
+	}
+	upTo := func(a, b int) []int {
+		var s []int
+		for i := a; i <= b; i++ {
+			s = append(s, i)
+		}
+		return s
+	}
+
+	t.Run("active segment", func(t *testing.T) {
+		path, _ := write(t)
+		flip(t, path)
+		code, got, errOut := run(t, path)
+		assert.Equal(t, exitFailure, code)
+		require.NotEmpty(t, got, "the records before the damage")
+		assert.Equal(t, upTo(1, len(got)), got)
+		assert.Less(t, len(got), n)
+		assert.Regexp(t, `inflight read: inflight/file: store file corrupt: .*store: bad entry at offset \d+`, errOut)
+		t.Logf("%d of %d records printed; stderr: %s", len(got), n, errOut)
+	})
+
+	t.Run("sealed segment", func(t *testing.T) {
+		path, segs := write(t, file.SegmentBytes(4<<10))
+		require.Greater(t, len(segs), 4)
+		flip(t, segs[1].Path)
+
+		code, got, errOut := run(t, path)
+		assert.Equal(t, exitFailure, code)
+		require.NotEmpty(t, got)
+		assert.Equal(t, upTo(1, len(got)), got)
+		assert.Contains(t, errOut, segs[1].Path)
+		assert.Contains(t, errOut, "-skip-damaged reads them")
+		before := len(got)
+
+		code, got, errOut = run(t, path, "-skip-damaged")
+		assert.Equal(t, exitFailure, code)
+		require.Equal(t, upTo(1, before), got[:before], "the records before the damage")
+		after := got[before:]
+		require.NotEmpty(t, after, "the segments after the damaged one")
+		assert.Greater(t, after[0], before+1, "the rest of the damaged segment is skipped")
+		assert.Equal(t, upTo(after[0], n), after, "every record of the later segments")
+		assert.Regexp(t, `inflight read: skipped \d+ bytes of `+regexp.QuoteMeta(segs[1].Path)+` from offset \d+, damaged`, errOut)
+		assert.Contains(t, errOut, "1 damaged segments were read only up to their damage")
+		t.Logf("-skip-damaged: %d of %d records printed; stderr: %s", len(got), n, errOut)
+	})
+}
+
+// readDir returns the contents of every file in dir.
+func readDir(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		out[e.Name()] = string(b)
+	}
+	return out
 }

@@ -6,6 +6,9 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,6 +22,7 @@ import (
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/internal/testcert"
+	"github.com/inflightmq/inflight/wire"
 )
 
 // writePEM writes cert and its key as PEM files into dir; it returns their
@@ -219,4 +223,65 @@ func TestServeSIGHUPReloadsCertificate(t *testing.T) {
 	assert.True(t, verifies(caB), "the current certificate stays")
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, cmd.Wait(), "serve exits 0")
+}
+
+// TestServeLogsRefusals: serve logs every connection it refuses, or closes
+// before its HELLO, once with its cause, and counts it in its stats line
+// and in Prometheus: a connection that never sends its HELLO (handshake
+// timeout), one beyond -max-conns, a TLS handshake without the client
+// certificate, plain TCP on the TLS port; and produce without -tls against
+// a TLS serve says that the server expects TLS.
+func TestServeLogsRefusals(t *testing.T) {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	out := newWatchWriter()
+	wait := runAsync(t, ctx, out, io.Discard, "serve", "-listen=127.0.0.1:0", "-metrics=127.0.0.1:0", "-stats-every=50ms",
+		"-max-conns=1", "-handshake-timeout=300ms")
+	addr := out.wait(t, listeningLine, 10*time.Second)[1]
+	metricsAddr := out.wait(t, regexp.MustCompile(`metrics=http://(\S+)/metrics`), 10*time.Second)[1]
+
+	silent, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer silent.Close()
+	out.wait(t, regexp.MustCompile(`level=WARN msg=refused what="connection: refused a connection from 127\.0\.0\.1: inflight/server: no HELLO within the handshake timeout \(300ms\)"`), 10*time.Second)
+
+	held, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer held.Close()
+	h, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "held", Topic: wire.DefaultTopic})
+	require.NoError(t, err)
+	_, err = held.Write(h)
+	require.NoError(t, err)
+	_, err = held.Read(make([]byte, 64)) // HELLO_OK: past its HELLO, it holds the one slot
+	require.NoError(t, err)
+	code, pout, _ := runCmd(t, "produce", "-addr="+addr, "-n=1", "-timeout=300ms")
+	assert.Equal(t, exitFailure, code)
+	assert.Contains(t, pout, "too many connections")
+	out.wait(t, regexp.MustCompile(`msg=refused what="connection: refused a connection from 127\.0\.0\.1: inflight/server: too many connections"`), 10*time.Second)
+	out.wait(t, regexp.MustCompile(`msg=stats conns=1 pending=0 .* refused=[2-9]\d* too_many_conns=[1-9]\d* too_many_pending=0 handshake_timeouts=1 `), 10*time.Second)
+
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	resp, err := client.Get("http://" + metricsAddr + "/metrics")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Regexp(t, `(?m)^inflight_server_connections_refused_total [1-9]`, string(body))
+	assert.Regexp(t, `(?m)^inflight_server_handshake_timeouts_total 1$`, string(body))
+	stop()
+	assert.Equal(t, exitOK, wait())
+
+	t.Run("tls", func(t *testing.T) {
+		s := startSecuredServe(t)
+		defer func() { assert.Equal(t, exitOK, s.stop()) }()
+		code, out, _ := runCmd(t, "produce", "-addr="+s.addr, "-tls-ca="+s.caFile, "-n=1", "-timeout=300ms")
+		assert.Equal(t, exitFailure, code)
+		s.out.wait(t, regexp.MustCompile(`msg=refused what="connection: refused a connection from 127\.0\.0\.1: inflight/server: TLS handshake failed: tls: client didn't provide a certificate"`), 10*time.Second)
+		t.Logf("produce without a client certificate:\n%s", out)
+
+		code, out, _ = runCmd(t, "produce", "-addr="+s.addr, "-n=1", "-timeout=300ms")
+		assert.Equal(t, exitFailure, code)
+		assert.Contains(t, out, "the server expects TLS")
+		s.out.wait(t, regexp.MustCompile(`msg=refused what="connection: refused a connection from 127\.0\.0\.1: inflight/server: the server expects TLS"`), 10*time.Second)
+		t.Logf("produce without -tls:\n%s", out)
+	})
 }

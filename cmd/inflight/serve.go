@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -23,10 +24,12 @@ type serveFlags struct {
 	listen, store, fsync, metrics, logFormat string
 	fsyncEvery, statsEvery                   time.Duration
 	repair, verify                           bool
-	maxConns, maxFrame                       int
+	maxConns, maxPending, maxFrame           int
+	maxBuffered                              int
 	segmentBytes, retainBytes                int64
 	retainAge, forgetAfter                   time.Duration
 	idleTimeout, readTimeout, shutdown       time.Duration
+	handshake                                time.Duration
 }
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -47,8 +50,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&f.statsEvery, "stats-every", 5*time.Second, "stats line interval (0: none)")
 	fs.StringVar(&f.metrics, "metrics", "", "serve /metrics (Prometheus) and /healthz over HTTP on this address (empty: off)")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log lines as text (key=value) or json")
-	fs.IntVar(&f.maxConns, "max-conns", 10000, "most open connections; more are refused with an ERROR frame")
+	fs.IntVar(&f.maxConns, "max-conns", server.DefaultMaxConns, "most open connections; a new one takes the place of the oldest without a HELLO,\nor is refused with an ERROR frame when all are past their HELLO")
+	fs.IntVar(&f.maxPending, "max-pending-conns", server.DefaultMaxPendingConns, "most connections without a HELLO yet; a new one takes the place of the oldest")
 	fs.IntVar(&f.maxFrame, "max-frame", wire.DefaultMaxFrameSize, "largest frame accepted, in bytes (producers are told in HELLO_OK)")
+	fs.IntVar(&f.maxBuffered, "max-buffered", broker.DefaultMaxBufferedBytes, "most bytes of frames, decompressed and indexed, that all connections together hold\nbetween reading and storing them; a frame waits for room (at least -max-frame + 4 MiB)")
+	fs.DurationVar(&f.handshake, "handshake-timeout", server.DefaultHandshakeTimeout, "close a connection that has not sent its HELLO (TLS handshake included) this long after connecting")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", time.Minute, "close a connection silent this long (producers PING every 2s by default)")
 	fs.DurationVar(&f.readTimeout, "read-timeout", 10*time.Second, "close a connection whose frame stays incomplete this long")
 	fs.DurationVar(&f.shutdown, "shutdown-timeout", 5*time.Second, "on SIGINT/SIGTERM, how long connections may take to close")
@@ -114,11 +120,22 @@ flags:
 	bopts = append(bopts, broker.MaxFrameSize(f.maxFrame), broker.OnRefused(func(r broker.Refusal) {
 		refusals.observe(fmt.Errorf("refused %v, topic %s, producer %s: %w", r.Identity, r.Topic, r.Producer, r.Err))
 	}))
+	if f.maxBuffered != broker.DefaultMaxBufferedBytes {
+		bopts = append(bopts, broker.MaxBufferedBytes(f.maxBuffered))
+	}
 	b, err := broker.New(health, bopts...)
 	if err != nil {
 		return fatal("cannot start the broker", err)
 	}
-	srv, reload, err := startServer(&f, b, &sec)
+	srv, reload, err := startServer(&f, b, &sec, func(r server.Refusal) {
+		// The client's host, not its port: repeats from one host are
+		// summarized.
+		host, _, err := net.SplitHostPort(r.Addr.String())
+		if err != nil {
+			host = r.Addr.String()
+		}
+		refusals.observe(fmt.Errorf("refused a connection from %s: %w", host, r.Err))
+	})
 	if err != nil {
 		return fatal("cannot listen on "+f.listen, err, "addr", f.listen)
 	}
@@ -151,11 +168,7 @@ flags:
 	for code == exitOK {
 		select {
 		case <-tick:
-			st, ss := b.Stats(), srv.Stats()
-			log.Info("stats", "conns", ss.Conns, "batches", st.Batches, "stored", st.Stored,
-				"duplicates_skipped", st.Duplicates, "errors", ss.Errors, "timeouts", ss.Timeouts,
-				"tls_handshake_errors", ss.HandshakeErrors,
-				"refused", st.Unauthorized+st.TakeoversRefused)
+			logStats(log, b.Stats(), srv.Stats())
 		case <-hup:
 			if err := reload(); err != nil {
 				log.Error("SIGHUP: the certificate files could not be reloaded; the current certificate stays", "err", err)
@@ -170,6 +183,19 @@ flags:
 		}
 	}
 	return shutdown(srv, closeStore, f.shutdown, fatal, code)
+}
+
+// logStats writes the stats line. refused counts every connection refused,
+// or closed before its HELLO, and every HELLO refused; the fields after it
+// split it by cause.
+func logStats(log *slog.Logger, st broker.Stats, ss server.Stats) {
+	log.Info("stats", "conns", ss.Conns, "pending", ss.Pending, "batches", st.Batches, "stored", st.Stored,
+		"duplicates_skipped", st.Duplicates, "errors", ss.Errors, "timeouts", ss.Timeouts,
+		"refused", uint64(ss.Refused+ss.RefusedPending+ss.HandshakeTimeouts+ss.HandshakeErrors+ss.NotTLS)+st.Unauthorized+st.TakeoversRefused,
+		"too_many_conns", ss.Refused, "too_many_pending", ss.RefusedPending, "handshake_timeouts", ss.HandshakeTimeouts,
+		"tls_handshake_errors", ss.HandshakeErrors, "not_tls", ss.NotTLS,
+		"unauthorized", st.Unauthorized+st.TakeoversRefused,
+		"buffered_bytes", st.BufferedBytes, "busy", st.Busy)
 }
 
 // shutdown closes the server (bounded by timeout) and the store, and
@@ -196,8 +222,10 @@ func newLogger(w io.Writer, format string) *slog.Logger {
 
 // startServer starts the server, over TLS with -tls-cert. reload (nil
 // without TLS) reloads the certificate files.
-func startServer(f *serveFlags, b *broker.Broker, sec *serverSecurity) (*server.Server, func() error, error) {
-	opts := []server.Option{server.MaxConns(f.maxConns), server.IdleTimeout(f.idleTimeout), server.ReadTimeout(f.readTimeout)}
+func startServer(f *serveFlags, b *broker.Broker, sec *serverSecurity, onRefused func(server.Refusal)) (*server.Server, func() error, error) {
+	opts := []server.Option{server.MaxConns(f.maxConns), server.MaxPendingConns(f.maxPending),
+		server.HandshakeTimeout(f.handshake), server.IdleTimeout(f.idleTimeout), server.ReadTimeout(f.readTimeout),
+		server.OnRefused(onRefused)}
 	var reload func() error
 	if sec.tls() {
 		tlsOpts, err := sec.serverOptions()

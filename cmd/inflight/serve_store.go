@@ -27,13 +27,18 @@ func checkServeFlags(fs *flag.FlagSet, f *serveFlags, stderr io.Writer) int {
 		return usageError(fs, stderr, "-stats-every must not be negative")
 	case f.logFormat != "text" && f.logFormat != "json":
 		return usageError(fs, stderr, "-log-format must be text or json, not %q", f.logFormat)
-	case f.maxConns <= 0:
-		return usageError(fs, stderr, "-max-conns must be positive")
-	case f.idleTimeout <= 0 || f.readTimeout <= 0 || f.shutdown <= 0:
-		return usageError(fs, stderr, "-idle-timeout, -read-timeout and -shutdown-timeout must be positive")
+	case f.maxConns <= 0 || f.maxPending <= 0:
+		return usageError(fs, stderr, "-max-conns and -max-pending-conns must be positive")
+	case f.idleTimeout <= 0 || f.readTimeout <= 0 || f.handshake <= 0 || f.shutdown <= 0:
+		return usageError(fs, stderr, "-idle-timeout, -read-timeout, -handshake-timeout and -shutdown-timeout must be positive")
 	}
 	if _, err := broker.New(broker.NewMemoryStore(), broker.MaxFrameSize(f.maxFrame)); err != nil {
 		return usageError(fs, stderr, "-max-frame: %v", err)
+	}
+	if set["max-buffered"] {
+		if _, err := broker.New(broker.NewMemoryStore(), broker.MaxFrameSize(f.maxFrame), broker.MaxBufferedBytes(f.maxBuffered)); err != nil {
+			return usageError(fs, stderr, "-max-buffered: %v", err)
+		}
 	}
 	if err := checkHostPort(f.listen); err != nil {
 		return usageError(fs, stderr, "-listen: %v", err)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	"github.com/inflightmq/inflight/wire"
 )
@@ -35,14 +36,16 @@ func (NoWait) Started() error { return nil }
 // frame that fits the buffer without copying it. It checks the length
 // prefix before reading the body: a frame over max is an error as soon as
 // its 4 bytes are in. A larger frame is read into a buffer that grows as its
-// bytes arrive, never to the size the prefix merely claims.
+// bytes arrive, never to the size the prefix merely claims; that buffer is
+// taken from a pool shared by every Reader of the process and given back at
+// the next call to Next, so that between frames a Reader holds only its
+// bufio buffer, however large its last frame was.
 // It is not safe for concurrent use.
 type Reader struct {
-	r         *bufio.Reader
-	max       int
-	big       []byte // reused for frames larger than r's buffer
-	lastLarge bool   // the last frame was read into big
-	wait      Waiter
+	r    *bufio.Reader
+	max  int
+	big  *[]byte // the buffer of the last frame, if larger than r's buffer
+	wait Waiter
 	// Grew, if set, is told what the reader holds after its large-frame
 	// buffer grew (see Held).
 	Grew func(held int)
@@ -51,13 +54,14 @@ type Reader struct {
 	IdleTimeout, ReadTimeout error
 }
 
-// keepLarge is the largest large-frame buffer a reader keeps between frames:
-// room for a batch of the producer's default size (1 MiB). A larger one,
-// grown for a larger frame, is dropped once a frame that fits the reader's
-// buffer has been read after it (a small batch, a heartbeat), so that a
-// connection does not hold the memory of one large frame for the rest of
-// its life, while a run of large frames reuses it.
+// keepLarge is the largest large-frame buffer the pool keeps: room for a
+// batch of the producer's default size (1 MiB). A larger one, grown for a
+// larger frame, is left to the garbage collector.
 const keepLarge = 2 << 20
+
+// largePool holds the large-frame buffers of every Reader between frames
+// (*[]byte).
+var largePool sync.Pool
 
 // NewReader returns a Reader of frames up to maxFrame bytes from r, through
 // a buffer of size bytes. w is told before every blocking read (NoWait{}
@@ -78,10 +82,7 @@ var (
 // error, or IdleTimeout or ReadTimeout (wrapping os.ErrDeadlineExceeded)
 // when a read deadline passed before a frame began, or within one.
 func (f *Reader) Next() ([]byte, error) {
-	if cap(f.big) > keepLarge && !f.lastLarge {
-		f.big = nil // the frame handed out from it is no longer valid anyway
-	}
-	f.lastLarge = false
+	f.release() // the frame handed out from it is no longer valid anyway
 	if f.r.Buffered() == 0 {
 		if err := f.wait.Idle(); err != nil {
 			return nil, err
@@ -111,7 +112,6 @@ func (f *Reader) Next() ([]byte, error) {
 		}
 	}
 	if size > f.r.Size() {
-		f.lastLarge = true
 		return f.readLarge(size)
 	}
 	frame, err := f.r.Peek(size)
@@ -125,12 +125,20 @@ func (f *Reader) Next() ([]byte, error) {
 // readLarge reads a frame of size bytes that does not fit the buffer,
 // growing big as the bytes arrive.
 func (f *Reader) readLarge(size int) ([]byte, error) {
-	buf := f.big[:0]
+	p, _ := largePool.Get().(*[]byte)
+	if p == nil {
+		p = new([]byte)
+	} else if f.Grew != nil {
+		f.Grew(f.r.Size() + cap(*p))
+	}
+	f.big = p
+	buf := (*p)[:0]
 	for len(buf) < size {
 		if len(buf) == cap(buf) {
 			grown := make([]byte, len(buf), min(size, max(2*cap(buf), 2*f.r.Size())))
 			copy(grown, buf)
 			buf = grown
+			*p = buf
 			if f.Grew != nil {
 				f.Grew(f.r.Size() + cap(buf))
 			}
@@ -138,17 +146,32 @@ func (f *Reader) readLarge(size int) ([]byte, error) {
 		n, err := f.r.Read(buf[len(buf):min(cap(buf), size)])
 		buf = buf[:len(buf)+n]
 		if err != nil && len(buf) < size {
-			f.big = buf[:0]
+			f.release()
 			return nil, readError(truncated(err), f.ReadTimeout)
 		}
 	}
-	f.big = buf[:0]
 	return buf, nil
 }
 
-// Held returns the bytes the reader holds now: its buffer and its
-// large-frame buffer.
-func (f *Reader) Held() int { return f.r.Size() + cap(f.big) }
+// release gives the large-frame buffer back to the pool.
+func (f *Reader) release() {
+	if p := f.big; p != nil {
+		f.big = nil
+		if cap(*p) <= keepLarge {
+			*p = (*p)[:0]
+			largePool.Put(p)
+		}
+	}
+}
+
+// Held returns the bytes the reader holds now: its buffer and, until the
+// next call to Next, the buffer of a large frame.
+func (f *Reader) Held() int {
+	if f.big == nil {
+		return f.r.Size()
+	}
+	return f.r.Size() + cap(*f.big)
+}
 
 // truncated turns an EOF inside a frame into io.ErrUnexpectedEOF.
 func truncated(err error) error {

@@ -18,48 +18,33 @@ func batchOf(n int) []byte {
 	return bb.Finish()
 }
 
-// A large frame's buffer is not held for the connection's life: it is
-// dropped once a small frame has been read after it, and kept while large
-// frames follow each other.
-func TestFrameReaderDropsLargeBuffer(t *testing.T) {
-	const bufSize = 64 << 10
+// A large frame's buffer is held only until the next call to Next: between
+// frames a Reader holds its buffer alone, whatever the frames before, and
+// every frame reads back whole.
+func TestFrameReaderReleasesLargeBuffer(t *testing.T) {
+	const bufSize = 4 << 10
+	sizes := []int{3 << 20, 3 << 20, 10, 1 << 20, 10, 1 << 20, 1 << 20, 10}
 	var stream bytes.Buffer
-	for _, n := range []int{3 << 20, 3 << 20, 10, 10, 3 << 20} {
-		stream.Write(batchOf(n))
+	var want [][]byte
+	for i, n := range sizes {
+		f := batchOf(n)
+		f[len(f)-1] = byte(i) // tell the frames apart
+		want = append(want, f)
+		stream.Write(f)
 	}
 	f := NewReader(&stream, bufSize, 4<<20, NoWait{})
-
-	frame, err := f.Next()
-	require.NoError(t, err)
-	require.Greater(t, len(frame), 3<<20)
-	first := &f.big[:1][0]
-	_, err = f.Next() // the second large frame, already arriving: same buffer
-	require.NoError(t, err)
-	require.Same(t, first, &f.big[:1][0], "a run of large frames reallocated the buffer")
-
-	_, err = f.Next() // small, right after a large one
-	require.NoError(t, err)
-	_, err = f.Next() // small after small: the large buffer goes
-	require.NoError(t, err)
 	require.Equal(t, bufSize, f.Held())
-
-	_, err = f.Next() // a large frame again grows it
-	require.NoError(t, err)
-	require.Greater(t, f.Held(), 3<<20)
-	_, err = f.Next()
-	require.ErrorIs(t, err, io.EOF)
-}
-
-// Frames up to the producer's default batch size keep their buffer.
-func TestFrameReaderKeepsDefaultBatchBuffer(t *testing.T) {
-	var stream bytes.Buffer
-	stream.Write(batchOf(1 << 20))
-	stream.Write(batchOf(10))
-	stream.Write(batchOf(10))
-	f := NewReader(&stream, 64<<10, 4<<20, NoWait{})
-	for range 3 {
-		_, err := f.Next()
+	for i := range sizes {
+		frame, err := f.Next()
 		require.NoError(t, err)
+		require.Equal(t, want[i], frame, "frame %d", i)
+		if len(frame) > bufSize {
+			require.GreaterOrEqual(t, f.Held(), bufSize+len(frame), "frame %d", i)
+		} else {
+			require.Equal(t, bufSize, f.Held(), "frame %d: a large buffer held past its frame", i)
+		}
 	}
-	require.Greater(t, f.Held(), 1<<20)
+	_, err := f.Next()
+	require.ErrorIs(t, err, io.EOF)
+	require.Equal(t, bufSize, f.Held())
 }

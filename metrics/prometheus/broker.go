@@ -34,6 +34,12 @@ func NewBrokerCollector(b BrokerSource) prometheus.Collector {
 		func(s broker.Stats) float64 { return float64(s.Fenced) })
 	t.counter("name_in_use_total", "HELLOs that would not take a producer name from a live session, refused.",
 		func(s broker.Stats) float64 { return float64(s.NameInUse) })
+	t.gauge("buffered_bytes", "Frame memory that sessions hold now, of the MaxBufferedBytes budget.",
+		func(s broker.Stats) float64 { return float64(s.BufferedBytes) })
+	t.counter("buffer_waits_total", "BATCH frames that waited for the frame memory budget.",
+		func(s broker.Stats) float64 { return float64(s.BufferWaits) })
+	t.counter("busy_total", "BATCH frames refused after waiting too long for the frame memory budget.",
+		func(s broker.Stats) float64 { return float64(s.Busy) })
 	return &statsCollector[broker.Stats]{stats: b.Stats, metrics: t.out}
 }
 
@@ -44,18 +50,26 @@ type ServerSource interface{ Stats() server.Stats }
 // concurrent scrapes.
 func NewServerCollector(srv ServerSource) prometheus.Collector {
 	t := table[server.Stats]{prefix: "inflight_server_"}
-	t.gauge("connections", "Open connections.",
+	t.gauge("connections", "Open connections, pending ones included.",
 		func(s server.Stats) float64 { return float64(s.Conns) })
+	t.gauge("pending_connections", "Open connections that have not sent their HELLO yet.",
+		func(s server.Stats) float64 { return float64(s.Pending) })
 	t.counter("connections_accepted_total", "Connections accepted.",
 		func(s server.Stats) float64 { return float64(s.Accepted) })
-	t.counter("connections_refused_total", "Connections refused by MaxConns.",
+	t.counter("connections_refused_total", "Connections refused by MaxConns, every open one being past its HELLO.",
 		func(s server.Stats) float64 { return float64(s.Refused) })
+	t.counter("pending_refused_total", "Connections without a HELLO closed to make room for a newer one (MaxPendingConns, MaxConns).",
+		func(s server.Stats) float64 { return float64(s.RefusedPending) })
+	t.counter("handshake_timeouts_total", "Connections closed for not sending their HELLO, TLS handshake included, within HandshakeTimeout.",
+		func(s server.Stats) float64 { return float64(s.HandshakeTimeouts) })
 	t.counter("connection_timeouts_total", "Connections closed by ReadTimeout or IdleTimeout.",
 		func(s server.Stats) float64 { return float64(s.Timeouts) })
 	t.counter("connection_errors_total", "Connections closed for a protocol or store error.",
 		func(s server.Stats) float64 { return float64(s.Errors) })
-	t.counter("tls_handshake_errors_total", "TLS handshakes that failed (bad certificate, timeout, not TLS).",
+	t.counter("tls_handshake_errors_total", "TLS handshakes that failed for a TLS reason (a missing, expired or unknown certificate, an alert).",
 		func(s server.Stats) float64 { return float64(s.HandshakeErrors) })
+	t.counter("not_tls_total", "Connections to a TLS server that did not speak TLS.",
+		func(s server.Stats) float64 { return float64(s.NotTLS) })
 	t.gauge("max_buffered_bytes", "Most bytes one connection left buffered (an incomplete frame).",
 		func(s server.Stats) float64 { return float64(s.MaxBuffered) })
 	return &statsCollector[server.Stats]{stats: srv.Stats, metrics: t.out}

@@ -55,10 +55,19 @@ func TestCollectorsExportEveryField(t *testing.T) {
 			inflight_broker_duplicate_records_total 1
 			inflight_broker_unauthorized_total 3
 			inflight_broker_takeovers_refused_total 4`},
-		{inflightprom.NewServerCollector(fakeServer{Conns: 4, Refused: 5, HandshakeErrors: 6}), `
+		{inflightprom.NewBrokerCollector(fakeBroker{BufferedBytes: 5, BufferWaits: 6, Busy: 7}), `
+			inflight_broker_buffered_bytes 5
+			inflight_broker_buffer_waits_total 6
+			inflight_broker_busy_total 7`},
+		{inflightprom.NewServerCollector(fakeServer{Conns: 4, Refused: 5, HandshakeErrors: 6, Pending: 1,
+			RefusedPending: 2, HandshakeTimeouts: 3, NotTLS: 7}), `
 			inflight_server_connections 4
 			inflight_server_connections_refused_total 5
-			inflight_server_tls_handshake_errors_total 6`},
+			inflight_server_tls_handshake_errors_total 6
+			inflight_server_pending_connections 1
+			inflight_server_pending_refused_total 2
+			inflight_server_handshake_timeouts_total 3
+			inflight_server_not_tls_total 7`},
 	} {
 		problems, err := testutil.CollectAndLint(tc.c)
 		require.NoError(t, err)
@@ -69,8 +78,8 @@ func TestCollectorsExportEveryField(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 12, testutil.CollectAndCount(inflightprom.NewProducerCollector(fakeProducer{})))
-	assert.Equal(t, 10, testutil.CollectAndCount(inflightprom.NewBrokerCollector(fakeBroker{})))
-	assert.Equal(t, 7, testutil.CollectAndCount(inflightprom.NewServerCollector(fakeServer{})))
+	assert.Equal(t, 13, testutil.CollectAndCount(inflightprom.NewBrokerCollector(fakeBroker{})))
+	assert.Equal(t, 11, testutil.CollectAndCount(inflightprom.NewServerCollector(fakeServer{})))
 }
 
 // TestCollectorsReadLiveCounters: a real producer and broker, scraped after

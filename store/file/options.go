@@ -53,6 +53,7 @@ type fileConfig struct {
 	every        time.Duration
 	repair       bool
 	readOnly     bool
+	readDamaged  bool
 	segmentBytes int64
 	retainAge    time.Duration
 	retainBytes  int64
@@ -192,6 +193,17 @@ func Repair() Option {
 // must exist.
 func ReadOnly() Option {
 	return fileOptionFunc(func(c *fileConfig) error { c.readOnly = true; return nil })
+}
+
+// ReadDamaged lets Open, with ReadOnly, open a store whose active segment is
+// damaged (see CorruptError), which it refuses otherwise: Scan then hands
+// over every record before the damage and returns the *CorruptError there
+// (ScanSkipDamaged reports it and ends normally: nothing follows the active
+// segment). Nothing is written, as always with ReadOnly. For a reader that
+// wants what can be read (inflight read); a broker opening such a store
+// must repair it first (Repair). Ignored without ReadOnly.
+func ReadDamaged() Option {
+	return fileOptionFunc(func(c *fileConfig) error { c.readDamaged = true; return nil })
 }
 
 // Recovery says what Open found in an existing store.

@@ -27,8 +27,20 @@ import (
 // Scan returns broker.ErrStoreClosed after Close, and if Close happens during the
 // scan. An entry that does not check out (its CRC, its length, its body)
 // stops it with a *CorruptError (wrapping ErrCorrupt) that names the segment
-// and the offset. Safe for concurrent use.
+// and the offset, after fn saw every record before it (ScanSkipDamaged goes
+// on with the next segment). Safe for concurrent use.
 func (f *Store) Scan(fn func(topic, producer string, rec broker.Record) error) error {
+	return f.ScanSkipDamaged(fn, func(e *CorruptError) error { return e })
+}
+
+// ScanSkipDamaged is Scan that goes on past damage: at an entry that does
+// not check out, once fn saw every record before it, it calls skipped with
+// the *CorruptError, which says what is left unread (from the damage to the
+// end of that segment: past damage, no entry's boundary can be trusted),
+// and goes on with the next segment; if skipped returns an error, the scan
+// stops with it. It returns nil if skipped always returned nil and fn
+// never failed. Nothing is changed in the files. Safe for concurrent use.
+func (f *Store) ScanSkipDamaged(fn func(topic, producer string, rec broker.Record) error, skipped func(*CorruptError) error) error {
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
@@ -61,11 +73,20 @@ func (f *Store) Scan(fn func(topic, producer string, rec broker.Record) error) e
 		}
 		err = f.scanSegment(file, s.size, s.path, true, &rr, fn)
 		_ = file.Close()
-		if err != nil {
+		if err = damaged(err, skipped); err != nil {
 			return err
 		}
 	}
-	return f.scanSegment(active, activeEnd, f.path, false, &rr, fn)
+	return damaged(f.scanSegment(active, activeEnd, f.path, false, &rr, fn), skipped)
+}
+
+// damaged hands a *CorruptError to skipped and returns what it says; any
+// other err as it is.
+func damaged(err error, skipped func(*CorruptError) error) error {
+	if ce, ok := err.(*CorruptError); ok { // scanSegment's own, not fn's
+		return skipped(ce)
+	}
+	return err
 }
 
 // scanSegment calls fn for the records of one segment, up to end.

@@ -410,7 +410,10 @@ func (f *Store) load(created, repair bool) error {
 			return fmt.Errorf("inflight/file: open store: %w", err)
 		}
 		if !torn && (!repair || f.readOnly) {
-			return &CorruptError{Path: f.path, Offset: good, Bytes: size - good, Why: why}
+			if !f.readOnly || !f.cfg.readDamaged {
+				return &CorruptError{Path: f.path, Offset: good, Bytes: size - good, Why: why}
+			}
+			good = size // ReadDamaged: Scan reads up to the damage and reports it there
 		}
 	}
 	f.body = seg.body

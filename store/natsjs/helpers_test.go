@@ -117,15 +117,19 @@ func eachRecord(t testing.TB, c servers, subject string, fn func(msgSeq uint64, 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	// Right after a failover the stream may not answer for a moment: retry
-	// while nothing was read.
+	// Right after a failover the stream may not answer for a moment (a
+	// request sent while it elects a leader gets no reply and would wait
+	// for its whole context): each attempt gets 15 s, retried while
+	// nothing was read.
 	for {
 		seen := false
-		err = natsjs.Read(ctx, js, streamName, subject, func(_ string, msgSeq uint64, r broker.Record) error {
+		actx, acancel := context.WithTimeout(ctx, 15*time.Second)
+		err = natsjs.Read(actx, js, streamName, subject, func(_ string, msgSeq uint64, r broker.Record) error {
 			seen = true
 			fn(msgSeq, r)
 			return nil
 		})
+		acancel()
 		if err == nil {
 			return
 		}
