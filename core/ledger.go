@@ -380,15 +380,19 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 				bb.Reset(bb.Bytes(), l.seq(pos))
 				continue
 			}
-			slot := l.ring.Slot(pos)
-			rec := int(slot.Size())
-			if n+k > 0 && size+wire.RecordOverhead(rec)+rec > limit {
-				break
-			}
+			// Into Writing before the slot is read: until then the sweeper
+			// may resolve pos, the dispatcher release it and a sender claim
+			// the slot again for a later position, writing its size.
 			if !l.ring.Transition(pos, st, ringbuf.Writing) {
 				continue // resolved meanwhile: look again
 			}
 			// Writing: this goroutine alone may resolve pos now.
+			slot := l.ring.Slot(pos)
+			rec := int(slot.Size())
+			if n+k > 0 && size+wire.RecordOverhead(rec)+rec > limit {
+				l.ring.Transition(pos, ringbuf.Writing, st) // for the next batch
+				break
+			}
 			fail := ringbuf.Unpublished
 			switch e := &slot.Value; {
 			case l.expired(slot.Deadline(), now):
