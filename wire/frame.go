@@ -37,13 +37,13 @@ type Type uint8
 
 // Frame types.
 const (
-	TypeHello   Type = 1 // producer -> broker: version, limit, producer name
-	TypeHelloOK Type = 2 // broker -> producer: last stored seq, limit
+	TypeHello   Type = 1 // producer -> broker: version, limit, producer name, epoch
+	TypeHelloOK Type = 2 // broker -> producer: last stored seq, limit, epoch
 	TypeBatch   Type = 3 // producer -> broker: records
 	TypeReceipt Type = 4 // broker -> producer: highest stored seq
-	TypeError   Type = 5 // either way: code and text, then close
-	TypePing    Type = 6 // either way: liveness probe
-	TypePong    Type = 7 // either way: answer to PING with its nonce
+	TypeError   Type = 5 // broker -> producer: code and text, then close
+	TypePing    Type = 6 // producer -> broker: liveness probe (after HELLO only)
+	TypePong    Type = 7 // broker -> producer: answer to PING with its nonce
 )
 
 var typeNames = [...]string{
