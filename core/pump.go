@@ -151,6 +151,12 @@ func (p *Producer) handshake(s *session) error {
 		return wrap(ErrHandshake, err)
 	}
 	if err := s.conn.WriteFrame(&transport.Buffer{Bytes: hello}); err != nil {
+		// A broker that refuses a connection on sight (too many
+		// connections) answers with an ERROR and closes before the HELLO
+		// is written: that ERROR, delivered before the close, says why.
+		if why := s.reason(); why != nil {
+			err = why
+		}
 		return wrap(ErrHandshake, err)
 	}
 	t := p.clock.NewTimer(p.cfg.handshakeTimeout)
