@@ -44,15 +44,23 @@ type queue struct {
 // queuedFrame is one BATCH waiting to be stored. A frame whose records are
 // all queued or stored already has no buffer: it only asks for a receipt.
 type queuedFrame struct {
-	buf    *[]byte    // the broker pool's buffer holding batch.Data; nil: nothing new
+	buf    *[]byte    // the broker pool's buffer holding batch.Data, or nil
+	keep   func()     // or the release of the transport's frame holding batch.Data (HandleKeep)
 	batch  wire.Batch // CodecNone, checked
 	skip   int        // leading records queued or stored before
 	last   uint64     // the frame's last sequence ID
 	charge int64      // what it holds of the broker's budget (see budget.go)
 }
 
-// drop returns f's buffer and charge.
+// hasRecords reports whether f holds records to store (not only a
+// receipt to send).
+func (f *queuedFrame) hasRecords() bool { return f.buf != nil || f.keep != nil }
+
+// drop returns f's buffer (to the pool, or to the transport) and charge.
 func (f *queuedFrame) drop(b *Broker) {
+	if f.keep != nil {
+		f.keep()
+	}
 	b.drop(f.buf, f.charge)
 	*f = queuedFrame{}
 }
@@ -290,7 +298,7 @@ func (s *Session) appendFrames(frames []queuedFrame, a *appendScratch) error {
 	skipped, stored := 0, 0
 	for i := range frames {
 		f := &frames[i]
-		if f.buf == nil {
+		if !f.hasRecords() {
 			skipped += int(f.batch.Count)
 			continue
 		}

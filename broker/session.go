@@ -34,6 +34,7 @@ type Session struct {
 	epoch uint64            // set by HELLO (under the name's lock): the incarnation it serves
 	out   []byte            // the reader's outbound frames, reused
 	check wire.RecordReader // the reader's, to check records' metadata
+	keep  func()            // during HandleKeep: the frame's release, until a BATCH takes it
 
 	closed atomic.Bool
 	q      queue // the frames handed to the appender (appender.go)
@@ -111,6 +112,22 @@ func (s *Session) Handle(frame []byte) error {
 	default:
 		return s.fail(fmt.Errorf("%w: a producer may not send %v", ErrProtocol, typ))
 	}
+}
+
+// HandleKeep implements transport.Keeper: it is Handle for a frame whose
+// memory the caller gives to the session, which calls release exactly once,
+// from any goroutine, when it no longer needs it: an uncompressed BATCH to
+// store is queued as it is, without the copy Handle makes, and released
+// after its Append (or when the session drops it); any other frame is
+// released before HandleKeep returns. Not concurrent with Handle.
+func (s *Session) HandleKeep(frame []byte, release func()) error {
+	s.keep = release
+	err := s.Handle(frame)
+	if s.keep != nil { // not taken by a BATCH
+		s.keep = nil
+		release()
+	}
+	return err
 }
 
 func (s *Session) hello(frame []byte) error {
@@ -200,26 +217,35 @@ func (s *Session) batch(frame []byte) error {
 	if err != nil {
 		return s.fail(err)
 	}
-	buf := s.b.bufs.get(int(b.RawLen))
-	if b.Codec == wire.CodecNone {
-		*buf = append((*buf)[:0], b.Data...)
-		b.Data = *buf
-	} else if b, _, err = b.Decompress(s.b.dec, (*buf)[:0]); err != nil {
-		// Decoded within the frame limit, into the buffer charged for it.
-		s.b.drop(buf, charge)
-		return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
+	f := queuedFrame{last: last, charge: charge}
+	switch {
+	case b.Codec == wire.CodecNone && s.keep != nil:
+		// The frame is ours until we release it (HandleKeep): b.Data, a
+		// view into it, is queued as it is.
+		f.keep, s.keep = s.keep, nil
+	case b.Codec == wire.CodecNone:
+		f.buf = s.b.bufs.get(int(b.RawLen))
+		*f.buf = append((*f.buf)[:0], b.Data...)
+		b.Data = *f.buf
+	default:
+		f.buf = s.b.bufs.get(int(b.RawLen))
+		if b, _, err = b.Decompress(s.b.dec, (*f.buf)[:0]); err != nil {
+			// Decoded within the frame limit, into the buffer charged for it.
+			f.drop(s.b)
+			return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
+		}
 	}
 	headers, err := checkRecords(&b, &s.check)
 	if err != nil {
-		s.b.drop(buf, charge)
+		f.drop(s.b)
 		return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
 	}
-	charge = s.b.refund(charge, &b, headers)
-	skip := 0
+	f.charge = s.b.refund(charge, &b, headers)
+	f.batch = b
 	if b.FirstSeq <= s.q.queued {
-		skip = int(s.q.queued - b.FirstSeq + 1)
+		f.skip = int(s.q.queued - b.FirstSeq + 1)
 	}
-	return s.q.push(s, queuedFrame{buf: buf, batch: b, skip: skip, last: last, charge: charge})
+	return s.q.push(s, f)
 }
 
 // checkRecords reads every record of a CodecNone batch with rr, so that a

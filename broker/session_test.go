@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -534,4 +535,73 @@ func session(b *broker.Broker, w, lastSeq, overlap, perBatch int) (uint64, error
 		next += uint64(n)
 	}
 	return acked, nil
+}
+
+// TestHandleKeep: a BATCH handed over with HandleKeep is stored from the
+// caller's memory, which the session releases exactly once, after the
+// Append; any other frame, and a BATCH the session refuses, is released
+// before HandleKeep returns.
+func TestHandleKeep(t *testing.T) {
+	released := make(chan []byte, 8)
+	store := &keepCheckStore{MemoryStore: broker.NewMemoryStore(), released: released}
+	b, err := broker.New(store)
+	require.NoError(t, err)
+	c := newConn(t, b)
+	keep := func(frame []byte) error {
+		return c.HandleKeep(frame, func() { released <- frame })
+	}
+	take := func(what string) []byte {
+		t.Helper()
+		select {
+		case f := <-released:
+			return f
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s never released", what)
+			return nil
+		}
+	}
+
+	hello := helloFrame(t, "p", wire.DefaultMaxFrameSize)
+	require.NoError(t, keep(hello))
+	require.Equal(t, hello, take("HELLO"))
+	helloOK(t, c.peer.next())
+
+	batch := batchFrame(0, 1, 3)
+	require.NoError(t, keep(batch))
+	assert.Equal(t, uint64(3), receipt(t, c.peer.next()))
+	require.Equal(t, batch, take("the BATCH"), "released after its Append")
+	clear(batch) // the caller reuses its memory: what was stored is a copy
+	assert.Equal(t, []string{"g0-s1", "g0-s2", "g0-s3"}, payloads(store.Records("p")))
+	select {
+	case f := <-released:
+		t.Fatalf("released twice: %x", f)
+	default:
+	}
+
+	bad := batchFrame(0, 4, 1)
+	bad[len(bad)-1] ^= 0xff // the CRC fails
+	require.ErrorIs(t, keep(bad), broker.ErrProtocol)
+	require.Equal(t, bad, take("a refused BATCH"))
+}
+
+// keepCheckStore fails an Append that comes after a release: the frame
+// the records point into must still be the session's.
+type keepCheckStore struct {
+	*broker.MemoryStore
+	released chan []byte
+}
+
+func (k *keepCheckStore) Append(topic, producer string, epoch uint64, recs []broker.Record) error {
+	if n := len(k.released); n > 0 {
+		return fmt.Errorf("%d frames released before the Append", n)
+	}
+	return k.MemoryStore.Append(topic, producer, epoch, recs)
+}
+
+func payloads(recs []broker.Record) []string {
+	var s []string
+	for _, r := range recs {
+		s = append(s, string(r.Payload))
+	}
+	return s
 }

@@ -159,6 +159,7 @@ func (c *conn) serve() {
 	fr.IdleTimeout, fr.ReadTimeout = ErrIdle, ErrReadTimeout
 	c.s.count.buffered(fr.Held())
 	fr.Grew = c.s.count.buffered
+	keeper, _ := c.session.(transport.Keeper)
 	var err error
 	for {
 		var frame []byte
@@ -174,6 +175,16 @@ func (c *conn) serve() {
 					break
 				}
 				c.helloSeen = true
+			}
+		}
+		if keeper != nil {
+			if keep := fr.Keep(); keep != nil {
+				// A large frame, in a buffer of its own: the session keeps
+				// it until stored instead of copying it.
+				if err = keeper.HandleKeep(frame, keep); err != nil {
+					break
+				}
+				continue
 			}
 		}
 		if err = c.session.Handle(frame); err != nil {

@@ -26,6 +26,17 @@ type Session interface {
 	Close()
 }
 
+// Keeper is a Session that can keep a frame's memory instead of copying
+// it. HandleKeep is Handle for a frame the transport gives away: the
+// session calls release exactly once, from any goroutine, when it no
+// longer needs frame (for a BATCH it stores, after the Append), and the
+// transport does not reuse the frame's memory before. A transport whose
+// frames arrive in buffers of their own (transport/mem; the server's large
+// frames) saves a copy of every BATCH; it uses Handle for the others.
+type Keeper interface {
+	HandleKeep(frame []byte, release func()) error
+}
+
 // Peer is where a Session's outbound frames go: the transport's side of
 // a served connection.
 type Peer interface {

@@ -153,14 +153,34 @@ func (f *Reader) readLarge(size int) ([]byte, error) {
 	return buf, nil
 }
 
+// Keep takes the memory of the frame the last Next returned, if it is a
+// large one (in a buffer of its own, not in the reader's): the reader does
+// not reuse it, and the returned function, to be called exactly once from
+// any goroutine, gives it back to the pool. nil for a frame in the reader's
+// buffer, whose memory the next Next reuses.
+func (f *Reader) Keep() func() {
+	p := f.big
+	if p == nil {
+		return nil
+	}
+	f.big = nil
+	return func() { putLarge(p) }
+}
+
 // release gives the large-frame buffer back to the pool.
 func (f *Reader) release() {
 	if p := f.big; p != nil {
 		f.big = nil
-		if cap(*p) <= keepLarge {
-			*p = (*p)[:0]
-			largePool.Put(p)
-		}
+		putLarge(p)
+	}
+}
+
+// putLarge gives a large-frame buffer to the pool, unless it grew past
+// keepLarge.
+func putLarge(p *[]byte) {
+	if cap(*p) <= keepLarge {
+		*p = (*p)[:0]
+		largePool.Put(p)
 	}
 }
 

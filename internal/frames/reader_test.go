@@ -48,3 +48,35 @@ func TestFrameReaderReleasesLargeBuffer(t *testing.T) {
 	require.ErrorIs(t, err, io.EOF)
 	require.Equal(t, bufSize, f.Held())
 }
+
+// Keep takes a large frame's buffer from the reader: the frames that
+// follow never write over it, however many; a frame in the reader's own
+// buffer cannot be kept.
+func TestFrameReaderKeep(t *testing.T) {
+	var stream bytes.Buffer
+	large := batchOf(64 << 10)
+	large[len(large)-1] = 7 // a byte of its own, to check afterwards
+	stream.Write(large)
+	for range 4 {
+		stream.Write(batchOf(64 << 10))
+	}
+	stream.Write(batchOf(10))
+	f := NewReader(&stream, 4<<10, 4<<20, NoWait{})
+
+	first, err := f.Next()
+	require.NoError(t, err)
+	keep := f.Keep()
+	require.NotNil(t, keep, "a large frame can be kept")
+	require.Nil(t, f.Keep(), "kept once")
+	held := first
+	for range 4 {
+		_, err := f.Next()
+		require.NoError(t, err)
+	}
+	require.Equal(t, large, held, "a kept frame is not reused by the frames after it")
+	small, err := f.Next()
+	require.NoError(t, err)
+	require.Len(t, small, len(batchOf(10)))
+	require.Nil(t, f.Keep(), "a frame in the reader's buffer cannot be kept")
+	keep()
+}

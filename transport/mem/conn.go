@@ -110,12 +110,19 @@ func (c *conn) serve() {
 			return
 		}
 		frames++
-		frame := buf.Bytes
+		var err error
 		if c.d.corrupt.Load() > 0 && c.d.corrupt.Add(-1) >= 0 {
-			frame = corrupt(frame)
+			err = c.session.Handle(corrupt(buf.Bytes))
+			buf.Release()
+		} else if k, ok := c.session.(transport.Keeper); ok {
+			// The producer's buffer goes to the broker, which releases it
+			// once it stored the frame: no copy (the producer's window
+			// bounds what the broker holds this way).
+			err = k.HandleKeep(buf.Bytes, buf.Release)
+		} else {
+			err = c.session.Handle(buf.Bytes)
+			buf.Release()
 		}
-		err := c.session.Handle(frame)
-		buf.Release()
 		if err != nil {
 			c.close(err)
 			return
