@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -41,6 +42,12 @@ func ParseSubject(prefix, subject string) (topic, producer string, ok bool) {
 // the server once done) and stops at fn's first error, ctx's end, or a
 // message that does not decode (an error wrapping layout.ErrMalformed).
 //
+// When the server reports nothing pending before the messages counted at
+// the start were all read (some aged out meanwhile, or its count lags a
+// leader change), Read waits settleWait for more, then counts again: nil if
+// the subjects hold no more than it read, else an error, never a silent
+// partial read.
+//
 // At most readAhead bytes are on their way to the client at any time, so a
 // reader that falls behind (a busy machine, a slow fn) is never cut off by
 // the server as a slow consumer (its max_pending, 64 MiB by default): asking
@@ -77,8 +84,23 @@ func Read(ctx context.Context, js jetstream.JetStream, stream, filter string, fn
 	defer it.Stop()
 	stopOnDone := context.AfterFunc(ctx, it.Stop)
 	defer stopOnDone()
+	short := false // the server said nothing was left before want
 	for got := uint64(0); got < want; {
-		m, err := it.Next(jetstream.NextContext(ctx))
+		nctx, cancel := ctx, context.CancelFunc(func() {})
+		if short {
+			nctx, cancel = context.WithTimeout(ctx, settleWait)
+		}
+		m, err := it.Next(jetstream.NextContext(nctx))
+		cancel()
+		if err != nil && short && ctx.Err() == nil {
+			// Nothing more came: believe the server if the subjects now
+			// hold no more than what was read (the rest aged out).
+			n, cerr := count(ctx, st, filter)
+			if cerr == nil && n <= got {
+				return nil
+			}
+			return fmt.Errorf("inflight: natsjs: read %s: %d of %d messages, and no more came within %v although the stream holds %d", filter, got, want, settleWait, n)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				err = ctx.Err()
@@ -99,11 +121,30 @@ func Read(ctx context.Context, js jetstream.JetStream, stream, filter string, fn
 		if err != nil {
 			return fmt.Errorf("inflight: natsjs: %s message %d: %w", subject, seq, err)
 		}
-		if md.NumPending == 0 { // fewer than counted: some aged out meanwhile
-			return nil
-		}
+		// Fewer than counted: some aged out meanwhile, or the server's
+		// count of what is pending lags a leader change. Wait a little for
+		// more before believing it.
+		short = md.NumPending == 0
 	}
 	return nil
+}
+
+// settleWait is how long Read waits for more messages once the server said
+// none is pending, before it counts again.
+const settleWait = 2 * time.Second
+
+// count returns how many messages the stream holds on the subjects of
+// filter.
+func count(ctx context.Context, st jetstream.Stream, filter string) (uint64, error) {
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n, nil
 }
 
 // readAhead is how many bytes Read lets the server send before the client
