@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/store/file"
 	"github.com/inflightmq/inflight/wire"
 )
@@ -223,9 +224,9 @@ func TestReadDamagedStorePrintsIntactRecords(t *testing.T) {
 		return got
 	}
 	run := func(t *testing.T, path string, args ...string) (int, []int, string) {
-		before := readDir(t, filepath.Dir(path))
+		before := testkit.ReadDir(t, filepath.Dir(path))
 		code, out, errOut := runCmd(t, append([]string{"read", "-store=file:" + path}, args...)...)
-		assert.Equal(t, before, readDir(t, filepath.Dir(path)), "reading changes nothing")
+		assert.Equal(t, before, testkit.ReadDir(t, filepath.Dir(path)), "reading changes nothing")
 		return code, seqs(t, out), errOut
 	}
 	upTo := func(a, b int) []int {
@@ -272,18 +273,4 @@ func TestReadDamagedStorePrintsIntactRecords(t *testing.T) {
 		assert.Contains(t, errOut, "1 damaged segments were read only up to their damage")
 		t.Logf("-skip-damaged: %d of %d records printed; stderr: %s", len(got), n, errOut)
 	})
-}
-
-// readDir returns the contents of every file in dir.
-func readDir(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	out := map[string]string{}
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		require.NoError(t, err)
-		out[e.Name()] = string(b)
-	}
-	return out
 }

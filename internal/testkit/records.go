@@ -2,6 +2,8 @@ package testkit
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -86,4 +88,19 @@ func SeqRange(first, last uint64) []uint64 {
 		s = append(s, q)
 	}
 	return s
+}
+
+// ReadDir returns the contents of every file in dir, by name: what a test
+// compares before and after something that must not write.
+func ReadDir(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		out[e.Name()] = string(b)
+	}
+	return out
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/store/file"
 )
 
@@ -39,7 +40,7 @@ func TestScanSkipDamaged(t *testing.T) {
 	sealed, active := segs[1].Path, segs[len(segs)-1].Path
 	flip(sealed)
 	flip(active)
-	before := readDir(t, filepath.Dir(path))
+	before := testkit.ReadDir(t, filepath.Dir(path))
 
 	_, err := file.Open(path, file.ReadOnly())
 	require.ErrorIs(t, err, file.ErrCorrupt, "without ReadDamaged")
@@ -79,7 +80,7 @@ func TestScanSkipDamaged(t *testing.T) {
 
 	stop := errors.New("stop")
 	assert.ErrorIs(t, r.ScanSkipDamaged(collect, func(*file.CorruptError) error { return stop }), stop)
-	assert.Equal(t, before, readDir(t, filepath.Dir(path)), "reading changes nothing")
+	assert.Equal(t, before, testkit.ReadDir(t, filepath.Dir(path)), "reading changes nothing")
 }
 
 func indexOf(recs []fileRec, r fileRec) int {
@@ -89,18 +90,4 @@ func indexOf(recs []fileRec, r fileRec) int {
 		}
 	}
 	return -1
-}
-
-// readDir returns the contents of every file in dir.
-func readDir(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	out := map[string]string{}
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		require.NoError(t, err)
-		out[e.Name()] = string(b)
-	}
-	return out
 }

@@ -164,6 +164,61 @@ func (h hooked) Append(topic, producer string, epoch uint64, recs []broker.Recor
 	return h.Store.Append(topic, producer, epoch, recs)
 }
 
+// heldGateway is a gateway whose first write after arm is held until
+// letGo: a write in flight while a producer moves to another gateway.
+type heldGateway struct {
+	b *broker.Broker
+	s *natsjs.Store
+
+	armed, holding              atomic.Bool
+	inFlight, release, resolved chan struct{} // the held write started; let it go; its Append returned
+	once                        sync.Once
+}
+
+func newHeldGateway(t testing.TB, c servers, l natsjs.Layout) *heldGateway {
+	t.Helper()
+	g := &heldGateway{inFlight: make(chan struct{}), release: make(chan struct{}), resolved: make(chan struct{})}
+	g.b, g.s = gateway(t, c, natsjs.Config{Layout: l}, func() {
+		if g.holding.CompareAndSwap(true, false) {
+			close(g.resolved)
+		}
+	})
+	natsjs.SetBeforeWrite(g.s, func(string, uint64, uint64) {
+		if g.armed.CompareAndSwap(true, false) {
+			g.holding.Store(true)
+			close(g.inFlight)
+			<-g.release
+		}
+	})
+	return g
+}
+
+// arm holds the next write.
+func (g *heldGateway) arm() { g.armed.Store(true) }
+
+// waitHeld waits until the armed write is held.
+func (g *heldGateway) waitHeld(t testing.TB) {
+	t.Helper()
+	select {
+	case <-g.inFlight:
+	case <-time.After(30 * time.Second):
+		t.Fatal("A's write never started")
+	}
+}
+
+// letGo lets the held write go on and waits until its Append returned;
+// later calls do nothing.
+func (g *heldGateway) letGo(t testing.TB) {
+	g.once.Do(func() {
+		close(g.release)
+		select {
+		case <-g.resolved:
+		case <-time.After(30 * time.Second):
+			t.Error("A's held write did not resolve in 30s")
+		}
+	})
+}
+
 func newProducer(t testing.TB, d transport.Dialer, name string, opts ...core.Option) *core.Producer {
 	t.Helper()
 	opts = append([]core.Option{core.Name(name), core.SendTimeout(120 * time.Second),
@@ -264,33 +319,9 @@ func twoGateways(t *testing.T, c *natsjstest.Cluster, l natsjs.Layout, when stri
 		total = 12000 // records in all
 	)
 	producer := "race-" + l.String() + "-" + when
-	// A's first write after the warm-up is held until release; resolved
-	// closes when that Append has returned.
-	var armed, holding atomic.Bool
-	inFlight, release, resolved := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	bA, sA := gateway(t, c, natsjs.Config{Layout: l}, func() {
-		if holding.CompareAndSwap(true, false) {
-			close(resolved)
-		}
-	})
-	natsjs.SetBeforeWrite(sA, func(string, uint64, uint64) {
-		if armed.CompareAndSwap(true, false) {
-			holding.Store(true)
-			close(inFlight)
-			<-release
-		}
-	})
-	var once sync.Once
-	letGo := func() {
-		once.Do(func() {
-			close(release)
-			select {
-			case <-resolved:
-			case <-time.After(30 * time.Second):
-				t.Error("A's held write did not resolve in 30s")
-			}
-		})
-	}
+	// A's first write after the warm-up is held until letGo.
+	a := newHeldGateway(t, c, l)
+	letGo := func() { a.letGo(t) }
 	// B writes smaller messages than A's held one, so that A's stale write
 	// overlaps B's partly. "before": A goes on when B is about to write
 	// for the first time (B read the tail before A's write landed);
@@ -301,7 +332,7 @@ func twoGateways(t *testing.T, c *natsjstest.Cluster, l natsjs.Layout, when stri
 			letGo()
 		}
 	})
-	d := mem.NewDialer(bA)
+	d := mem.NewDialer(a.b)
 	defer d.Close()
 	// Linger lets the held batch fill up to its size.
 	p := newProducer(t, d, producer, core.MaxBatchMessages(held), core.Linger(20*time.Millisecond))
@@ -310,13 +341,9 @@ func twoGateways(t *testing.T, c *natsjstest.Cluster, l natsjs.Layout, when stri
 	if err := p.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	armed.Store(true)
+	a.arm()
 	o.send(t, p, warm, warm+held, 100)
-	select {
-	case <-inFlight:
-	case <-time.After(30 * time.Second):
-		t.Fatal("A's write never started")
-	}
+	a.waitHeld(t)
 	d.SetBroker(bB) // the producer moves to B; A's write is still in flight
 	d.DropConnections()
 	o.send(t, p, warm+held, total, 100)
@@ -330,12 +357,12 @@ func twoGateways(t *testing.T, c *natsjstest.Cluster, l natsjs.Layout, when stri
 	}
 	closeProducer(t, p)
 	letGo() // in case B never wrote past the mark (the test has failed then)
-	a, b := sA.Stats(), sB.Stats()
-	t.Logf("A: %+v; B: %+v", a, b)
-	if a.Conflicts+b.Conflicts == 0 {
+	as, bs := a.s.Stats(), sB.Stats()
+	t.Logf("A: %+v; B: %+v", as, bs)
+	if as.Conflicts+bs.Conflicts == 0 {
 		t.Errorf("no compare-and-set failed: the race did not happen")
 	}
-	o.check(t, c, sA.Subject(testTopic, producer))
+	o.check(t, c, a.s.Subject(testTopic, producer))
 }
 
 // TestMetadataThroughBroker: a record's topic, key, headers and event time

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -97,30 +96,10 @@ func TestTwoGatewaysFence(t *testing.T) {
 func gatewaysFence(t *testing.T, c *natsjstest.Cluster, l natsjs.Layout, when string) {
 	const warm, held, more = 200, 100, 300
 	name := "fence-" + l.String() + "-" + when
-	var armed, holding atomic.Bool
-	inFlight, release, resolved := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	bA, sA := gateway(t, c, natsjs.Config{Layout: l}, func() {
-		if holding.CompareAndSwap(true, false) {
-			close(resolved)
-		}
-	})
-	natsjs.SetBeforeWrite(sA, func(string, uint64, uint64) {
-		if armed.CompareAndSwap(true, false) {
-			holding.Store(true)
-			close(inFlight)
-			<-release
-		}
-	})
-	letGo := func() {
-		close(release)
-		select {
-		case <-resolved:
-		case <-time.After(30 * time.Second):
-			t.Fatal("A's held write did not resolve in 30s")
-		}
-	}
+	a := newHeldGateway(t, c, l)
+	letGo := func() { a.letGo(t) }
 	bB, _ := gateway(t, c, natsjs.Config{Layout: l}, nil)
-	dA, dB := mem.NewDialer(bA), mem.NewDialer(bB)
+	dA, dB := mem.NewDialer(a.b), mem.NewDialer(bB)
 	defer dA.Close()
 	defer dB.Close()
 
@@ -130,13 +109,9 @@ func gatewaysFence(t *testing.T, c *natsjstest.Cluster, l natsjs.Layout, when st
 	if err := p1.p.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	armed.Store(true)
+	a.arm()
 	p1.send(t, warm, warm+held)
-	select {
-	case <-inFlight:
-	case <-time.After(30 * time.Second):
-		t.Fatal("A's write never started")
-	}
+	a.waitHeld(t)
 	if when == "before" {
 		letGo()
 		if err := p1.p.Flush(context.Background()); err != nil {
@@ -203,7 +178,7 @@ func gatewaysFence(t *testing.T, c *natsjstest.Cluster, l natsjs.Layout, when st
 	if len(p1.errs) != wantFenced || len(p1.ids) != warm+held+1-wantFenced {
 		t.Errorf("P1: %d stored, %d fenced; want %d fenced", len(p1.ids), len(p1.errs), wantFenced)
 	}
-	if when != "before" && sA.Stats().Conflicts == 0 {
+	if when != "before" && a.s.Stats().Conflicts == 0 {
 		t.Error("A's held write did not lose its compare-and-set: the race did not happen")
 	}
 
@@ -212,7 +187,7 @@ func gatewaysFence(t *testing.T, c *natsjstest.Cluster, l natsjs.Layout, when st
 	bySeq := map[uint64]string{}
 	var prev uint64
 	var last byte
-	eachRecord(t, c, sA.Subject(testTopic, name), func(_ uint64, r broker.Record) {
+	eachRecord(t, c, a.s.Subject(testTopic, name), func(_ uint64, r broker.Record) {
 		if r.Seq <= prev {
 			t.Errorf("seq %d after %d", r.Seq, prev)
 		}
@@ -233,5 +208,5 @@ func gatewaysFence(t *testing.T, c *natsjstest.Cluster, l natsjs.Layout, when st
 			}
 		}
 	}
-	t.Logf("P1: %d stored, %d fenced; P2: %d stored; A %+v", len(p1.ids), len(p1.errs), len(p2.ids), sA.Stats())
+	t.Logf("P1: %d stored, %d fenced; P2: %d stored; A %+v", len(p1.ids), len(p1.errs), len(p2.ids), a.s.Stats())
 }
