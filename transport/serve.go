@@ -43,8 +43,10 @@ type Peer interface {
 	// Send writes frame to the producer, or queues it to be written in
 	// the order of the Send calls. frame is valid only during the call.
 	// Send is safe for concurrent use: a session sends replies from its
-	// reader (HELLO_OK, PONG, ERROR) and from the goroutine that stores
-	// (RECEIPT, ERROR). It may block while the producer does not read,
+	// reader (HELLO_OK, PONG, ERROR), from the goroutine that stores
+	// (RECEIPT, ERROR), and another session's reader sends the ERROR that
+	// fences this one. After the connection closed it returns an error
+	// and sends nothing. It may block while the producer does not read,
 	// for a bounded time.
 	Send(frame []byte) error
 	// Close ends the connection after the frames already sent, as far as

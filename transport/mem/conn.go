@@ -22,15 +22,19 @@ const inboundQueue = 256
 //	producer --WriteFrame--> in --serve()--> Session.Handle
 //	producer <--OnFrame-- deliver() <--out (unbounded)-- Session's Peer.Send
 //
-// serve owns the session. The session sends on out from serve's goroutine
-// and from its own (receipts), which it stops in Close; serve closes out.In
-// after that, when it stops; deliver drains out and then calls OnClose.
+// serve owns the session. Sends on out come from serve's goroutine, from
+// the session's own (receipts) and from another session's reader that takes
+// this one's producer name over; sendMu orders them with serve closing
+// out.In when it stops. deliver drains out and then calls OnClose.
 type conn struct {
 	d       *Dialer
 	h       transport.Handler
 	session transport.Session
 	in      chan *transport.Buffer
 	out     *chanx.UnboundedChan[outFrame]
+
+	sendMu    sync.Mutex
+	outClosed bool // out.In is closed; guarded by sendMu
 
 	once sync.Once
 	done chan struct{} // closed by close
@@ -87,7 +91,7 @@ func (c *conn) close(err error) {
 // the dialer's faults, until the connection closes.
 func (c *conn) serve() {
 	defer c.d.wg.Done()
-	defer close(c.out.In)
+	defer c.closeOut()
 	defer c.session.Close()
 	frames := int64(0)
 	for {
@@ -136,6 +140,14 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// closeOut closes out.In once no Send can be using it.
+func (c *conn) closeOut() {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	c.outClosed = true
+	close(c.out.In)
 }
 
 // corrupt returns a copy of frame with a byte flipped that the broker must
@@ -187,8 +199,8 @@ func (c *conn) deliver() {
 type peer struct{ c *conn }
 
 // Send copies frame toward the producer, or drops it if it is a RECEIPT and
-// DropReceipts is on. Called from serve and from the session's goroutine,
-// which the session stops before serve closes out.In.
+// DropReceipts is on. Safe from any goroutine: once serve has stopped it
+// returns ErrClosed (out.In never blocks for long: it is unbounded).
 func (p peer) Send(frame []byte) error {
 	c := p.c
 	select {
@@ -208,6 +220,11 @@ func (p peer) Send(frame []byte) error {
 	f := outFrame{b: append([]byte(nil), frame...)}
 	if delay := c.d.receiptDelay.Load(); delay > 0 {
 		f.at = time.Now().Add(time.Duration(delay))
+	}
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	if c.outClosed {
+		return transport.ErrClosed
 	}
 	c.out.In <- f
 	if receipt && dup {

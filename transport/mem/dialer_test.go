@@ -355,3 +355,28 @@ func TestConcurrentConns(t *testing.T) {
 		r.check(t)
 	}
 }
+
+// TestTakeOverRacingClose: a session that takes a producer name over sends
+// the fencing ERROR on the old connection's peer from its own goroutine,
+// while the old connection may be closing; the send must fail quietly, not
+// panic on a closed queue.
+func TestTakeOverRacingClose(t *testing.T) {
+	e := newEnv(t)
+	for i := range 200 {
+		old, oldRec := e.dial(t)
+		write(t, old, helloFrame(t, "x"))
+		require.Equal(t, wire.TypeHelloOK, typeOf(t, oldRec.waitFrames(t, 1)[0]), "round %d", i)
+		closed := make(chan struct{})
+		go func() {
+			defer close(closed)
+			_ = old.Close()
+		}()
+		c, r := e.dial(t)
+		write(t, c, helloFrame(t, "x"))
+		require.Equal(t, wire.TypeHelloOK, typeOf(t, r.waitFrames(t, 1)[0]), "round %d: the new incarnation holds the name", i)
+		waitChan(t, closed, "old connection's Close")
+		oldRec.waitClosed(t)
+		require.NoError(t, c.Close())
+		r.waitClosed(t)
+	}
+}
