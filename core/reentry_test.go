@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/clock"
 	"github.com/inflightmq/inflight/core"
 	"github.com/inflightmq/inflight/transport/mem"
 )
@@ -306,17 +307,26 @@ func TestRejectedMessageOrder(t *testing.T) {
 // TestStatsUnackedExcludesResolved: messages that failed (their receipts
 // were dropped until they timed out) are not counted as unacknowledged.
 func TestStatsUnackedExcludesResolved(t *testing.T) {
-	// Long enough for the first connection on a loaded machine.
-	e := newEnv(t, core.SendTimeout(time.Second))
+	// On a manual clock nothing times out until the test says so: on the
+	// system clock a loaded machine let the messages time out before they
+	// were seen written. The window holds all of them whatever the frames.
+	const timeout, n = time.Second, 10
+	clk := clock.NewManual(time.Unix(1_000_000, 0))
+	e := newEnv(t, core.WithClock(clk), core.SendTimeout(timeout), core.MaxFramesInFlight(n), core.Heartbeat(time.Hour))
 	_, err := e.p.Send(context.Background(), &core.Message{Payload: []byte("connect")})
 	require.NoError(t, err)
 	e.dialer.DropReceipts(true)
-	const n = 10
 	rec := newRecorder(n)
 	for i := range n {
 		require.NoError(t, e.p.SendAsync(context.Background(), &core.Message{Payload: payload(i)}, rec.cb(i)))
 	}
 	waitUntil(t, "the messages to be written", func() bool { return e.p.Stats().Unacked == n })
+	// The sweeper may arm its timer only after a first Advance (it was
+	// busy with a wake-up): move the clock until it has seen the deadline.
+	waitUntil(t, "the messages to time out", func() bool {
+		clk.Advance(timeout)
+		return e.p.Stats().TimedOut == n
+	})
 	rec.wait(t)
 	require.NoError(t, e.p.Flush(context.Background()))
 	st := e.p.Stats()
