@@ -146,6 +146,18 @@ func (s *Store) read(st *subjectState, direct bool) (tail, error) {
 	return t, nil
 }
 
+// known returns the tail of st this store last wrote or read, reading it
+// where Config.Read says when there is none.
+func (s *Store) known(st *subjectState) (tail, error) {
+	s.mu.Lock()
+	t, known := st.t, st.known
+	s.mu.Unlock()
+	if known {
+		return t, nil
+	}
+	return s.read(st, s.cfg.Read == ReadDirect)
+}
+
 // State implements broker.Store: the Inflight-Last-Seq and Inflight-Epoch
 // of the last message on the subject of (topic, producer), read where
 // Config.Read says (0 and 0: no message). It fails with ErrEmptyTopic,
@@ -178,14 +190,9 @@ func (s *Store) Fence(topic, producer string, epoch uint64) (uint64, error) {
 		return 0, ErrEmptyTopic
 	}
 	st := s.state(topic, producer)
-	s.mu.Lock()
-	t, known := st.t, st.known
-	s.mu.Unlock()
-	if !known {
-		var err error
-		if t, err = s.read(st, s.cfg.Read == ReadDirect); err != nil {
-			return 0, err
-		}
+	t, err := s.known(st)
+	if err != nil {
+		return 0, err
 	}
 	for conflicts := 0; ; {
 		if t.epoch >= epoch {
@@ -249,14 +256,9 @@ func (s *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 		}
 	}
 	st := s.state(topic, producer)
-	s.mu.Lock()
-	t, known := st.t, st.known
-	s.mu.Unlock()
-	if !known {
-		var err error
-		if t, err = s.read(st, s.cfg.Read == ReadDirect); err != nil {
-			return err
-		}
+	t, err := s.known(st)
+	if err != nil {
+		return err
 	}
 	for conflicts := 0; ; {
 		if t.epoch > epoch {
