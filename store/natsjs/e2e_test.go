@@ -83,6 +83,59 @@ func (o *outcome) send(t testing.TB, p *core.Producer, from, to, size int) {
 	}
 }
 
+// holdTimeout bounds how long sendHolding waits for a test to release a
+// hold.
+const holdTimeout = 3 * time.Minute
+
+// hold makes sendHolding wait before the record of index at until release
+// is closed.
+type hold struct {
+	at      int
+	release chan struct{}
+}
+
+// newHolds returns a hold before each index of at, and a function that
+// releases the first n of them that are not released yet; the test defers
+// release(len(at)) so that a failing test never leaves the sender waiting.
+func newHolds(at ...int) ([]hold, func(n int)) {
+	hs := make([]hold, len(at))
+	for i, a := range at {
+		hs[i] = hold{at: a, release: make(chan struct{})}
+	}
+	var mu sync.Mutex
+	next := 0
+	return hs, func(n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for ; next < min(n, len(hs)); next++ {
+			close(hs[next].release)
+		}
+	}
+}
+
+// sendHolding sends the records of indices [0, to) like send, but waits at
+// each hold until it is released: a test that injects a fault and then
+// waits for more successes releases a hold after the fault, so there are
+// records left to send and store after it however fast the ones before it
+// were stored. After a release it stops if the test has already failed.
+func (o *outcome) sendHolding(t testing.TB, p *core.Producer, to, size int, holds []hold) {
+	from := 0
+	for _, h := range holds {
+		o.send(t, p, from, h.at, size)
+		select {
+		case <-h.release:
+		case <-time.After(holdTimeout):
+			t.Errorf("the records from %d on were held for %v: the test never released them", h.at, holdTimeout)
+			return
+		}
+		if t.Failed() {
+			return
+		}
+		from = h.at
+	}
+	o.send(t, p, from, to, size)
+}
+
 // check reads the subject and proves the guarantees: every callback once,
 // successes in order, every success stored once, stored in send order,
 // nothing stored that was not sent.
@@ -268,8 +321,12 @@ func leaderLoss(t *testing.T, l natsjs.Layout, n int) {
 	p := newProducer(t, d, "leader-loss")
 	o := newOutcome(n)
 	t0 := time.Now()
+	// Records are left for the new leader and for after the second stop,
+	// however fast the first ones are stored.
+	holds, release := newHolds(n*6/10, n*9/10)
+	defer release(len(holds))
 	sent := make(chan struct{})
-	go func() { defer close(sent); o.send(t, p, 0, n, 100) }()
+	go func() { defer close(sent); o.sendHolding(t, p, n, 100, holds) }()
 
 	waitFor(t, 60*time.Second, "a tenth stored", func() bool { return o.successes.Load() >= int64(n/10) })
 	first := c.StreamLeader(streamName)
@@ -281,13 +338,12 @@ func leaderLoss(t *testing.T, l natsjs.Layout, n int) {
 	}
 	waitFor(t, 60*time.Second, "the restarted server to catch up", func() bool { return c.StreamCurrent(first, streamName) })
 	at := o.successes.Load()
+	release(1)
 	waitFor(t, 60*time.Second, "successes under the new leader", func() bool { return o.successes.Load() > at })
-	if o.successes.Load() >= int64(n) {
-		t.Fatalf("all %d records stored before the second stop: raise -leaderloss.records", n)
-	}
 	second := c.StreamLeader(streamName)
 	c.Stop(second)
 	t.Logf("stopped stream leader n%d after %v, %d succeeded", second, time.Since(t0).Round(time.Millisecond), o.successes.Load())
+	release(2)
 	<-sent
 	closeProducer(t, p)
 	el := time.Since(t0)

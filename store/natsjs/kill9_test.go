@@ -56,14 +56,19 @@ func TestGatewayKill9(t *testing.T) {
 	p := newProducer(t, d, "gateway-kill9")
 	o := newOutcome(n)
 	t0 := time.Now()
+	// Records are left to send after each SIGKILL, however fast the ones
+	// before it are stored.
+	holds, release := newHolds(n/2, n*7/8)
+	defer release(len(holds))
 	sent := make(chan struct{})
-	go func() { defer close(sent); o.send(t, p, 0, n, 100) }()
+	go func() { defer close(sent); o.sendHolding(t, p, n, 100, holds) }()
 	for kill := range 2 {
 		waitFor(t, 60*time.Second, "records stored", func() bool { return o.successes.Load() > int64(n/8*(2*kill+1)) })
 		pid := gw.Process.Pid
 		_ = gw.Process.Kill() // SIGKILL to this PID only
 		_ = gw.Wait()
 		t.Logf("SIGKILL gateway pid %d after %v, %d succeeded", pid, time.Since(t0).Round(time.Millisecond), o.successes.Load())
+		release(kill + 1)
 		gw = start()
 	}
 	<-sent
@@ -104,8 +109,12 @@ func TestStreamLeaderKill9(t *testing.T) {
 	p := newProducer(t, d, "leader-kill9")
 	o := newOutcome(n)
 	t0 := time.Now()
+	// Records are left for the new leader and for after the second
+	// SIGKILL, however fast the first ones are stored.
+	holds, release := newHolds(n*6/10, n*9/10)
+	defer release(len(holds))
 	sent := make(chan struct{})
-	go func() { defer close(sent); o.send(t, p, 0, n, 100) }()
+	go func() { defer close(sent); o.sendHolding(t, p, n, 100, holds) }()
 
 	waitFor(t, 60*time.Second, "a tenth stored", func() bool { return o.successes.Load() >= int64(n/10) })
 	first := leader()
@@ -115,19 +124,18 @@ func TestStreamLeaderKill9(t *testing.T) {
 	t.Logf("SIGKILL stream leader n%d (pid %d) after %v, %d succeeded", first, pid, time.Since(t0).Round(time.Millisecond), o.successes.Load())
 	waitFor(t, 60*time.Second, "a new leader", func() bool { l := leader(); return l >= 0 && l != first })
 	at := o.successes.Load()
+	release(1)
 	waitFor(t, 60*time.Second, "successes under the new leader", func() bool { return o.successes.Load() > at })
 	t.Logf("writes resumed %v after the SIGKILL", time.Since(killed).Round(time.Millisecond))
 	if err := pc.Restart(first); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 60*time.Second, "replicas current", func() bool { return pc.ReplicasCurrent(js, streamName) })
-	if o.successes.Load() >= int64(n) {
-		t.Fatalf("all %d records stored before the second SIGKILL: raise -kill9.records", n)
-	}
 	second := leader()
 	pid = pc.Pid(second)
 	pc.Kill9(second)
 	t.Logf("SIGKILL stream leader n%d (pid %d) after %v, %d succeeded", second, pid, time.Since(t0).Round(time.Millisecond), o.successes.Load())
+	release(2)
 	<-sent
 	closeProducer(t, p)
 	el := time.Since(t0)
@@ -206,12 +214,17 @@ func TestDialerFailsOverBetweenGateways(t *testing.T) {
 	p := newProducer(t, d, "gateway-failover")
 	o := newOutcome(n)
 	t0 := time.Now()
+	// After each SIGKILL there are records left to go through the other
+	// gateway, however fast the ones before it are stored.
+	holds, release := newHolds(n/2, n*7/8)
+	defer release(len(holds))
 	sent := make(chan struct{})
-	go func() { defer close(sent); o.send(t, p, 0, n, 100) }()
+	go func() { defer close(sent); o.sendHolding(t, p, n, 100, holds) }()
 	for i := range gws {
 		waitFor(t, 60*time.Second, "records stored", func() bool { return o.successes.Load() > int64(n/8*(2*i+1)) })
 		_ = gws[i].Process.Kill() // SIGKILL to this PID only
 		_ = gws[i].Wait()
+		release(i + 1)
 		at := o.successes.Load()
 		t.Logf("SIGKILL gateway %d (%s) after %v, %d succeeded", i, addrs[i], time.Since(t0).Round(time.Millisecond), at)
 		waitFor(t, 60*time.Second, "successes through the other gateway", func() bool { return o.successes.Load() > at+int64(n/16) })
