@@ -54,6 +54,17 @@ func (g *gatedStore) Append(topic, producer string, epoch uint64, recs []broker.
 	return g.MemoryStore.Append(topic, producer, epoch, recs)
 }
 
+// waitEntered waits until an Append is held at the gate, failing the test
+// after 10s.
+func (g *gatedStore) waitEntered(t testing.TB) {
+	t.Helper()
+	select {
+	case <-g.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no Append reached the shut gate")
+	}
+}
+
 func (g *gatedStore) sizes() []int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -144,18 +155,29 @@ func TestFrameMemoryBudget(t *testing.T) {
 	b, err := broker.New(store, broker.MaxFrameSize(maxFrame), broker.MaxBufferedBytes(least))
 	require.NoError(t, err)
 	a, c := newConn(t, b), newConn(t, b)
+	// Cleanups run last first: the gate opens before the sessions close, so
+	// a failed check never leaves a session's Close waiting on a held Append.
+	t.Cleanup(store.open)
 	a.hello(t, "a")
 	c.hello(t, "c")
 
 	t.Run("waits", func(t *testing.T) {
+		// Long enough for this test to open the gate on a loaded machine;
+		// c's frame is stored as soon as it does.
+		defer broker.SetBudgetWait(broker.SetBudgetWait(time.Minute))
 		store.shut()
 		require.NoError(t, a.Handle(frame))
-		<-store.entered // a's Append holds its charge
+		store.waitEntered(t) // a's Append holds its charge
 		done := make(chan error, 1)
 		go func() { done <- c.Handle(frame) }()
 		waitUntil(t, "c's frame waiting", func() bool { return b.Stats().BufferWaits == 1 })
 		store.open()
-		require.NoError(t, <-done)
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("c's frame still waits for the budget after a's Append returned")
+		}
 		c.peer.waitSent(t, 1)
 		a.peer.waitSent(t, 1)
 		assert.Equal(t, uint64(30000), receipt(t, a.peer.take()[0]))
@@ -164,8 +186,9 @@ func TestFrameMemoryBudget(t *testing.T) {
 
 	t.Run("refused after waiting too long", func(t *testing.T) {
 		store.shut()
+		defer store.open()
 		require.NoError(t, a.Handle(tinyBatch(30001, 30000)))
-		<-store.entered
+		store.waitEntered(t)
 		reply, err := c.handle(t, tinyBatch(30001, 30000))
 		require.ErrorIs(t, err, broker.ErrBusy)
 		e := errorFrame(t, reply)

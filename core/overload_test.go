@@ -119,10 +119,16 @@ func TestBlockingCallbackDoesNotStallReceipts(t *testing.T) {
 	defer p.Close(context.Background())
 
 	release := make(chan struct{})
+	unblock := sync.OnceFunc(func() { close(release) })
+	defer unblock() // before Close, which would wait for the callback, if a check fails
 	entered := make(chan struct{})
 	require.NoError(t, p.SendAsync(context.Background(), &core.Message{Payload: []byte("blocker")},
 		func(core.MessageID, *core.Message, error) { close(entered); <-release }))
-	<-entered // the dispatcher is now stuck in that callback
+	select {
+	case <-entered: // the dispatcher is now stuck in that callback
+	case <-time.After(waitTimeout):
+		t.Fatal("the blocking callback never ran")
+	}
 
 	rec := newRecorder(pending - 1)
 	for i := range pending - 1 {
@@ -138,7 +144,7 @@ func TestBlockingCallbackDoesNotStallReceipts(t *testing.T) {
 	timers := clk.Timers()
 	clk.Advance(2 * time.Second)
 	waitUntil(t, "the sweeper to run", func() bool { return clk.Timers() >= timers })
-	close(release)
+	unblock()
 	rec.wait(t)
 	for i := range pending - 1 {
 		require.NoError(t, rec.get(i).err, "message %d", i)

@@ -75,15 +75,16 @@ func (s *recordingStore) stored(t *testing.T, topic, producer string) []string {
 }
 
 // serveWith runs serve (in this process, -store mem) with store s wrapped
-// around its store; it returns the address and a function that stops it.
+// around its store; it returns the address and a function that opens the
+// gate and stops it, which also runs at the test's cleanup if the test
+// failed before calling it.
 func serveWith(t *testing.T, s *recordingStore) (string, func()) {
 	t.Helper()
 	storeHook = func(st broker.Store) broker.Store { s.Store = st; return s }
 	ctx, cancel := context.WithCancel(context.Background())
 	log := newWatchWriter()
 	wait := runAsync(t, ctx, log, io.Discard, "serve", "-listen=127.0.0.1:0", "-stats-every=0")
-	addr := log.wait(t, listeningLine, 10*time.Second)[1]
-	return addr, func() {
+	stop := sync.OnceFunc(func() {
 		if s.gate != nil {
 			select {
 			case <-s.gate:
@@ -94,7 +95,10 @@ func serveWith(t *testing.T, s *recordingStore) (string, func()) {
 		cancel()
 		assert.Equal(t, exitOK, wait())
 		storeHook = nil
-	}
+	})
+	t.Cleanup(stop)
+	addr := log.wait(t, listeningLine, 10*time.Second)[1]
+	return addr, stop
 }
 
 var producerLine = regexp.MustCompile(`^producer ("[^"]+"), topic "([^"]+)", broker \S+\n`)
