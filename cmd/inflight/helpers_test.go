@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -36,7 +37,8 @@ func (w *watchWriter) String() string {
 }
 
 // wait returns the submatches of re's first match, failing the test if it
-// has not appeared within limit.
+// has not appeared within limit; the failure shows the output and every
+// goroutine's stack, so that a rare one explains itself.
 func (w *watchWriter) wait(t *testing.T, re *regexp.Regexp, limit time.Duration) []string {
 	t.Helper()
 	deadline := time.After(limit)
@@ -51,7 +53,9 @@ func (w *watchWriter) wait(t *testing.T, re *regexp.Regexp, limit time.Duration)
 		select {
 		case <-changed:
 		case <-deadline:
-			t.Fatalf("no %q in the output within %v; output:\n%s", re, limit, w.String())
+			stacks := make([]byte, 1<<20)
+			stacks = stacks[:runtime.Stack(stacks, true)]
+			t.Fatalf("no %q in the output within %v; output:\n%s\ngoroutines:\n%s", re, limit, w.String(), stacks)
 		}
 	}
 }

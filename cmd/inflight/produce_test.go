@@ -198,7 +198,7 @@ func TestProduceInterruptDrains(t *testing.T) {
 			t.Fatal("nothing reached the store")
 		}
 		cancel()
-		out.wait(t, regexp.MustCompile(`interrupted: sending stopped`), 10*time.Second)
+		out.wait(t, regexp.MustCompile(`interrupted: sending stopped`), 30*time.Second)
 		if !stuck {
 			close(s.gate)
 		}
