@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/wire"
 )
 
@@ -52,17 +53,6 @@ func (g *gatedStore) Append(topic, producer string, epoch uint64, recs []broker.
 		<-gate
 	}
 	return g.MemoryStore.Append(topic, producer, epoch, recs)
-}
-
-// waitEntered waits until an Append is held at the gate, failing the test
-// after 10s.
-func (g *gatedStore) waitEntered(t testing.TB) {
-	t.Helper()
-	select {
-	case <-g.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no Append reached the shut gate")
-	}
 }
 
 func (g *gatedStore) sizes() []int {
@@ -167,17 +157,12 @@ func TestFrameMemoryBudget(t *testing.T) {
 		defer broker.SetBudgetWait(broker.SetBudgetWait(time.Minute))
 		store.shut()
 		require.NoError(t, a.Handle(frame))
-		store.waitEntered(t) // a's Append holds its charge
+		testkit.WaitChan(t, store.entered, "an Append held at the gate") // a's Append holds its charge
 		done := make(chan error, 1)
 		go func() { done <- c.Handle(frame) }()
 		waitUntil(t, "c's frame waiting", func() bool { return b.Stats().BufferWaits == 1 })
 		store.open()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(10 * time.Second):
-			t.Fatal("c's frame still waits for the budget after a's Append returned")
-		}
+		require.NoError(t, testkit.WaitChan(t, done, "c's frame, after a's Append returned"))
 		c.peer.waitSent(t, 1)
 		a.peer.waitSent(t, 1)
 		assert.Equal(t, uint64(30000), receipt(t, a.peer.take()[0]))
@@ -188,7 +173,7 @@ func TestFrameMemoryBudget(t *testing.T) {
 		store.shut()
 		defer store.open()
 		require.NoError(t, a.Handle(tinyBatch(30001, 30000)))
-		store.waitEntered(t)
+		testkit.WaitChan(t, store.entered, "an Append held at the gate")
 		reply, err := c.handle(t, tinyBatch(30001, 30000))
 		require.ErrorIs(t, err, broker.ErrBusy)
 		e := errorFrame(t, reply)

@@ -15,6 +15,7 @@ import (
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/clock"
 	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/transport/mem"
 )
 
@@ -124,11 +125,7 @@ func TestBlockingCallbackDoesNotStallReceipts(t *testing.T) {
 	entered := make(chan struct{})
 	require.NoError(t, p.SendAsync(context.Background(), &core.Message{Payload: []byte("blocker")},
 		func(core.MessageID, *core.Message, error) { close(entered); <-release }))
-	select {
-	case <-entered: // the dispatcher is now stuck in that callback
-	case <-time.After(waitTimeout):
-		t.Fatal("the blocking callback never ran")
-	}
+	testkit.WaitChan(t, entered, "the blocking callback") // the dispatcher is now stuck in it
 
 	rec := newRecorder(pending - 1)
 	for i := range pending - 1 {

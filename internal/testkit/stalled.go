@@ -90,6 +90,21 @@ func SilentHello(c net.Conn) {
 	_, _ = c.Write(wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize, Epoch: 1}))
 }
 
+// WaitChan waits for ch to yield a value or be closed, and returns the
+// value, failing the test after 10 s.
+func WaitChan[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	timer := time.NewTimer(10 * time.Second)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
 // WaitUntil polls cond until it holds, failing the test after 10 s.
 func WaitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()

@@ -37,3 +37,12 @@ func TestDescribeFrame(t *testing.T) {
 	assert.Contains(t, DescribeFrame(e), `"bad"`)
 	assert.Equal(t, wire.TypePing.String(), DescribeFrame(wire.AppendPing(nil, wire.Ping{Nonce: 1})))
 }
+
+func TestWaitChan(t *testing.T) {
+	ch := make(chan int, 1)
+	ch <- 7
+	assert.Equal(t, 7, WaitChan(t, ch, "a value"))
+	done := make(chan struct{})
+	close(done)
+	WaitChan(t, done, "a closed channel")
+}

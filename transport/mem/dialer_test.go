@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/transport/mem"
 	"github.com/inflightmq/inflight/wire"
@@ -384,7 +385,7 @@ func TestTakeOverRacingClose(t *testing.T) {
 		c, r := e.dial(t)
 		write(t, c, helloFrame(t, "x"))
 		require.Equal(t, wire.TypeHelloOK, typeOf(t, r.waitFrames(t, 1)[0]), "round %d: the new incarnation holds the name", i)
-		waitChan(t, closed, "old connection's Close")
+		testkit.WaitChan(t, closed, "old connection's Close")
 		oldRec.waitClosed(t)
 		require.NoError(t, c.Close())
 		r.waitClosed(t)

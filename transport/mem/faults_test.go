@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/transport/mem"
 	"github.com/inflightmq/inflight/wire"
@@ -244,7 +245,7 @@ func TestFaults(t *testing.T) {
 			writerDone <- nil
 		}()
 		require.NoError(t, c.Close())
-		require.ErrorIs(t, waitChan(t, writerDone, "the blocked writer"), transport.ErrClosed)
+		require.ErrorIs(t, testkit.WaitChan(t, writerDone, "the blocked writer"), transport.ErrClosed)
 		require.NoError(t, r.waitClosed(t))
 		closeDialer(t, e.d) // returns although still stalled
 		assert.Empty(t, r.frames(), "nothing processed")

@@ -33,20 +33,6 @@ func waitUntil(t testing.TB, cond func() bool, format string, args ...any) {
 	}
 }
 
-// waitChan waits for ch to be closed or to yield, failing after waitLimit.
-func waitChan[T any](t testing.TB, ch <-chan T, what string) T {
-	t.Helper()
-	timer := time.NewTimer(waitLimit)
-	defer timer.Stop()
-	select {
-	case v := <-ch:
-		return v
-	case <-timer.C:
-		t.Fatalf("timed out after %v waiting for %s", waitLimit, what)
-		panic("unreachable")
-	}
-}
-
 // event is one Handler call: a frame, or the close.
 type event struct {
 	frame  []byte // copy; nil for the close
@@ -141,7 +127,7 @@ func (r *recorder) waitFrames(t testing.TB, n int) [][]byte {
 // waitClosed waits for OnClose and returns its error.
 func (r *recorder) waitClosed(t testing.TB) error {
 	t.Helper()
-	waitChan(t, r.closed, "OnClose")
+	testkit.WaitChan(t, r.closed, "OnClose")
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, e := range r.events {
@@ -218,7 +204,7 @@ func closeDialer(t testing.TB, d *mem.Dialer) {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- d.Close() }()
-	require.NoError(t, waitChan(t, done, "Dialer.Close"))
+	require.NoError(t, testkit.WaitChan(t, done, "Dialer.Close"))
 }
 
 // dial dials with a fresh recorder that checks it is not called before
