@@ -83,57 +83,53 @@ func (o *outcome) send(t testing.TB, p *core.Producer, from, to, size int) {
 	}
 }
 
-// holdTimeout bounds how long sendHolding waits for a test to release a
-// hold.
+// holdTimeout bounds how long a held sender waits for its test to release
+// it.
 const holdTimeout = 3 * time.Minute
 
-// hold makes sendHolding wait before the record of index at until release
-// is closed.
-type hold struct {
-	at      int
-	release chan struct{}
-}
-
-// newHolds returns a hold before each index of at, and a function that
-// releases the first n of them that are not released yet; the test defers
-// release(len(at)) so that a failing test never leaves the sender waiting.
-func newHolds(at ...int) ([]hold, func(n int)) {
-	hs := make([]hold, len(at))
-	for i, a := range at {
-		hs[i] = hold{at: a, release: make(chan struct{})}
+// sendHeld sends the records of indices [0, to) like send, on a goroutine of
+// its own, but stops before each index of holdAt until the test releases
+// that hold: a test that injects a fault and then waits for more successes
+// releases one after the fault, so that records are left to send and store
+// after it however fast the ones before it were stored. It returns a
+// channel closed once the sender returned, and release(n), which releases
+// the first n holds; the test's cleanup releases them all, and a sender
+// released after the test failed stops there.
+func (o *outcome) sendHeld(t testing.TB, p *core.Producer, to, size int, holdAt ...int) (sent <-chan struct{}, release func(n int)) {
+	holds := make([]chan struct{}, len(holdAt))
+	for i := range holds {
+		holds[i] = make(chan struct{})
 	}
 	var mu sync.Mutex
-	next := 0
-	return hs, func(n int) {
+	released := 0
+	release = func(n int) {
 		mu.Lock()
 		defer mu.Unlock()
-		for ; next < min(n, len(hs)); next++ {
-			close(hs[next].release)
+		for ; released < min(n, len(holds)); released++ {
+			close(holds[released])
 		}
 	}
-}
-
-// sendHolding sends the records of indices [0, to) like send, but waits at
-// each hold until it is released: a test that injects a fault and then
-// waits for more successes releases a hold after the fault, so there are
-// records left to send and store after it however fast the ones before it
-// were stored. After a release it stops if the test has already failed.
-func (o *outcome) sendHolding(t testing.TB, p *core.Producer, to, size int, holds []hold) {
-	from := 0
-	for _, h := range holds {
-		o.send(t, p, from, h.at, size)
-		select {
-		case <-h.release:
-		case <-time.After(holdTimeout):
-			t.Errorf("the records from %d on were held for %v: the test never released them", h.at, holdTimeout)
-			return
+	t.Cleanup(func() { release(len(holds)) })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		from := 0
+		for i, at := range holdAt {
+			o.send(t, p, from, at, size)
+			select {
+			case <-holds[i]:
+			case <-time.After(holdTimeout):
+				t.Errorf("the records from %d on were held for %v: the test never released them", at, holdTimeout)
+				return
+			}
+			if t.Failed() {
+				return
+			}
+			from = at
 		}
-		if t.Failed() {
-			return
-		}
-		from = h.at
-	}
-	o.send(t, p, from, to, size)
+		o.send(t, p, from, to, size)
+	}()
+	return done, release
 }
 
 // check reads the subject and proves the guarantees: every callback once,
@@ -323,10 +319,7 @@ func leaderLoss(t *testing.T, l natsjs.Layout, n int) {
 	t0 := time.Now()
 	// Records are left for the new leader and for after the second stop,
 	// however fast the first ones are stored.
-	holds, release := newHolds(n*6/10, n*9/10)
-	defer release(len(holds))
-	sent := make(chan struct{})
-	go func() { defer close(sent); o.sendHolding(t, p, n, 100, holds) }()
+	sent, release := o.sendHeld(t, p, n, 100, n*6/10, n*9/10)
 
 	waitFor(t, 60*time.Second, "a tenth stored", func() bool { return o.successes.Load() >= int64(n/10) })
 	first := c.StreamLeader(streamName)

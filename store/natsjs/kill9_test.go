@@ -58,10 +58,7 @@ func TestGatewayKill9(t *testing.T) {
 	t0 := time.Now()
 	// Records are left to send after each SIGKILL, however fast the ones
 	// before it are stored.
-	holds, release := newHolds(n/2, n*7/8)
-	defer release(len(holds))
-	sent := make(chan struct{})
-	go func() { defer close(sent); o.sendHolding(t, p, n, 100, holds) }()
+	sent, release := o.sendHeld(t, p, n, 100, n/2, n*7/8)
 	for kill := range 2 {
 		waitFor(t, 60*time.Second, "records stored", func() bool { return o.successes.Load() > int64(n/8*(2*kill+1)) })
 		pid := gw.Process.Pid
@@ -111,10 +108,7 @@ func TestStreamLeaderKill9(t *testing.T) {
 	t0 := time.Now()
 	// Records are left for the new leader and for after the second
 	// SIGKILL, however fast the first ones are stored.
-	holds, release := newHolds(n*6/10, n*9/10)
-	defer release(len(holds))
-	sent := make(chan struct{})
-	go func() { defer close(sent); o.sendHolding(t, p, n, 100, holds) }()
+	sent, release := o.sendHeld(t, p, n, 100, n*6/10, n*9/10)
 
 	waitFor(t, 60*time.Second, "a tenth stored", func() bool { return o.successes.Load() >= int64(n/10) })
 	first := leader()
@@ -216,10 +210,7 @@ func TestDialerFailsOverBetweenGateways(t *testing.T) {
 	t0 := time.Now()
 	// After each SIGKILL there are records left to go through the other
 	// gateway, however fast the ones before it are stored.
-	holds, release := newHolds(n/2, n*7/8)
-	defer release(len(holds))
-	sent := make(chan struct{})
-	go func() { defer close(sent); o.sendHolding(t, p, n, 100, holds) }()
+	sent, release := o.sendHeld(t, p, n, 100, n/2, n*7/8)
 	for i := range gws {
 		waitFor(t, 60*time.Second, "records stored", func() bool { return o.successes.Load() > int64(n/8*(2*i+1)) })
 		_ = gws[i].Process.Kill() // SIGKILL to this PID only
