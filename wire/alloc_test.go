@@ -14,7 +14,7 @@ func TestAllocsBatchBuild(t *testing.T) {
 	var bb wire.BatchBuilder
 	buf := make([]byte, 0, 16<<10)
 	allocs := testing.AllocsPerRun(100, func() {
-		bb.Reset(buf, 1)
+		bb.Reset(buf, 0, 1)
 		for range 100 {
 			bb.Add(rec)
 		}

@@ -192,7 +192,7 @@ func TestRecordsCodec(t *testing.T) {
 func TestBatchMaxFrame(t *testing.T) {
 	rec := bytes.Repeat([]byte("r"), 1000)
 	var bb wire.BatchBuilder
-	bb.Reset(make([]byte, 0, wire.DefaultMaxFrameSize), 1)
+	bb.Reset(make([]byte, 0, wire.DefaultMaxFrameSize), 0, 1)
 	for bb.Size()+2*(wire.RecordOverhead(len(rec))+len(rec)) <= wire.DefaultMaxFrameSize {
 		bb.Add(rec)
 	}
@@ -247,7 +247,7 @@ func TestBatchBuilder(t *testing.T) {
 	}
 
 	buf := make([]byte, 0, 4096)
-	bb.Reset(buf, 77)
+	bb.Reset(buf, 0, 77)
 	if bb.FirstSeq() != 77 || bb.Size() != wire.BatchHeaderSize || bb.Count() != 0 {
 		t.Fatalf("after Reset: FirstSeq %d Size %d Count %d", bb.FirstSeq(), bb.Size(), bb.Count())
 	}
@@ -267,7 +267,7 @@ func TestBatchBuilder(t *testing.T) {
 	}
 
 	// Reuse the returned frame's memory for the next batch.
-	bb.Reset(frame, 82)
+	bb.Reset(frame, 0, 82)
 	bb.Add([]byte("again"))
 	next := bb.Finish()
 	if &next[0] != &buf[:1][0] {
@@ -278,7 +278,7 @@ func TestBatchBuilder(t *testing.T) {
 	}
 
 	// Finish with nothing added still yields a whole (if invalid) frame.
-	bb.Reset(nil, 5)
+	bb.Reset(nil, 0, 5)
 	empty := bb.Finish()
 	if len(empty) != wire.BatchHeaderSize {
 		t.Fatalf("empty frame is %d bytes", len(empty))

@@ -215,7 +215,7 @@ func TestTypeOf(t *testing.T) {
 // event time 1 ns after the Unix epoch, payload "p".
 func metaBatch() []byte {
 	var bb wire.BatchBuilder
-	bb.Reset(nil, 1)
+	bb.Reset(nil, 0, 1)
 	bb.AddRecord([]byte("p"), []byte("k"), []wire.Header{{Key: "h", Value: []byte("v")}}, time.Unix(0, 1))
 	return bb.Finish()
 }

@@ -161,7 +161,7 @@ func rebuildBatch(t *testing.T, frame []byte) ([]byte, bool) {
 		t.Fatalf("AppendRecords gave %d, RecordIter %d, count %d", len(recs), len(iterated), b.Count)
 	}
 	var bb wire.BatchBuilder
-	bb.Reset(nil, b.FirstSeq)
+	bb.Reset(nil, 0, b.FirstSeq)
 	for i, r := range iterated {
 		if !bytes.Equal(r.Payload, recs[i]) {
 			t.Fatalf("record %d: AppendRecords and RecordIter disagree", i)
@@ -216,7 +216,7 @@ func FuzzBatchBuilder(f *testing.F) {
 		var first []byte
 		buf := make([]byte, 0, 64)
 		for round := range 2 { // the second round reuses the first frame
-			bb.Reset(buf, firstSeq)
+			bb.Reset(buf, 0, firstSeq)
 			for i, r := range recs {
 				m := metas[i]
 				meta, err := wire.CheckMeta(m.Key, m.Headers, m.EventTime)

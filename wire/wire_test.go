@@ -52,7 +52,7 @@ func samples(tb testing.TB) []sample {
 // fill resets bb onto buf (reusing its capacity) and adds recs from
 // firstSeq.
 func fill(bb *wire.BatchBuilder, buf []byte, firstSeq uint64, recs [][]byte) {
-	bb.Reset(buf, firstSeq)
+	bb.Reset(buf, 0, firstSeq)
 	for _, r := range recs {
 		bb.Add(r)
 	}
@@ -126,7 +126,7 @@ var decoders = map[wire.Type]func([]byte) (any, error){
 // none, repeated header keys and empty values.
 func mixedMetaBatch() []byte {
 	var bb wire.BatchBuilder
-	bb.Reset(nil, 100)
+	bb.Reset(nil, 0, 100)
 	hs := []wire.Header{{Key: "trace", Value: []byte("00-ab")}, {Key: "trace", Value: nil}}
 	bb.AddRecord([]byte("key only"), []byte("user-17"), nil, time.Time{})
 	bb.AddRecord([]byte("headers only"), nil, hs, time.Time{})
