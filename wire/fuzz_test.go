@@ -181,7 +181,7 @@ func rebuildBatch(t *testing.T, frame []byte) ([]byte, bool) {
 		t.Fatalf("AppendRecords gave %d, RecordIter %d, count %d", len(recs), len(iterated), b.Count)
 	}
 	var bb wire.BatchBuilder
-	bb.Reset(nil, 0, b.FirstSeq)
+	bb.Reset(nil, b.Topic, b.FirstSeq)
 	for i, r := range iterated {
 		if !bytes.Equal(r.Payload, recs[i]) {
 			t.Fatalf("record %d: AppendRecords and RecordIter disagree", i)
