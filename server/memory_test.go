@@ -18,7 +18,7 @@ import (
 type discardStore struct{}
 
 func (discardStore) State(string, string) (broker.NameState, error)       { return broker.NameState{}, nil }
-func (discardStore) Fence(string, string, uint64) (uint64, error)         { return 0, nil }
+func (discardStore) Fence(string, uint64) error                           { return nil }
 func (discardStore) Append(string, string, uint64, []broker.Record) error { return nil }
 
 // bombFrame is a BATCH of a few hundred bytes, zstd-compressed, whose
@@ -27,7 +27,7 @@ func (discardStore) Append(string, string, uint64, []broker.Record) error { retu
 func bombFrame(t *testing.T) []byte {
 	t.Helper()
 	var bb wire.BatchBuilder
-	bb.Reset(nil, 1)
+	bb.Reset(nil, 0, 1)
 	rec := make([]byte, 1000)
 	for bb.Size()+wire.RecordOverhead(len(rec))+len(rec) <= wire.DefaultMaxFrameSize-64 {
 		bb.Add(rec)

@@ -522,7 +522,7 @@ func TestCompressedCorruption(t *testing.T) {
 			// With the CRC fixed up, damage reaches the decoder, which must
 			// refuse it. (Data damaged in a literal may decode to other
 			// bytes of the right size: only the CRC catches that.)
-			raw := int(binary.BigEndian.Uint32(frame[18:]))
+			raw := int(binary.BigEndian.Uint32(frame[22:]))
 			data := frame[wire.BatchHeaderSize:]
 			for name, bad := range map[string][]byte{
 				"truncated":     data[:len(data)/2],

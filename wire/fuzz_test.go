@@ -89,11 +89,31 @@ func checkFrame(t *testing.T, frame []byte) {
 		}
 		re = wire.AppendHelloOK(nil, h)
 	case wire.TypeReceipt:
-		r, err := wire.DecodeReceipt(frame)
+		rs, err := wire.DecodeReceipts(frame, nil)
 		if err != nil {
 			return
 		}
-		re = wire.AppendReceipt(nil, r)
+		re = wire.AppendReceipts(nil, rs)
+	case wire.TypeTopic:
+		tp, err := wire.DecodeTopic(frame)
+		if err != nil {
+			return
+		}
+		if re, err = wire.AppendTopic(nil, tp); err != nil {
+			t.Fatalf("re-encoding decoded %+v: %v", tp, err)
+		}
+	case wire.TypeTopicOK:
+		ok, err := wire.DecodeTopicOK(frame)
+		if err != nil {
+			return
+		}
+		re = wire.AppendTopicOK(nil, ok)
+	case wire.TypeTopicError:
+		e, err := wire.DecodeTopicError(frame)
+		if err != nil {
+			return
+		}
+		re = wire.AppendTopicError(nil, e)
 	case wire.TypeError:
 		e, err := wire.DecodeError(frame)
 		if err != nil {
@@ -161,7 +181,7 @@ func rebuildBatch(t *testing.T, frame []byte) ([]byte, bool) {
 		t.Fatalf("AppendRecords gave %d, RecordIter %d, count %d", len(recs), len(iterated), b.Count)
 	}
 	var bb wire.BatchBuilder
-	bb.Reset(nil, 0, b.FirstSeq)
+	bb.Reset(nil, b.Topic, b.FirstSeq)
 	for i, r := range iterated {
 		if !bytes.Equal(r.Payload, recs[i]) {
 			t.Fatalf("record %d: AppendRecords and RecordIter disagree", i)
