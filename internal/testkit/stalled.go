@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inflightmq/inflight/core"
-	"github.com/inflightmq/inflight/wire"
 )
 
 // StalledReaderBoundsMemory checks a producer transport against a broker
