@@ -8,7 +8,8 @@
 //
 //	producer                      session                       store
 //	HELLO(topic, name, 0)  ->  last, e := store.State(topic, name)
-//	                           last = store.Fence(topic, name, e+1)
+//	                           store.Fence(name, e+1)
+//	                           last, _ := store.State(topic, name)
 //	                       <-  HELLO_OK(last, e+1)
 //	BATCH(first..n)        ->  skip seq <= last (duplicates) ->  Append(topic, name, e+1, rest)
 //	                       <-  RECEIPT(n)        (cumulative: all seq <= n stored)

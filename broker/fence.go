@@ -79,9 +79,15 @@ func (b *Broker) fence(name stream, p *producerState, want uint64) error {
 			}
 			epoch = p.epoch + 1
 		}
-		last, err := b.store.Fence(name.topic, name.producer, epoch)
+		err := b.store.Fence(name.producer, epoch)
 		if err == nil {
-			p.last, p.epoch = last, epoch
+			// The name is ours from here on: what is stored on this
+			// topic now is where the new incarnation's records start.
+			st, err := b.store.State(name.topic, name.producer)
+			if err != nil {
+				return fmt.Errorf("%w: %w", ErrStore, err)
+			}
+			p.last, p.epoch = st.LastSeq, epoch
 			return nil
 		}
 		if !errors.Is(err, ErrFenced) || try == maxFenceTries {

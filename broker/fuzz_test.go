@@ -150,7 +150,7 @@ func play(t *testing.T, b *broker.Broker, store *broker.MemoryStore, frames [][]
 			}
 			fallthrough
 		case wire.TypeReceipt:
-			last, _ := store.LastSeq(s.Topic(), s.Producer())
+			last, _ := lastSeq(store, s.Topic(), s.Producer())
 			if typ == wire.TypeReceipt {
 				r, derr := wire.DecodeReceipt(reply)
 				if derr != nil {

@@ -237,3 +237,9 @@ func seqs(store *broker.MemoryStore, name string) []uint64 {
 const dflt = wire.DefaultTopic
 
 var seqRecs = testkit.Records
+
+// lastSeq returns State's LastSeq.
+func lastSeq(s broker.Store, topic, producer string) (uint64, error) {
+	st, err := s.State(topic, producer)
+	return st.LastSeq, err
+}

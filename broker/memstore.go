@@ -16,13 +16,13 @@ import (
 type MemoryStore struct {
 	mu        sync.RWMutex
 	logs      map[stream][]Record
-	epochs    map[stream]uint64
+	epochs    map[string]uint64 // by producer name
 	appendErr error
 }
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{logs: make(map[stream][]Record), epochs: make(map[stream]uint64)}
+	return &MemoryStore{logs: make(map[stream][]Record), epochs: make(map[string]uint64)}
 }
 
 // State implements Store.
@@ -33,31 +33,22 @@ func (m *MemoryStore) State(topic, producer string) (NameState, error) {
 }
 
 func (m *MemoryStore) stateLocked(k stream) NameState {
-	st := NameState{Epoch: m.epochs[k]}
+	st := NameState{Epoch: m.epochs[k.producer]}
 	if log := m.logs[k]; len(log) > 0 {
 		st.LastSeq = log[len(log)-1].Seq
 	}
 	return st
 }
 
-// LastSeq returns the highest sequence ID stored for (topic, producer), or
-// 0: State's LastSeq.
-func (m *MemoryStore) LastSeq(topic, producer string) (uint64, error) {
-	st, err := m.State(topic, producer)
-	return st.LastSeq, err
-}
-
 // Fence implements Store.
-func (m *MemoryStore) Fence(topic, producer string, epoch uint64) (uint64, error) {
-	k := stream{topic, producer}
+func (m *MemoryStore) Fence(producer string, epoch uint64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st := m.stateLocked(k)
-	if epoch <= st.Epoch {
-		return 0, fmt.Errorf("%w: %q/%q: epoch %d, stored %d", ErrFenced, topic, producer, epoch, st.Epoch)
+	if stored := m.epochs[producer]; epoch <= stored {
+		return fmt.Errorf("%w: %q: epoch %d, stored %d", ErrFenced, producer, epoch, stored)
 	}
-	m.epochs[k] = epoch
-	return st.LastSeq, nil
+	m.epochs[producer] = epoch
+	return nil
 }
 
 // Append implements Store. It copies the records, their metadata included,
@@ -90,7 +81,7 @@ func (m *MemoryStore) Append(topic, producer string, epoch uint64, recs []Record
 		return m.appendErr
 	}
 	key := stream{topic, producer}
-	if stored := m.epochs[key]; epoch < stored {
+	if stored := m.epochs[producer]; epoch < stored {
 		return fmt.Errorf("%w: %q/%q: epoch %d, stored %d", ErrFenced, topic, producer, epoch, stored)
 	}
 	if len(recs) == 0 {
@@ -177,44 +168,37 @@ func (m *MemoryStore) Streams() [][2]string {
 }
 
 // CountingStore is a Store that keeps only the last sequence ID and a record
-// count per (topic, producer): what a benchmark needs without the memory of
-// a MemoryStore. It is safe for concurrent use.
+// count per (topic, producer), and the epoch per producer name: what a
+// benchmark needs without the memory of a MemoryStore. It is safe for
+// concurrent use.
 type CountingStore struct {
-	mu    sync.Mutex
-	state map[stream]NameState
-	n     map[stream]uint64
+	mu     sync.Mutex
+	last   map[stream]uint64
+	epochs map[string]uint64 // by producer name
+	n      map[stream]uint64
 }
 
 // NewCountingStore returns an empty CountingStore.
 func NewCountingStore() *CountingStore {
-	return &CountingStore{state: make(map[stream]NameState), n: make(map[stream]uint64)}
+	return &CountingStore{last: make(map[stream]uint64), epochs: make(map[string]uint64), n: make(map[stream]uint64)}
 }
 
 // State implements Store.
 func (c *CountingStore) State(topic, producer string) (NameState, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.state[stream{topic, producer}], nil
-}
-
-// LastSeq returns State's LastSeq.
-func (c *CountingStore) LastSeq(topic, producer string) (uint64, error) {
-	st, err := c.State(topic, producer)
-	return st.LastSeq, err
+	return NameState{LastSeq: c.last[stream{topic, producer}], Epoch: c.epochs[producer]}, nil
 }
 
 // Fence implements Store.
-func (c *CountingStore) Fence(topic, producer string, epoch uint64) (uint64, error) {
-	k := stream{topic, producer}
+func (c *CountingStore) Fence(producer string, epoch uint64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := c.state[k]
-	if epoch <= st.Epoch {
-		return 0, fmt.Errorf("%w: %q/%q: epoch %d, stored %d", ErrFenced, topic, producer, epoch, st.Epoch)
+	if stored := c.epochs[producer]; epoch <= stored {
+		return fmt.Errorf("%w: %q: epoch %d, stored %d", ErrFenced, producer, epoch, stored)
 	}
-	st.Epoch = epoch
-	c.state[k] = st
-	return st.LastSeq, nil
+	c.epochs[producer] = epoch
+	return nil
 }
 
 // Append implements Store.
@@ -222,15 +206,13 @@ func (c *CountingStore) Append(topic, producer string, epoch uint64, recs []Reco
 	k := stream{topic, producer}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := c.state[k]
-	if epoch < st.Epoch {
-		return fmt.Errorf("%w: %q/%q: epoch %d, stored %d", ErrFenced, topic, producer, epoch, st.Epoch)
+	if stored := c.epochs[producer]; epoch < stored {
+		return fmt.Errorf("%w: %q/%q: epoch %d, stored %d", ErrFenced, topic, producer, epoch, stored)
 	}
 	if len(recs) == 0 {
 		return nil
 	}
-	st.LastSeq = recs[len(recs)-1].Seq
-	c.state[k] = st
+	c.last[k] = recs[len(recs)-1].Seq
 	c.n[k] += uint64(len(recs))
 	return nil
 }

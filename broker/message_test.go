@@ -49,15 +49,19 @@ func TestMessageFieldsRoundTrip(t *testing.T) {
 }
 
 // TestTopicsDeduplicateSeparately: one producer name on two topics has two
-// sequences; a batch on one topic is never a duplicate of the other's.
+// sequences; a batch on one topic is never a duplicate of the other's. The
+// epoch is the name's: the second topic's HELLO presents the first's.
 func TestTopicsDeduplicateSeparately(t *testing.T) {
 	b, store := newBroker(t)
+	epoch := uint64(0)
 	hello := func(c conn, topic string) uint64 {
-		h, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "p", Topic: topic})
+		h, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "p", Topic: topic, Epoch: epoch})
 		require.NoError(t, err)
 		reply, err := c.handle(t, h)
 		require.NoError(t, err)
-		return helloOK(t, reply).LastSeq
+		ok := helloOK(t, reply)
+		epoch = ok.Epoch
+		return ok.LastSeq
 	}
 	a, c := newConn(t, b), newConn(t, b)
 	defer a.Close()

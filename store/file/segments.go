@@ -207,7 +207,7 @@ func (f *Store) rollLocked(size int64) error {
 	}
 	now := f.cfg.now()
 	f.forgetLocked(now)
-	head := appendSnapshot(appendHeader(nil, rolledVersion), f.streams, now)
+	head := appendSnapshot(appendHeader(nil, rolledVersion), f.st, now)
 
 	next := f.path + ".next"
 	nf, err := os.OpenFile(next, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -293,17 +293,25 @@ func (f *Store) retainLocked(now time.Time) int {
 	return removed
 }
 
-// forgetLocked drops the producers that have not appended for
-// ForgetProducersAfter (if set) and returns how many.
+// forgetLocked drops the producer names that have not fenced or appended
+// for ForgetProducersAfter (if set), each with every topic's last sequence
+// ID, and returns how many.
 func (f *Store) forgetLocked(now time.Time) int {
 	if f.cfg.forgetAfter <= 0 {
 		return 0
 	}
 	n := 0
-	for k, s := range f.streams {
+	for name, s := range f.st.names {
 		if now.UnixNano()-s.seen > int64(f.cfg.forgetAfter) {
-			delete(f.streams, k)
+			delete(f.st.names, name)
 			n++
+		}
+	}
+	if n > 0 {
+		for k := range f.st.streams {
+			if _, ok := f.st.names[k.producer]; !ok {
+				delete(f.st.streams, k)
+			}
 		}
 	}
 	return n
@@ -323,7 +331,7 @@ func (f *Store) rebuildActive() (int64, error) {
 	if err := f.rebuildFromSealed(); err != nil {
 		return 0, err
 	}
-	head := appendSnapshot(appendHeader(nil, rolledVersion), f.streams, f.cfg.now())
+	head := appendSnapshot(appendHeader(nil, rolledVersion), f.st, f.cfg.now())
 	if _, err := f.file.WriteAt(head, 0); err != nil {
 		return 0, fmt.Errorf("inflight/file: open store: %s: rewrite the snapshot: %w", f.path, err)
 	}
@@ -343,7 +351,7 @@ func (f *Store) rebuildFromSealed() error {
 		if err != nil {
 			return fmt.Errorf("inflight/file: open store: rebuild the snapshot: %w", err)
 		}
-		seg, err := replaySegmentFile(file, s.size, f.cfg.now().UnixNano(), f.streams, &rr)
+		seg, err := replaySegmentFile(file, s.size, f.cfg.now().UnixNano(), f.st, &rr)
 		_ = file.Close()
 		if err == nil && seg.bad != nil {
 			err = &CorruptError{Path: s.path, Offset: seg.bad.off, Bytes: s.size - seg.bad.off, Why: seg.bad.why, Sealed: true}
@@ -366,7 +374,7 @@ type segReplay struct {
 
 // replaySegmentFile reads a segment's version from its header, then
 // replays it.
-func replaySegmentFile(file io.ReaderAt, size, seen int64, m streams, rr *wire.RecordReader) (segReplay, error) {
+func replaySegmentFile(file io.ReaderAt, size, seen int64, m *state, rr *wire.RecordReader) (segReplay, error) {
 	v, err := segmentVersion(file, size)
 	if err != nil {
 		return segReplay{}, err
@@ -379,7 +387,7 @@ func replaySegmentFile(file io.ReaderAt, size, seen int64, m streams, rr *wire.R
 // it (its snapshot included), dating the entries' producers by seen (Unix
 // ns). It stops at the first bad entry (seg.bad). Only a read error is an
 // error.
-func replaySegment(file io.ReaderAt, size int64, version uint32, seen int64, m streams, rr *wire.RecordReader) (segReplay, error) {
+func replaySegment(file io.ReaderAt, size int64, version uint32, seen int64, m *state, rr *wire.RecordReader) (segReplay, error) {
 	out := segReplay{body: fileHeaderSize}
 	var err error
 	out.good, out.bad, err = walkSegment(file, size, version, rr, segmentVisitor{
@@ -389,10 +397,10 @@ func replaySegment(file io.ReaderAt, size int64, version uint32, seen int64, m s
 			return err
 		},
 		fence: func(e *fenceEntry) {
-			m.raise(stream{string(e.topic), string(e.name)}, 0, e.epoch, seen)
+			m.raiseName(string(e.name), e.epoch, seen)
 		},
 		each: func(e *entry) error {
-			m.raise(stream{string(e.topic), string(e.name)}, e.last, 0, seen)
+			m.raiseStream(stream{string(e.topic), string(e.name)}, e.last, seen)
 			out.entries++
 			out.records += int(e.count)
 			return nil
@@ -466,10 +474,7 @@ func walkSegment(file io.ReaderAt, end int64, version uint32, rr *wire.RecordRea
 			return start, &badEntryError{start, "malformed: not a record entry", tailOther}, nil
 		}
 		if isControl(body) {
-			f, err := parseFence(body)
-			if err == nil && version < fenceVersion {
-				err = errors.New("a fence entry in a segment of version " + strconv.FormatUint(uint64(version), 10))
-			}
+			f, err := parseFence(body, version)
 			if err != nil {
 				return start, &badEntryError{start, "malformed: " + err.Error(), tailOther}, nil
 			}

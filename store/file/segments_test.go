@@ -137,7 +137,7 @@ func TestRetention(t *testing.T) {
 		require.Less(t, len(got), len(want))
 		assert.Equal(t, want[len(want)-len(got):], got)
 		for name, seq := range last {
-			have, err := s.LastSeq(dflt, name)
+			have, err := lastSeq(s, dflt, name)
 			require.NoError(t, err)
 			assert.Equal(t, seq, have, "LastSeq(%q)", name)
 		}
@@ -179,7 +179,7 @@ func TestRetention(t *testing.T) {
 		got := fileScanAll(t, s)
 		assert.Equal(t, want[len(want)-len(got):], got)
 		for name, seq := range last {
-			have, err := s.LastSeq(dflt, name)
+			have, err := lastSeq(s, dflt, name)
 			require.NoError(t, err)
 			assert.Equal(t, seq, have)
 		}
@@ -313,7 +313,7 @@ func TestBitFlipInSealedSegment(t *testing.T) {
 
 		s := openFileStore(t, store, file.SegmentBytes(testSegment))
 		for name, seq := range last {
-			have, err := s.LastSeq(dflt, name)
+			have, err := lastSeq(s, dflt, name)
 			require.NoError(t, err)
 			require.Equal(t, seq, have, "flip at %d of segment %d", at, victim)
 		}
@@ -349,7 +349,7 @@ func TestRepairTakesTheSnapshot(t *testing.T) {
 	require.NoError(t, s.Close())
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
-	require.Equal(t, "IFLT\x00\x00\x00\x05", string(data[:8]))
+	require.Equal(t, "IFLT\x00\x00\x00\x07", string(data[:8]))
 	data[8+8+3] ^= 0x10 // in the snapshot's body
 	require.NoError(t, os.WriteFile(path, data, 0o600))
 
@@ -373,7 +373,7 @@ func TestRepairTakesTheSnapshot(t *testing.T) {
 		lastSealed[r.Producer] = r.Seq
 	}
 	for name, seq := range lastSealed {
-		have, err := s.LastSeq(dflt, name)
+		have, err := lastSeq(s, dflt, name)
 		require.NoError(t, err)
 		assert.Equal(t, seq, have, "LastSeq(%q)", name)
 	}
@@ -381,7 +381,7 @@ func TestRepairTakesTheSnapshot(t *testing.T) {
 	require.NoError(t, s.Close())
 	s2 := openFileStore(t, path)
 	defer s2.Close()
-	have, err := s2.LastSeq(dflt, "p0")
+	have, err := lastSeq(s2, dflt, "p0")
 	require.NoError(t, err)
 	assert.Equal(t, lastSealed["p0"]+1000, have)
 }
@@ -460,7 +460,7 @@ func TestRollFails(t *testing.T) {
 	err := s.Append(dflt, big.producer, 0, seqRecs(big.first, big.records()))
 	require.ErrorIs(t, err, broker.ErrStoreFailed)
 	require.ErrorIs(t, err, syscall.ENOSPC)
-	_, err = s.LastSeq(dflt, "p0")
+	_, err = lastSeq(s, dflt, "p0")
 	require.ErrorIs(t, err, broker.ErrStoreFailed, "sticky")
 	require.NoError(t, s.Close())
 
@@ -575,7 +575,7 @@ func TestShortActiveWithSealed(t *testing.T) {
 			seqs, err := scanSeqs(t, s)
 			require.NoError(t, err)
 			for name, got := range seqs {
-				have, err := s.LastSeq(dflt, name)
+				have, err := lastSeq(s, dflt, name)
 				require.NoError(t, err)
 				assert.Equal(t, got[len(got)-1], have, "LastSeq(%q) from the sealed segments", name)
 			}
@@ -611,7 +611,7 @@ func TestForgetsIdleProducers(t *testing.T) {
 	opts := []file.Option{file.SegmentBytes(testSegment), file.Fsync(file.FsyncNone),
 		file.ForgetProducersAfter(time.Hour), file.WithNow(clock)}
 	last := func(s *file.Store, name string) uint64 {
-		seq, err := s.LastSeq(dflt, name)
+		seq, err := lastSeq(s, dflt, name)
 		require.NoError(t, err)
 		return seq
 	}
