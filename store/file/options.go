@@ -60,6 +60,7 @@ type fileConfig struct {
 	forgetAfter  time.Duration
 	now          func() time.Time          // tests: the clock of rolls and retention
 	wrap         func(storeFile) storeFile // tests: fault injection
+	fs           fileSystem                // tests: a recording file system; default the OS
 }
 
 // defaultSegmentBytes is SegmentBytes' default: a restart replays at most
@@ -127,7 +128,7 @@ func atLeast[T int64 | time.Duration](name string, v, least T, field func(*fileC
 
 // fileOptions applies opts over the defaults.
 func fileOptions(opts []Option) (fileConfig, error) {
-	cfg := fileConfig{policy: FsyncBatch, every: 100 * time.Millisecond, segmentBytes: defaultSegmentBytes, now: time.Now}
+	cfg := fileConfig{policy: FsyncBatch, every: 100 * time.Millisecond, segmentBytes: defaultSegmentBytes, now: time.Now, fs: osFS{}}
 	for _, o := range opts {
 		if o == nil {
 			return cfg, fmt.Errorf("%w: nil Option", ErrInvalidOption)
