@@ -204,6 +204,11 @@ func (b *Broker) release(name stream, ps *producerState, s *Session) {
 	b.mu.Lock()
 	ps.mu.Lock()
 	if ps.owner == s {
+		if s != nil {
+			if p, ok := b.store.(Pinner); ok {
+				p.Unpin(name.producer) // pinned when s took the name
+			}
+		}
 		ps.owner = nil
 		ps.dead = true
 		delete(b.producers, name)

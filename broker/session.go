@@ -167,6 +167,8 @@ func (s *Session) hello(frame []byte) error {
 		old, last, s.epoch = p.owner, p.last, p.epoch
 		if old != nil {
 			oldEpoch = old.epoch
+		} else if pin, ok := s.b.store.(Pinner); ok {
+			pin.Pin(key.producer) // unpinned by release
 		}
 		p.owner, p.ownerID = s, id
 		return nil

@@ -51,6 +51,17 @@ type Store interface {
 	Append(topic, producer string, epoch uint64, recs []Record) error
 }
 
+// Pinner is implemented by a Store that forgets idle producer names
+// (store/file's ForgetProducersAfter). The broker pins the name of each
+// (topic, producer) a session of it holds, from that session's HELLO_OK
+// until the name is released, so that a producer idle on a live
+// connection (heartbeats only) is never forgotten. Pin and Unpin are
+// called in pairs, and must not block.
+type Pinner interface {
+	Pin(producer string)
+	Unpin(producer string)
+}
+
 // NameState is what a Store keeps for one (topic, producer name): the
 // topic's last sequence ID and the name's epoch.
 type NameState struct {

@@ -24,6 +24,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"github.com/inflightmq/inflight/broker"
 	"io"
 	"io/fs"
@@ -317,15 +318,20 @@ func (f *Store) retainLocked(now time.Time) int {
 }
 
 // forgetLocked drops the producer names that have not fenced or appended
-// for ForgetProducersAfter (if set), each with every topic's last sequence
-// ID, and returns how many.
+// for ForgetProducersAfter (if set) and have no live session (see Pin),
+// each with every topic's last sequence ID, and returns how many. When it
+// drops any, it reserves an epoch above every one ever given (see state):
+// a forgotten incarnation that comes back is below it, fenced, never taken
+// for the newest; a new one gets an epoch above it. Called only by a roll,
+// whose snapshot then carries the floor and not the names, so that replay
+// never brings back a name after its new incarnation wrote.
 func (f *Store) forgetLocked(now time.Time) int {
 	if f.cfg.forgetAfter <= 0 {
 		return 0
 	}
 	n := 0
 	for name, s := range f.st.names {
-		if now.UnixNano()-s.seen > int64(f.cfg.forgetAfter) {
+		if s.pins == 0 && now.UnixNano()-s.seen > int64(f.cfg.forgetAfter) {
 			delete(f.st.names, name)
 			n++
 		}
@@ -336,6 +342,10 @@ func (f *Store) forgetLocked(now time.Time) int {
 				delete(f.st.streams, k)
 			}
 		}
+		if f.st.epochs < math.MaxUint64 {
+			f.st.epochs++
+		}
+		f.st.floor = f.st.epochs
 	}
 	return n
 }

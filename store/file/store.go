@@ -191,7 +191,6 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	f.mu.Lock()
 	f.recovery.Removed += f.retainLocked(cfg.now())
-	f.recovery.Forgotten = f.forgetLocked(cfg.now())
 	f.mu.Unlock()
 	if cfg.policy == FsyncInterval || cfg.retainAge > 0 {
 		f.stop, f.done = make(chan struct{}), make(chan struct{})
@@ -517,6 +516,8 @@ func (f *Store) Fence(producer string, epoch uint64) error {
 		if stored, _ := f.st.epochOf(producer); epoch <= stored {
 			return fmt.Errorf("%w: %q: epoch %d, stored %d", broker.ErrFenced, producer, epoch, stored)
 		}
+		// Seen: a roll this fence makes must not forget the name.
+		f.st.raiseName(producer, 0, f.cfg.now().UnixNano())
 		return nil
 	})
 	if err != nil {
@@ -536,6 +537,34 @@ func (f *Store) Fence(producer string, epoch uint64) error {
 		err = f.syncLocked(f.end)
 	}
 	return err
+}
+
+// Pin keeps producer from being forgotten (ForgetProducersAfter) until a
+// matching Unpin: the broker pins the name of every live session, so that
+// a producer idle on a live connection (heartbeats only) keeps its epoch
+// and last sequence IDs. Unpin counts as activity: the name is kept for
+// ForgetProducersAfter from then. Pins are not stored. Safe for
+// concurrent use.
+func (f *Store) Pin(producer string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.st.names[producer]
+	n.pins++
+	n.seen = max(n.seen, f.cfg.now().UnixNano())
+	f.st.names[producer] = n
+}
+
+// Unpin undoes one Pin of producer.
+func (f *Store) Unpin(producer string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, ok := f.st.names[producer]
+	if !ok || n.pins == 0 {
+		return
+	}
+	n.pins--
+	n.seen = max(n.seen, f.cfg.now().UnixNano())
+	f.st.names[producer] = n
 }
 
 // usableLocked returns why the store cannot serve a call, or nil.
@@ -588,7 +617,16 @@ func (f *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 	k := stream{topic, producer}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.admitLocked(size, func() error { return f.checkLocked(k, epoch, recs) }); err != nil {
+	// The check marks the name seen: a roll this Append makes must not
+	// forget it.
+	check := func() error {
+		if err := f.checkLocked(k, epoch, recs); err != nil {
+			return err
+		}
+		f.st.raiseName(producer, 0, f.cfg.now().UnixNano())
+		return nil
+	}
+	if err := f.admitLocked(size, check); err != nil {
 		f.bufs.put(buf)
 		return err
 	}

@@ -120,6 +120,7 @@ func TestRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
 	s := openFileStore(t, path)
 	var _ broker.Store = s
+	var _ broker.Pinner = s
 	assert.Equal(t, file.Recovery{}, s.Recovery())
 	checkFileStore(t, s, nil)
 
