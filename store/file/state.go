@@ -56,10 +56,13 @@ func (m *state) raiseStream(k stream, last uint64, seen int64) {
 	m.raiseName(k.producer, 0, seen)
 }
 
-// raiseName takes the larger of name's epochs and times, and raises the
-// counter to epoch.
+// raiseName takes the larger of name's epochs and times (a name new to m
+// starts at the floor), and raises the counter to epoch.
 func (m *state) raiseName(name string, epoch uint64, seen int64) {
-	n := m.names[name]
+	n, ok := m.names[name]
+	if !ok {
+		n.epoch = m.floor // a name the store does not know had the floor
+	}
 	n.epoch, n.seen = max(n.epoch, epoch), max(n.seen, seen)
 	m.names[name] = n
 	m.epochs = max(m.epochs, epoch)

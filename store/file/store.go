@@ -180,9 +180,17 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if f.readOnly {
 		return f, nil
 	}
+	// Whether the file was created now or found, nothing proves that its
+	// name is durable: a crash after the file's fsync and before its
+	// directory's (at a creation, a roll's rename, a repair) leaves a file
+	// that is there until the next crash. One fsync of the directory per
+	// Open makes it so.
+	if err := cfg.fs.SyncDir(filepath.Dir(path)); err != nil {
+		_ = file.Close()
+		return nil, fmt.Errorf("inflight/file: open store: %w", err)
+	}
 	f.mu.Lock()
-	f.recovery.Removed = f.retainLocked(cfg.now())
-	f.recovery.Forgotten = f.forgetLocked(cfg.now())
+	f.recovery.Removed += f.retainLocked(cfg.now())
 	f.mu.Unlock()
 	if cfg.policy == FsyncInterval || cfg.retainAge > 0 {
 		f.stop, f.done = make(chan struct{}), make(chan struct{})
@@ -209,12 +217,16 @@ func (f *Store) openWriter() (*os.File, bool, []segment, error) {
 		_ = file.Close()
 		return nil, false, nil, err
 	}
-	if sealed, err = listSealed(f.path); err == nil {
-		err = contiguous(f.path, sealed)
-	}
-	if err != nil {
+	if sealed, err = listSealed(f.path); err != nil {
 		_ = file.Close()
 		return nil, false, nil, fmt.Errorf("inflight/file: open store: %w", err)
+	}
+	leftover, sealed := retainedPrefix(sealed)
+	n, err := f.finishRetention(leftover)
+	f.recovery.Removed += n
+	if err != nil {
+		_ = file.Close()
+		return nil, false, nil, err
 	}
 	return file, created, sealed, nil
 }
@@ -270,13 +282,15 @@ func (f *Store) sealedBefore(file *os.File) ([]segment, error) {
 	}
 	for i, s := range sealed {
 		if st, err := os.Stat(s.path); err == nil && os.SameFile(st, mine) {
-			return sealed[:i], contiguous(f.path, sealed[:i])
+			_, kept := retainedPrefix(sealed[:i])
+			return kept, nil
 		}
 	}
 	if !stillActive {
 		return nil, errRelist // sealed, then removed by retention
 	}
-	return sealed, contiguous(f.path, sealed)
+	_, kept := retainedPrefix(sealed)
+	return kept, nil
 }
 
 // openActive opens or creates the active segment of a writer and locks it.
@@ -288,16 +302,16 @@ func (f *Store) openActive(haveSealed bool) (*os.File, bool, error) {
 	// segment, and we try again.
 	for range 100 {
 		created := true
-		file, err := os.OpenFile(f.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		file, err := f.cfg.fs.OpenFile(f.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 		if errors.Is(err, fs.ErrExist) {
 			created = false
-			file, err = os.OpenFile(f.path, os.O_RDWR, 0)
+			file, err = f.cfg.fs.OpenFile(f.path, os.O_RDWR, 0)
 		}
 		if err != nil {
 			return nil, false, fmt.Errorf("inflight/file: open store: %w", err)
 		}
 		if created && haveSealed {
-			_ = os.Remove(f.path)
+			_ = f.cfg.fs.Remove(f.path)
 			_ = file.Close()
 			return nil, false, fmt.Errorf("%w: %s: sealed segments but no active segment (moved or deleted?)", ErrCorrupt, f.path)
 		}
@@ -381,11 +395,6 @@ func (f *Store) load(created, repair bool) error {
 		if err := f.file.Sync(); err != nil {
 			return fmt.Errorf("inflight/file: open store: %w", err)
 		}
-		if created {
-			if err := syncDir(filepath.Dir(f.path)); err != nil {
-				return fmt.Errorf("inflight/file: open store: %w", err)
-			}
-		}
 		f.end, f.written, f.synced, f.body = fileHeaderSize, fileHeaderSize, fileHeaderSize, fileHeaderSize
 		return nil
 	}
@@ -403,14 +412,14 @@ func (f *Store) load(created, repair bool) error {
 	}
 	good, bad := seg.good, seg.bad
 	f.recovery.Entries, f.recovery.Records = seg.entries, seg.records
-	torn := false
+	verdict := tailTorn
 	if bad != nil {
 		var why string
-		torn, why, err = tornTail(f.file, good, size, bad.kind, bad.why)
+		verdict, why, err = tornTail(f.file, good, size, bad.kind, bad.why)
 		if err != nil {
 			return fmt.Errorf("inflight/file: open store: %w", err)
 		}
-		if !torn && (!repair || f.readOnly) {
+		if verdict == tailCorrupt && (!repair || f.readOnly) {
 			if !f.readOnly || !f.cfg.readDamaged {
 				return &CorruptError{Path: f.path, Offset: good, Bytes: size - good, Why: why}
 			}
@@ -435,7 +444,7 @@ func (f *Store) load(created, repair bool) error {
 		f.recovery.UpgradedFrom = int(v)
 	}
 	if good < size {
-		if torn {
+		if verdict == tailTorn {
 			if err := f.file.Truncate(good); err != nil {
 				return fmt.Errorf("inflight/file: open store: %s: cannot cut the torn tail at %d: %w", f.path, good, err)
 			}
@@ -507,6 +516,8 @@ func (f *Store) Fence(producer string, epoch uint64) error {
 		if stored, _ := f.st.epochOf(producer); epoch <= stored {
 			return fmt.Errorf("%w: %q: epoch %d, stored %d", broker.ErrFenced, producer, epoch, stored)
 		}
+		// Seen: a roll this fence makes must not forget the name.
+		f.st.raiseName(producer, 0, f.cfg.now().UnixNano())
 		return nil
 	})
 	if err != nil {
@@ -526,6 +537,34 @@ func (f *Store) Fence(producer string, epoch uint64) error {
 		err = f.syncLocked(f.end)
 	}
 	return err
+}
+
+// Pin keeps producer from being forgotten (ForgetProducersAfter) until a
+// matching Unpin: the broker pins the name of every live session, so that
+// a producer idle on a live connection (heartbeats only) keeps its epoch
+// and last sequence IDs. Unpin counts as activity: the name is kept for
+// ForgetProducersAfter from then. Pins are not stored. Safe for
+// concurrent use.
+func (f *Store) Pin(producer string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.st.names[producer]
+	n.pins++
+	n.seen = max(n.seen, f.cfg.now().UnixNano())
+	f.st.names[producer] = n
+}
+
+// Unpin undoes one Pin of producer.
+func (f *Store) Unpin(producer string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, ok := f.st.names[producer]
+	if !ok || n.pins == 0 {
+		return
+	}
+	n.pins--
+	n.seen = max(n.seen, f.cfg.now().UnixNano())
+	f.st.names[producer] = n
 }
 
 // usableLocked returns why the store cannot serve a call, or nil.
@@ -578,7 +617,16 @@ func (f *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 	k := stream{topic, producer}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.admitLocked(size, func() error { return f.checkLocked(k, epoch, recs) }); err != nil {
+	// The check marks the name seen: a roll this Append makes must not
+	// forget it.
+	check := func() error {
+		if err := f.checkLocked(k, epoch, recs); err != nil {
+			return err
+		}
+		f.st.raiseName(producer, 0, f.cfg.now().UnixNano())
+		return nil
+	}
+	if err := f.admitLocked(size, check); err != nil {
 		f.bufs.put(buf)
 		return err
 	}

@@ -120,6 +120,7 @@ func TestRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
 	s := openFileStore(t, path)
 	var _ broker.Store = s
+	var _ broker.Pinner = s
 	assert.Equal(t, file.Recovery{}, s.Recovery())
 	checkFileStore(t, s, nil)
 
@@ -300,15 +301,21 @@ func TestTornTail(t *testing.T) {
 		}
 	})
 	t.Run("flip", func(t *testing.T) {
-		// A complete last entry that does not check out is corruption, not a
-		// torn write: refused, or repaired to a side file.
+		// A last entry that does not check out, with no intact entry after
+		// it, is a torn tail (see recover.go) and cut; unless only its
+		// length is damaged and the rest checks out to the end: an intact
+		// entry, refused, or repaired to a side file.
 		for i := lastStart; i < len(full); i++ {
 			t.Run(fmt.Sprint(i-lastStart), func(t *testing.T) {
 				path := filepath.Join(t.TempDir(), "store")
 				damaged := bytes.Clone(full)
 				damaged[i] ^= 0xff
 				require.NoError(t, os.WriteFile(path, damaged, 0o600))
-				checkFileRepaired(t, path, int64(lastStart), survivors, last, full)
+				if i < lastStart+4 {
+					checkFileRepaired(t, path, int64(lastStart), survivors, last, full)
+					return
+				}
+				checkFileRecovered(t, path, survivors, int64(len(full)-lastStart), last, full)
 			})
 		}
 	})
@@ -328,10 +335,12 @@ func TestTornTail(t *testing.T) {
 		{"seven zeros", make([]byte, 7), false},
 		{"zero header", make([]byte, 8), false},
 		{"zero page", make([]byte, 4096), false},
-		{"huge length", append(hdr(math.MaxUint32, 0), "body"...), true},
-		{"length over the limit", append(hdr(1<<30+1, 0), make([]byte, 64)...), true},
+		// Unreadable to the end with no intact entry after: a torn tail.
+		{"huge length", append(hdr(math.MaxUint32, 0), "body"...), false},
+		{"length over the limit", append(hdr(1<<30+1, 0), make([]byte, 64)...), false},
 		{"length past the end", append(hdr(1000, 0), make([]byte, 100)...), false},
-		{"entry with a bad crc", badCRC, true},
+		{"entry with a bad crc", badCRC, false},
+		{"entry with a damaged length", append(hdr(1<<30+1, binary.BigEndian.Uint32(lastEntry[4:])), lastEntry[8:]...), true},
 		{"entry then a torn one", append(bytes.Clone(lastEntry), lastEntry[:len(lastEntry)-1]...), false},
 		{"torn entry then a valid one", append(bytes.Clone(lastEntry[:len(lastEntry)-1]), lastEntry...), true},
 	}
