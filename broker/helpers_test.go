@@ -166,17 +166,9 @@ func (c conn) topic(t testing.TB, id uint32, topic string) uint64 {
 	t.Helper()
 	reply, err := c.handle(t, topicFrame(t, id, topic))
 	require.NoError(t, err)
-	ok, err := wire.DecodeTopicOK(reply)
-	require.NoError(t, err, "want TOPIC_OK, got %s", testkit.DescribeFrame(reply))
+	ok := testkit.TopicOK(t, reply)
 	require.Equal(t, id, ok.ID)
 	return ok.LastSeq
-}
-
-func topicFrame(t testing.TB, id uint32, topic string) []byte {
-	t.Helper()
-	f, err := wire.AppendTopic(nil, wire.Topic{ID: id, Name: topic})
-	require.NoError(t, err)
-	return f
 }
 
 // send sends a BATCH of n records from first (payloads of generation gen)
@@ -240,35 +232,14 @@ func topicBatch(id uint32, gen int, first uint64, n int) []byte {
 	return bb.Finish()
 }
 
-func helloOK(t testing.TB, frame []byte) wire.HelloOK {
-	t.Helper()
-	h, err := wire.DecodeHelloOK(frame)
-	require.NoError(t, err, "want HELLO_OK, got %s", testkit.DescribeFrame(frame))
-	return h
-}
-
-// receipt returns the seq of a RECEIPT of one entry, for topic id 0.
-func receipt(t testing.TB, frame []byte) uint64 {
-	t.Helper()
-	rs := receipts(t, frame)
-	require.Len(t, rs, 1, "RECEIPT entries")
-	require.Zero(t, rs[0].Topic, "RECEIPT topic id")
-	return rs[0].Seq
-}
-
-func receipts(t testing.TB, frame []byte) []wire.Receipt {
-	t.Helper()
-	rs, err := wire.DecodeReceipts(frame, nil)
-	require.NoError(t, err, "want RECEIPT, got %s", testkit.DescribeFrame(frame))
-	return rs
-}
-
-func errorFrame(t testing.TB, frame []byte) wire.Error {
-	t.Helper()
-	e, err := wire.DecodeError(frame)
-	require.NoError(t, err, "want ERROR, got %s", testkit.DescribeFrame(frame))
-	return e
-}
+// The raw frames, shared with the tests of transport/mem and server.
+var (
+	topicFrame = testkit.TopicFrame
+	helloOK    = testkit.HelloOK
+	receipt    = testkit.Receipt
+	receipts   = testkit.Receipts
+	errorFrame = testkit.ErrorFrame
+)
 
 var seqRange = testkit.SeqRange
 

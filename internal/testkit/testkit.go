@@ -60,7 +60,7 @@ func (l *ErrLog) Find(match func(error) bool) error {
 }
 
 // DescribeFrame names a frame for a failure message: its type, and for an
-// ERROR its code and text.
+// ERROR or a TOPIC_ERROR its code and text.
 func DescribeFrame(frame []byte) string {
 	if frame == nil {
 		return "no frame"
@@ -69,9 +69,14 @@ func DescribeFrame(frame []byte) string {
 	if err != nil {
 		return fmt.Sprintf("invalid frame (%v)", err)
 	}
-	if typ == wire.TypeError {
+	switch typ {
+	case wire.TypeError:
 		if e, err := wire.DecodeError(frame); err == nil {
 			return fmt.Sprintf("ERROR %v %q", e.Code, e.Text)
+		}
+	case wire.TypeTopicError:
+		if e, err := wire.DecodeTopicError(frame); err == nil {
+			return fmt.Sprintf("TOPIC_ERROR id %d %v %q", e.ID, e.Code, e.Text)
 		}
 	}
 	return typ.String()

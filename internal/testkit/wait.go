@@ -8,22 +8,38 @@ import (
 	"github.com/inflightmq/inflight/wire"
 )
 
-// SilentHello reads a HELLO from c, answers it, and returns.
+// SilentHello reads frames from c until the first TOPIC, answering the
+// HELLO with HELLO_OK and that TOPIC with TOPIC_OK (nothing stored), and
+// returns: the producer may then write the topic's batches, which nobody
+// reads.
 func SilentHello(c net.Conn) {
 	buf := make([]byte, 0, 512)
 	tmp := make([]byte, 512)
 	for {
-		frame, _, err := wire.Split(buf, wire.DefaultMaxFrameSize)
-		if err != nil || frame != nil {
-			break
-		}
-		n, err := c.Read(tmp)
+		frame, n, err := wire.Split(buf, wire.DefaultMaxFrameSize)
 		if err != nil {
 			return
 		}
-		buf = append(buf, tmp[:n]...)
+		if frame == nil {
+			k, err := c.Read(tmp)
+			if err != nil {
+				return
+			}
+			buf = append(buf, tmp[:k]...)
+			continue
+		}
+		typ, _ := wire.TypeOf(frame)
+		switch typ {
+		case wire.TypeHello:
+			_, _ = c.Write(wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize, Epoch: 1}))
+		case wire.TypeTopic:
+			if d, err := wire.DecodeTopic(frame); err == nil {
+				_, _ = c.Write(wire.AppendTopicOK(nil, wire.TopicOK{ID: d.ID}))
+			}
+			return
+		}
+		buf = buf[n:]
 	}
-	_, _ = c.Write(wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize, Epoch: 1}))
 }
 
 // WaitChan waits for ch to yield a value or be closed, and returns the

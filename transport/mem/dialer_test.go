@@ -30,16 +30,17 @@ func TestRoundTrip(t *testing.T) {
 	assert.Equal(t, 1, e.d.Conns())
 
 	require.NoError(t, c.WriteFrame(bufs.buf(helloFrame(t, "p"))))
-	ok := helloOK(t, r.waitFrames(t, 1)[0])
-	assert.Zero(t, ok.LastSeq)
-	assert.Equal(t, uint32(wire.DefaultMaxFrameSize), ok.MaxFrameSize)
+	require.NoError(t, c.WriteFrame(bufs.buf(topicFrame(t))))
+	fs := r.waitFrames(t, 2)
+	assert.Equal(t, uint32(wire.DefaultMaxFrameSize), helloOK(t, fs[0]).MaxFrameSize)
+	assert.Zero(t, topicOK(t, fs[1]).LastSeq)
 
 	const batches, per = 20, 5
 	for i := range batches {
 		require.NoError(t, c.WriteFrame(bufs.buf(batchFrame(uint64(i*per)+1, per))))
 	}
-	fs := r.waitReceipt(t, batches*per)
-	for _, seq := range receipts(t, fs[1:]) {
+	fs = r.waitReceipt(t, batches*per)
+	for _, seq := range receipts(t, fs[2:]) {
 		assert.Zero(t, seq%per, "a receipt acknowledges whole frames")
 	}
 	recs := e.store.Records("p")
@@ -66,7 +67,7 @@ func TestReleaseWithoutOwner(t *testing.T) {
 	c, r := e.dial(t)
 	handshake(t, c, r, "p")
 	write(t, c, batchFrame(1, 1))
-	assert.Equal(t, uint64(1), receipt(t, r.waitFrames(t, 2)[1]))
+	assert.Equal(t, uint64(1), receipt(t, r.waitFrames(t, 3)[2]))
 }
 
 func TestDialContext(t *testing.T) {
@@ -184,7 +185,8 @@ func TestOnCloseOnce(t *testing.T) {
 		},
 		{
 			name: "broker protocol error",
-			cut: func(t *testing.T, _ *env, c transport.Conn, _ *recorder) {
+			cut: func(t *testing.T, _ *env, c transport.Conn, r *recorder) {
+				r.waitType(t, wire.TypeHelloOK)                            // not lost to the close
 				write(t, c, wire.AppendReceipt(nil, wire.Receipt{Seq: 1})) // a producer must not send it
 			},
 			wantErr:    broker.ErrProtocol,
@@ -201,7 +203,7 @@ func TestOnCloseOnce(t *testing.T) {
 		{
 			name: "takeover",
 			cut: func(t *testing.T, e *env, _ transport.Conn, r *recorder) {
-				r.waitFrames(t, 1) // the first connection holds the name
+				r.waitType(t, wire.TypeHelloOK) // the first connection holds the name
 				c2, r2 := e.dial(t)
 				handshake(t, c2, r2, "p")
 			},
@@ -221,7 +223,7 @@ func TestOnCloseOnce(t *testing.T) {
 				waitUntil(t, func() bool { return e.broker.Stats().Batches == 1 }, "the batch processed")
 				require.NoError(t, c.Close())
 			},
-			wantFrames: 1 + pings + 1, // HELLO_OK, the PONGs, the RECEIPT
+			wantFrames: 1 + 1 + pings + 1, // HELLO_OK, TOPIC_OK, the PONGs, the RECEIPT
 		},
 	}
 	for _, tt := range tests {
@@ -236,6 +238,7 @@ func TestOnCloseOnce(t *testing.T) {
 				writeMaybe(t, c, pingFrame(uint64(i)))
 			}
 			if tt.name == "conn.Close with delayed replies" {
+				e.declare(t, c)
 				write(t, c, batchFrame(1, 1))
 			}
 			tt.cut(t, e, c, r)
@@ -252,22 +255,32 @@ func TestOnCloseOnce(t *testing.T) {
 			if tt.wantFrames >= 0 {
 				require.Len(t, r.frames(), tt.wantFrames)
 			}
-			// Whatever arrived is the replies, in order.
-			for i, f := range r.frames() {
-				switch {
-				case i == 0:
+			// Whatever arrived is the replies: the HELLO_OK at most once
+			// (the session's HELLO goroutine sends it, so the reader's
+			// PONGs may pass it), the PONGs in order, an ERROR last.
+			fs, hellos, pongs := r.frames(), 0, uint64(0)
+			for i, f := range fs {
+				switch typeOf(t, f) {
+				case wire.TypeHelloOK:
 					helloOK(t, f)
-				case tt.name == "takeover" && wire.Type(f[4]) == wire.TypeError:
-					assert.Equal(t, wire.CodeFenced, errorFrame(t, f).Code, "the new producer instance fenced this one")
-					assert.Equal(t, len(r.frames())-1, i, "nothing after the ERROR")
-				case i <= pings:
-					assert.Equal(t, uint64(i-1), pong(t, f))
-				case tt.wantErr == broker.ErrProtocol:
-					assert.Equal(t, wire.CodeProtocol, errorFrame(t, f).Code)
+					hellos++
+				case wire.TypeTopicOK:
+					assert.Equal(t, 1, hellos, "TOPIC_OK after HELLO_OK")
+				case wire.TypePong:
+					assert.Equal(t, pongs, pong(t, f))
+					pongs++
+				case wire.TypeError:
+					want := wire.CodeProtocol
+					if tt.name == "takeover" {
+						want = wire.CodeFenced // the new producer instance fenced this one
+					}
+					assert.Equal(t, want, errorFrame(t, f).Code)
+					assert.Equal(t, len(fs)-1, i, "nothing after the ERROR")
 				default:
 					assert.Equal(t, uint64(1), receipt(t, f))
 				}
 			}
+			assert.LessOrEqual(t, hellos, 1)
 			require.ErrorIs(t, c.WriteFrame(&transport.Buffer{Bytes: pingFrame(1)}), transport.ErrClosed)
 			assert.Zero(t, e.d.Conns())
 		})
@@ -340,11 +353,8 @@ func TestConcurrentConns(t *testing.T) {
 	for i := range conns {
 		c, r := e.dial(t)
 		recs[i] = r
-		name := fmt.Sprintf("p%d", i)
+		handshake(t, c, r, fmt.Sprintf("p%d", i))
 		wg.Go(func() {
-			if err := c.WriteFrame(&transport.Buffer{Bytes: helloFrame(t, name)}); !assert.NoError(t, err) {
-				return
-			}
 			for k := range batches {
 				if err := c.WriteFrame(&transport.Buffer{Bytes: batchFrame(uint64(k*per)+1, per)}); !assert.NoError(t, err) {
 					return
@@ -356,7 +366,7 @@ func TestConcurrentConns(t *testing.T) {
 	for i, r := range recs {
 		name := fmt.Sprintf("p%d", i)
 		fs := r.waitReceipt(t, batches*per)
-		for _, seq := range receipts(t, fs[1:]) {
+		for _, seq := range receipts(t, fs[2:]) {
 			assert.Zero(t, seq%per, "%s: a receipt acknowledges whole frames", name)
 		}
 		assert.Equal(t, seqRange(1, batches*per), seqs(e.store, name))

@@ -33,7 +33,7 @@ func TestFaults(t *testing.T) {
 
 		// Open connections are not affected.
 		write(t, open, pingFrame(9))
-		assert.Equal(t, uint64(9), pong(t, openRec.waitFrames(t, 2)[1]))
+		assert.Equal(t, uint64(9), pong(t, openRec.waitFrames(t, 3)[2]))
 
 		e.d.RefuseDials(false)
 		c, r := e.dial(t)
@@ -63,29 +63,29 @@ func TestFaults(t *testing.T) {
 		c3, r3 := e.dial(t)
 		handshake(t, c3, r3, "p1")
 		write(t, c3, batchFrame(1, 2))
-		assert.Equal(t, uint64(2), receipt(t, r3.waitFrames(t, 2)[1]))
+		assert.Equal(t, uint64(2), receipt(t, r3.waitFrames(t, 3)[2]))
 
 		closeDialer(t, e.d)
 		for _, r := range []*recorder{r1, r2} {
 			r.check(t) // once, and not again with ErrDialerClosed
-			assert.Len(t, r.frames(), 1)
+			assert.Len(t, r.frames(), 2)
 		}
 	})
 
 	t.Run("DropAfterFrames", func(t *testing.T) {
 		e := newEnv(t)
-		e.d.DropAfterFrames(3)
+		e.d.DropAfterFrames(4)
 
-		// HELLO and two batches are processed, then the connection is cut.
+		// HELLO, TOPIC and two batches are processed, then the connection
+		// is cut.
 		c, r := e.dial(t)
-		writeMaybe(t, c, helloFrame(t, "p"))
+		handshake(t, c, r, "p")
 		for seq := uint64(1); seq <= 5; seq++ {
 			writeMaybe(t, c, batchFrame(seq, 1))
 		}
 		require.ErrorIs(t, r.waitClosed(t), mem.ErrDropped)
 		fs := r.frames()
-		helloOK(t, fs[0])
-		rs := receipts(t, fs[1:])
+		rs := receipts(t, fs[2:])
 		require.NotEmpty(t, rs, "the two batches are acknowledged before the cut")
 		assert.Equal(t, uint64(2), rs[len(rs)-1])
 		assert.Equal(t, seqRange(1, 2), seqs(e.store, "p"))
@@ -93,14 +93,12 @@ func TestFaults(t *testing.T) {
 
 		// It applies to the next connection too, counting from zero.
 		c, r = e.dial(t)
-		writeMaybe(t, c, helloFrame(t, "p"))
+		assert.Equal(t, uint64(2), handshake(t, c, r, "p").LastSeq)
 		for seq := uint64(3); seq <= 5; seq++ {
 			writeMaybe(t, c, batchFrame(seq, 1))
 		}
 		require.ErrorIs(t, r.waitClosed(t), mem.ErrDropped)
-		fs = r.frames()
-		assert.Equal(t, uint64(2), helloOK(t, fs[0]).LastSeq)
-		rs = receipts(t, fs[1:])
+		rs = receipts(t, r.frames()[2:])
 		require.NotEmpty(t, rs)
 		assert.Equal(t, uint64(4), rs[len(rs)-1])
 		assert.Equal(t, seqRange(1, 4), seqs(e.store, "p"))
@@ -111,11 +109,11 @@ func TestFaults(t *testing.T) {
 		c, r = e.dial(t)
 		handshake(t, c, r, "p")
 		write(t, c, batchFrame(5, 1))
-		assert.Equal(t, uint64(5), receipt(t, r.waitFrames(t, 2)[1]))
+		assert.Equal(t, uint64(5), receipt(t, r.waitFrames(t, 3)[2]))
 		e.d.DropAfterFrames(2)
 		writeMaybe(t, c, batchFrame(6, 1))
 		require.ErrorIs(t, r.waitClosed(t), mem.ErrDropped)
-		assert.Len(t, r.frames(), 2)
+		assert.Len(t, r.frames(), 3)
 		assert.Equal(t, seqRange(1, 5), seqs(e.store, "p"))
 
 		// Negative turns it off.
@@ -125,7 +123,7 @@ func TestFaults(t *testing.T) {
 		for seq := uint64(6); seq <= 10; seq++ {
 			write(t, c, batchFrame(seq, 1))
 		}
-		receipts(t, r.waitReceipt(t, 10)[1:])
+		receipts(t, r.waitReceipt(t, 10)[2:])
 		assert.False(t, r.isClosed())
 	})
 
@@ -133,26 +131,26 @@ func TestFaults(t *testing.T) {
 		e := newEnv(t)
 		e.d.DropReceipts(true)
 		c, r := e.dial(t)
-		assert.Zero(t, handshake(t, c, r, "p").LastSeq, "HELLO_OK still delivered")
+		assert.Zero(t, handshake(t, c, r, "p").LastSeq, "HELLO_OK and TOPIC_OK still delivered")
 		write(t, c, batchFrame(1, 3))
 		// The broker counts a batch once its receipt went to the peer,
 		// which dropped it: no receipt is on its way.
 		waitUntil(t, func() bool { return e.broker.Stats().Batches == 1 }, "the batch stored")
 		write(t, c, pingFrame(7))
-		fs := r.waitFrames(t, 2)
-		assert.Equal(t, uint64(7), pong(t, fs[1]), "no receipt before the PONG")
+		fs := r.waitFrames(t, 3)
+		assert.Equal(t, uint64(7), pong(t, fs[2]), "no receipt before the PONG")
 		assert.Equal(t, seqRange(1, 3), seqs(e.store, "p"), "records still stored")
 
 		// Errors still get through.
 		e.d.DropReceipts(false)
 		write(t, c, batchFrame(4, 2))
-		assert.Equal(t, uint64(5), receipt(t, r.waitFrames(t, 3)[2]), "receipts are cumulative")
+		assert.Equal(t, uint64(5), receipt(t, r.waitFrames(t, 4)[3]), "receipts are cumulative")
 		e.d.DropReceipts(true)
 		write(t, c, wire.AppendReceipt(nil, wire.Receipt{Seq: 1}))
 		require.ErrorIs(t, r.waitClosed(t), broker.ErrProtocol)
 		fs = r.frames()
-		require.Len(t, fs, 4)
-		assert.Equal(t, wire.CodeProtocol, errorFrame(t, fs[3]).Code)
+		require.Len(t, fs, 5)
+		assert.Equal(t, wire.CodeProtocol, errorFrame(t, fs[4]).Code)
 	})
 
 	t.Run("DelayReceipts", func(t *testing.T) {
@@ -167,18 +165,22 @@ func TestFaults(t *testing.T) {
 		sent = append(sent, time.Now())
 		write(t, c, helloFrame(t, "p"))
 		r.waitFrames(t, 1)
+		sent = append(sent, time.Now())
+		write(t, c, topicFrame(t))
+		r.waitFrames(t, 2)
 		for seq := uint64(1); seq <= 4; seq++ {
 			sent = append(sent, time.Now())
 			write(t, c, batchFrame(seq, 1))
-			r.waitFrames(t, int(seq)+1)
+			r.waitFrames(t, int(seq)+2)
 		}
 		evs := r.frameEvents()
-		require.Len(t, evs, 5)
+		require.Len(t, evs, 6)
 		helloOK(t, evs[0].frame)
+		topicOK(t, evs[1].frame)
 		for i, ev := range evs {
 			assert.GreaterOrEqual(t, ev.at.Sub(sent[i]), delay, "frame %d arrived early", i)
-			if i > 0 {
-				assert.Equal(t, uint64(i), receipt(t, ev.frame), "in order")
+			if i > 1 {
+				assert.Equal(t, uint64(i-1), receipt(t, ev.frame), "in order")
 			}
 		}
 		assert.Equal(t, seqRange(1, 4), seqs(e.store, "p"))
@@ -192,25 +194,25 @@ func TestFaults(t *testing.T) {
 		waitUntil(t, func() bool { return e.store.Len("p") == 5 }, "batch 5 stored")
 		e.d.DelayReceipts(0)
 		write(t, c, batchFrame(6, 1))
-		r.waitFrames(t, 7)
+		r.waitFrames(t, 8)
 		evs = r.frameEvents()
-		assert.Equal(t, uint64(5), receipt(t, evs[5].frame))
-		assert.Equal(t, uint64(6), receipt(t, evs[6].frame))
-		assert.GreaterOrEqual(t, evs[5].at.Sub(t5), long)
-		assert.False(t, evs[6].at.Before(evs[5].at))
+		assert.Equal(t, uint64(5), receipt(t, evs[6].frame))
+		assert.Equal(t, uint64(6), receipt(t, evs[7].frame))
+		assert.GreaterOrEqual(t, evs[6].at.Sub(t5), long)
+		assert.False(t, evs[7].at.Before(evs[6].at))
 
 		// Negative turns it off.
 		e.d.DelayReceipts(-time.Second)
 		write(t, c, pingFrame(1))
-		assert.Equal(t, uint64(1), pong(t, r.waitFrames(t, 8)[7]))
+		assert.Equal(t, uint64(1), pong(t, r.waitFrames(t, 9)[8]))
 	})
 
 	t.Run("StallWrites", func(t *testing.T) {
 		e := newEnv(t)
+		c, r := e.dial(t)
+		handshake(t, c, r, "p")
 		e.d.StallWrites(true)
 		e.d.StallWrites(true) // idempotent
-		c, r := e.dial(t)
-		write(t, c, helloFrame(t, "p"))
 		const batches = 10
 		for seq := uint64(1); seq <= batches; seq++ {
 			write(t, c, batchFrame(seq, 1))
@@ -218,13 +220,11 @@ func TestFaults(t *testing.T) {
 		// Nothing can be awaited here: check for a while that nothing is
 		// processed (this can only pass wrongly, never fail wrongly).
 		require.Never(t, func() bool {
-			return e.store.Len("p") > 0 || r.nframes() > 0 || e.broker.Stats().Batches > 0
+			return e.store.Len("p") > 0 || r.nframes() > 2 || e.broker.Stats().Batches > 0
 		}, 50*time.Millisecond, 5*time.Millisecond, "a frame was processed while stalled")
 
 		e.d.StallWrites(false)
-		fs := r.waitReceipt(t, batches)
-		helloOK(t, fs[0])
-		receipts(t, fs[1:])
+		receipts(t, r.waitReceipt(t, batches)[2:])
 		assert.Equal(t, seqRange(1, batches), seqs(e.store, "p"))
 		e.d.StallWrites(false) // idempotent
 	})
@@ -269,7 +269,7 @@ func TestFaults(t *testing.T) {
 		c, r := e.dial(t)
 		handshake(t, c, r, "p")
 		write(t, c, batchFrame(1, 2))
-		r.waitFrames(t, 2)
+		r.waitFrames(t, 3)
 
 		e.d.CorruptFrames(1)
 		write(t, c, batchFrame(3, 2))
@@ -277,8 +277,8 @@ func TestFaults(t *testing.T) {
 		require.ErrorIs(t, err, broker.ErrProtocol)
 		require.ErrorIs(t, err, wire.ErrChecksum)
 		fs := r.frames()
-		require.Len(t, fs, 3)
-		assert.Equal(t, wire.CodeChecksum, errorFrame(t, fs[2]).Code)
+		require.Len(t, fs, 4)
+		assert.Equal(t, wire.CodeChecksum, errorFrame(t, fs[3]).Code)
 		r.mu.Lock()
 		assert.True(t, r.events[len(r.events)-1].closed, "the ERROR comes before OnClose")
 		r.mu.Unlock()
@@ -288,7 +288,7 @@ func TestFaults(t *testing.T) {
 		c, r = e.dial(t)
 		assert.Equal(t, uint64(2), handshake(t, c, r, "p").LastSeq)
 		write(t, c, batchFrame(3, 2))
-		assert.Equal(t, uint64(4), receipt(t, r.waitFrames(t, 2)[1]))
+		assert.Equal(t, uint64(4), receipt(t, r.waitFrames(t, 3)[2]))
 	})
 
 	// CorruptFrames promises an ERROR and a close whatever the frame: a
@@ -321,8 +321,8 @@ func TestFaults(t *testing.T) {
 			write(t, c, tt.frame)
 			require.ErrorIs(t, r.waitClosed(t), broker.ErrProtocol)
 			fs := r.frames()
-			require.Len(t, fs, 2)
-			errorFrame(t, fs[1])
+			require.Len(t, fs, 3)
+			errorFrame(t, fs[2])
 		})
 	}
 
@@ -330,22 +330,20 @@ func TestFaults(t *testing.T) {
 	// may send again on another connection, is left intact.
 	t.Run("CorruptFrames leaves the caller's bytes", func(t *testing.T) {
 		e := newEnv(t)
-		hello := helloFrame(t, "p")
 		batch := batchFrame(1, 3)
 		want := bytes.Clone(batch)
 
 		c, r := e.dial(t)
-		write(t, c, hello)
-		r.waitFrames(t, 1)
+		handshake(t, c, r, "p")
 		e.d.CorruptFrames(1)
 		write(t, c, batch)
 		r.waitClosed(t)
 		assert.Equal(t, want, batch)
 
 		c, r = e.dial(t)
-		write(t, c, hello)
+		handshake(t, c, r, "p")
 		write(t, c, batch)
-		assert.Equal(t, uint64(3), receipt(t, r.waitFrames(t, 2)[1]))
+		assert.Equal(t, uint64(3), receipt(t, r.waitFrames(t, 3)[2]))
 	})
 
 	t.Run("SetBroker", func(t *testing.T) {
@@ -355,7 +353,7 @@ func TestFaults(t *testing.T) {
 		c, r := e.dial(t)
 		handshake(t, c, r, "p")
 		write(t, c, batchFrame(1, 5))
-		r.waitFrames(t, 2)
+		r.waitFrames(t, 3)
 		require.NoError(t, c.Close())
 		r.waitClosed(t)
 
@@ -366,7 +364,7 @@ func TestFaults(t *testing.T) {
 		c, r = e.dial(t)
 		assert.Equal(t, uint64(5), handshake(t, c, r, "p").LastSeq)
 		write(t, c, batchFrame(4, 4))
-		assert.Equal(t, uint64(7), receipt(t, r.waitFrames(t, 2)[1]))
+		assert.Equal(t, uint64(7), receipt(t, r.waitFrames(t, 3)[2]))
 		assert.Equal(t, seqRange(1, 7), seqs(e.store, "p"))
 		assert.Equal(t, uint64(1), b2.Stats().Batches)
 		assert.Equal(t, uint64(2), b2.Stats().Duplicates)
@@ -374,7 +372,7 @@ func TestFaults(t *testing.T) {
 
 		// The open connection keeps its broker.
 		write(t, c1, batchFrame(1, 1))
-		r1.waitFrames(t, 2)
+		r1.waitFrames(t, 3)
 		assert.Equal(t, uint64(2), e.broker.Stats().Batches)
 		assert.Equal(t, uint64(1), b2.Stats().Batches)
 
@@ -396,12 +394,12 @@ func TestDuplicateReceipts(t *testing.T) {
 	e := newEnv(t)
 	e.d.DuplicateReceipts(true)
 	c, r := e.dial(t)
-	write(t, c, helloFrame(t, "dup"))
+	handshake(t, c, r, "dup")
 	write(t, c, batchFrame(1, 1))
 	var types []wire.Type
-	for _, f := range r.waitFrames(t, 3) {
+	for _, f := range r.waitFrames(t, 4) {
 		types = append(types, typeOf(t, f))
 	}
-	assert.Equal(t, []wire.Type{wire.TypeHelloOK, wire.TypeReceipt, wire.TypeReceipt}, types, "the HELLO_OK once, the receipt twice")
+	assert.Equal(t, []wire.Type{wire.TypeHelloOK, wire.TypeTopicOK, wire.TypeReceipt, wire.TypeReceipt}, types, "the HELLO_OK and TOPIC_OK once, the receipt twice")
 	assert.Equal(t, 1, e.store.Len("dup"))
 }

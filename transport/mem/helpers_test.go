@@ -253,19 +253,12 @@ func typeOf(t testing.TB, frame []byte) wire.Type {
 	return typ
 }
 
-func helloOK(t testing.TB, frame []byte) wire.HelloOK {
-	t.Helper()
-	h, err := wire.DecodeHelloOK(frame)
-	require.NoError(t, err, "want HELLO_OK, got %v", testkit.DescribeFrame(frame))
-	return h
-}
-
-func receipt(t testing.TB, frame []byte) uint64 {
-	t.Helper()
-	r, err := wire.DecodeReceipt(frame)
-	require.NoError(t, err, "want RECEIPT, got %v", testkit.DescribeFrame(frame))
-	return r.Seq
-}
+var (
+	helloOK    = testkit.HelloOK
+	topicOK    = testkit.TopicOK
+	receipt    = testkit.Receipt
+	errorFrame = testkit.ErrorFrame
+)
 
 func pong(t testing.TB, frame []byte) uint64 {
 	t.Helper()
@@ -274,19 +267,34 @@ func pong(t testing.TB, frame []byte) uint64 {
 	return p.Nonce
 }
 
-func errorFrame(t testing.TB, frame []byte) wire.Error {
-	t.Helper()
-	e, err := wire.DecodeError(frame)
-	require.NoError(t, err, "want ERROR, got %v", testkit.DescribeFrame(frame))
-	return e
-}
+// topicFrame declares wire.DefaultTopic as id 0: the topic of batchFrame
+// and of the store's Records and Len.
+func topicFrame(t testing.TB) []byte { return testkit.TopicFrame(t, 0, wire.DefaultTopic) }
 
-// handshake writes HELLO for name and waits for the HELLO_OK.
-func handshake(t testing.TB, c transport.Conn, r *recorder, name string) wire.HelloOK {
+// handshake writes HELLO for name and the TOPIC of batchFrame, waits for
+// the HELLO_OK and the TOPIC_OK, and returns the TOPIC_OK: batches may
+// follow.
+func handshake(t testing.TB, c transport.Conn, r *recorder, name string) wire.TopicOK {
 	t.Helper()
 	n := r.nframes()
 	write(t, c, helloFrame(t, name))
-	return helloOK(t, r.waitFrames(t, n+1)[n])
+	write(t, c, topicFrame(t))
+	fs := r.waitFrames(t, n+2)
+	helloOK(t, fs[n])
+	ok := topicOK(t, fs[n+1])
+	require.Zero(t, ok.ID)
+	return ok
+}
+
+// declare writes the TOPIC of batchFrame on a connection whose HELLO was
+// written, and waits until the broker opened it: a BATCH written after
+// declare is the topic's, whether or not the TOPIC_OK reached the
+// recorder (a delay may hold it).
+func (e *env) declare(t testing.TB, c transport.Conn) {
+	t.Helper()
+	before := e.broker.Stats().Topics
+	write(t, c, topicFrame(t))
+	waitUntil(t, func() bool { return e.broker.Stats().Topics > before }, "the topic open")
 }
 
 func seqRange(first, last uint64) []uint64 {
@@ -336,11 +344,24 @@ func (r *recorder) waitReceipt(t testing.TB, seq uint64) [][]byte {
 	t.Helper()
 	waitUntil(t, func() bool {
 		for _, f := range r.frames() {
-			if rc, err := wire.DecodeReceipt(f); err == nil && rc.Seq >= seq {
+			if rs, err := wire.DecodeReceipts(f, nil); err == nil && rs[0].Seq >= seq {
 				return true
 			}
 		}
 		return false
 	}, "a receipt of %d", seq)
 	return r.frames()
+}
+
+// waitType waits until a frame of type typ has arrived.
+func (r *recorder) waitType(t testing.TB, typ wire.Type) {
+	t.Helper()
+	waitUntil(t, func() bool {
+		for _, f := range r.frames() {
+			if got, err := wire.TypeOf(f); err == nil && got == typ {
+				return true
+			}
+		}
+		return false
+	}, "a %v", typ)
 }
