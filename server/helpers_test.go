@@ -116,14 +116,26 @@ func (r *rawConn) write(b []byte) {
 	require.NoError(r.t, err)
 }
 
+// hello sends HELLO for name and TOPIC for wire.DefaultTopic as id 0 (the
+// topic of batchFrame), and reads the HELLO_OK and the TOPIC_OK.
 func (r *rawConn) hello(name string) {
 	r.t.Helper()
 	h, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: name})
 	require.NoError(r.t, err)
 	r.write(h)
-	typ, err := wire.TypeOf(r.read())
-	require.NoError(r.t, err)
-	require.Equal(r.t, wire.TypeHelloOK, typ)
+	testkit.HelloOK(r.t, r.read())
+	require.Zero(r.t, r.declare(0, wire.DefaultTopic))
+}
+
+// declare sends TOPIC for topic as id on a session whose HELLO was sent,
+// reads the TOPIC_OK and returns its last stored sequence ID. Nothing else
+// may be on its way to the client.
+func (r *rawConn) declare(id uint32, topic string) uint64 {
+	r.t.Helper()
+	r.write(testkit.TopicFrame(r.t, id, topic))
+	ok := testkit.TopicOK(r.t, r.read())
+	require.Equal(r.t, id, ok.ID)
+	return ok.LastSeq
 }
 
 // read returns the next frame, or nil at EOF.
