@@ -243,7 +243,7 @@ func attack(ctx context.Context, kind, addr string, i int, closed func(time.Dura
 
 var bomb = func() []byte {
 	var bb wire.BatchBuilder
-	bb.Reset(nil, 1)
+	bb.Reset(nil, 0, 1) // topic id 0, declared by attackOnce
 	rec := make([]byte, 1000)
 	for bb.Size()+wire.RecordOverhead(len(rec))+len(rec) <= wire.DefaultMaxFrameSize-64 {
 		bb.Add(rec)
@@ -280,8 +280,9 @@ func attackOnce(ctx context.Context, kind string, c net.Conn, i int) bool {
 		return false
 	}
 	h, _ := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize,
-		Producer: fmt.Sprintf("%s-%d-%d", kind, i, time.Now().UnixNano()), Topic: wire.DefaultTopic})
-	if _, err := c.Write(h); err != nil || readFrame(r) != wire.TypeHelloOK {
+		Producer: fmt.Sprintf("%s-%d-%d", kind, i, time.Now().UnixNano())})
+	t, _ := wire.AppendTopic(nil, wire.Topic{ID: 0, Name: wire.DefaultTopic})
+	if _, err := c.Write(append(h, t...)); err != nil || readFrame(r) != wire.TypeHelloOK || readFrame(r) != wire.TypeTopicOK {
 		return true
 	}
 	switch kind {

@@ -40,7 +40,9 @@ func StalledReaderBoundsMemory(t *testing.T, newProducer func(addr string, opts 
 	})
 
 	const size, n = 64 << 10, 2000 // 128 MiB offered
-	p := newProducer(ln.Addr().String(), core.MaxPendingBytes(1<<30), core.MaxPending(n), core.SendTimeout(time.Minute), core.Heartbeat(time.Minute))
+	p := newProducer(ln.Addr().String(), core.MaxPendingBytes(1<<30), core.MaxPending(n),
+		core.MaxPendingBytesPerTopic(1<<30), core.MaxPendingPerTopic(n), // one topic: the whole budget
+		core.SendTimeout(time.Minute), core.Heartbeat(time.Minute))
 	payload := make([]byte, size)
 	var ms0 runtime.MemStats
 	runtime.GC()

@@ -35,7 +35,7 @@ func TestTCPBrokerRestartSameAddress(t *testing.T) {
 	addr := srv.Addr().String()
 
 	const maxPending, timeout = 50, 400 * time.Millisecond
-	p, log := newProducer(t, addr, core.MaxPending(maxPending), core.SendTimeout(timeout))
+	p, log := newProducer(t, addr, core.MaxPending(maxPending), core.MaxPendingPerTopic(maxPending), core.SendTimeout(timeout))
 	_, err = p.Send(context.Background(), &core.Message{Payload: []byte("before")})
 	require.NoError(t, err)
 
