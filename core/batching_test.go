@@ -42,7 +42,7 @@ func TestBatchingPreservesOrderAcrossReconnect(t *testing.T) {
 		{"s2+linger", []core.Option{core.Compression(wire.CodecS2, wire.LevelDefault), core.Linger(time.Millisecond)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := append([]core.Option{core.SendTimeout(time.Minute), core.MaxPending(2048), core.MaxBatchMessages(256)}, tc.opts...)
+			opts := append([]core.Option{core.SendTimeout(time.Minute), core.MaxPending(2048), core.MaxPendingPerTopic(2048), core.MaxBatchMessages(256)}, tc.opts...)
 			e := newEnv(t, opts...)
 			e.dialer.DropAfterFrames(4) // HELLO + 3 batches per connection
 			const n = 20000

@@ -40,6 +40,9 @@ func (m *MemoryLimit) take(bytes int64) bool {
 	if bytes == 0 {
 		return true
 	}
+	if u := m.used.Load(); u > 0 && u+bytes > m.limit {
+		return false // refused without touching the count: no waiter to wake
+	}
 	if n := m.used.Add(bytes); n > m.limit && n != bytes {
 		m.give(bytes)
 		return false
@@ -61,8 +64,8 @@ func (m *MemoryLimit) give(bytes int64) {
 // of it (see MaxPendingPerTopic), so one topic the broker does not
 // acknowledge cannot take all of it.
 //
-// take reserves optimistically (one atomic add per counter) and gives back
-// what went over a limit; as the ring does, one claim is admitted when
+// take reserves optimistically (a load, then one atomic add per counter)
+// and gives back what went over a limit; as the ring does, one claim is admitted when
 // nothing else is reserved, so that a message larger than a limit cannot
 // wait forever.
 type budget struct {
@@ -83,6 +86,14 @@ func newBudget(maxCount int, maxBytes int64, shared *MemoryLimit) *budget {
 // take reserves n messages of bytes bytes, or reports false and reserves
 // nothing.
 func (b *budget) take(n int, bytes int64) bool {
+	// Clearly full: refused without touching the counters, so that a
+	// refusal wakes no waiter (the claimer itself among them).
+	if c := b.count.Load(); c > 0 && c+int64(n) > b.maxCount {
+		return false
+	}
+	if by := b.bytes.Load(); by > 0 && by+bytes > b.maxBytes {
+		return false
+	}
 	c := b.count.Add(int64(n))
 	by := b.bytes.Add(bytes)
 	if (c > b.maxCount && c != int64(n)) || (by > b.maxBytes && by != bytes) {

@@ -24,7 +24,7 @@ import (
 // draining when its context ends, fails what is pending with ErrClosed,
 // releases blocked senders, refuses later sends, and leaves no goroutine.
 func TestCloseFailsPendingWithErrClosed(t *testing.T) {
-	e := newEnv(t, core.MaxPending(100), core.SendTimeout(time.Minute))
+	e := newEnv(t, core.MaxPending(100), core.MaxPendingPerTopic(100), core.SendTimeout(time.Minute))
 	_, err := e.p.Send(context.Background(), &core.Message{Payload: []byte("first")})
 	require.NoError(t, err)
 	e.disconnect()

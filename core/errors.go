@@ -105,9 +105,10 @@ var (
 	// its goroutine with runtime.Goexit (as t.FailNow and testify's require
 	// do). A new callback goroutine carries on with the next callback.
 	ErrCallbackExit = errors.New("inflight: callback called runtime.Goexit")
-	// ErrRecordsLost is reported to the ErrorHandler when, at a reconnect,
-	// the broker's last stored sequence ID for this producer is below what
-	// it had already acknowledged: it lost acknowledged records (a file
+	// ErrRecordsLost is reported to the ErrorHandler when, at a topic's
+	// first use on a new connection (its TOPIC_OK), the broker's last
+	// stored sequence ID for the topic and this producer is below what it
+	// had already acknowledged: it lost acknowledged records (a file
 	// store repaired to a side file, a memory store restarted, a stale
 	// replica). The producer goes on; the lost records are not resent.
 	ErrRecordsLost = errors.New("inflight: broker lost records it had acknowledged")

@@ -13,9 +13,11 @@ import (
 type EventKind uint8
 
 const (
-	// EventConnected: a connection completed its handshake. Event.LastSeq
-	// is the broker's last stored sequence ID for this (topic, name);
-	// Event.Reconnect is false for the producer's first connection.
+	// EventConnected: a connection completed its handshake (HELLO_OK);
+	// Event.Epoch is the producer's incarnation of its name, and
+	// Event.Reconnect is false for the producer's first connection. Topics
+	// are declared on the connection after it, each when it first has
+	// something to write there.
 	EventConnected EventKind = iota + 1
 	// EventDisconnected: a connection that had completed its handshake
 	// ended. Event.Err says why (ErrClosed when the producer closed it).
@@ -44,7 +46,6 @@ type Event struct {
 	Kind      EventKind
 	Time      time.Time // when it happened, on the producer's clock
 	Err       error     // the cause; nil for EventConnected
-	LastSeq   uint64    // EventConnected: the broker's last stored seq
 	Epoch     uint64    // EventConnected: the producer's incarnation of its name (see Name)
 	Reconnect bool      // EventConnected: not the first connection
 	// Missed counts events dropped just before this one because the queue
@@ -192,7 +193,7 @@ func (n *notifier) deliver(x notice) {
 		n.onEvent(x.ev)
 	}
 	if n.log != nil && x.ev.Kind == EventConnected {
-		n.log.Info("inflight: connected", append(n.attrs, slog.Uint64("last_seq", x.ev.LastSeq), slog.Uint64("epoch", x.ev.Epoch), slog.Bool("reconnect", x.ev.Reconnect))...)
+		n.log.Info("inflight: connected", append(n.attrs, slog.Uint64("epoch", x.ev.Epoch), slog.Bool("reconnect", x.ev.Reconnect))...)
 	}
 }
 

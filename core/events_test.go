@@ -86,7 +86,6 @@ func TestConnectionEvents(t *testing.T) {
 	ev := events.next(t)
 	require.Equal(t, core.EventConnected, ev.Kind, "first event: %+v", ev)
 	assert.False(t, ev.Reconnect)
-	assert.Zero(t, ev.LastSeq)
 	assert.NoError(t, ev.Err)
 	assert.False(t, ev.Time.IsZero())
 	for range 3 {
@@ -101,7 +100,6 @@ func TestConnectionEvents(t *testing.T) {
 	ev = events.skipDialFailures(t)
 	require.Equal(t, core.EventConnected, ev.Kind, "%+v", ev)
 	assert.True(t, ev.Reconnect)
-	assert.Equal(t, uint64(3), ev.LastSeq, "the broker's last stored seq")
 
 	d.RefuseDials(true)
 	d.DropConnections()
@@ -127,7 +125,7 @@ func TestConnectionEvents(t *testing.T) {
 	}
 
 	out := logs.String()
-	assert.Contains(t, out, `msg="inflight: connected" producer=evented topic=t1 last_seq=3 epoch=1 reconnect=true`)
+	assert.Contains(t, out, `msg="inflight: connected" producer=evented topic=t1 epoch=1 reconnect=true`)
 	assert.Contains(t, out, `level=WARN msg="inflight: dial failed"`)
 	assert.Contains(t, out, `level=WARN msg="inflight: connection lost"`)
 }

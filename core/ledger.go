@@ -56,8 +56,10 @@ import (
 //   - unacked is the number of positions written and not yet resolved:
 //     the pump adds what it writes for the first time, resolvers take off
 //     what they resolve from Written.
-//   - entry.w of a live pos holds the waiter of a Send until pos is
+//   - waits[pos] holds the waiter of a Send at a live pos until pos is
 //     settled; the dispatcher does not release a Send's position before.
+//     waits is made by the ledger's first Send: a topic written only by
+//     SendAsync never pays for it.
 //   - Every live position holds its share of the producer's budget (see
 //     budget), taken by claim before the ring's and given back by walk
 //     when the dispatcher releases it.
@@ -74,6 +76,8 @@ type ledger struct {
 	timeout int64        // SendTimeout, ns
 	coarse  *coarseClock // deadlines are stamped from it (see due); nil: from the precise clock
 	wake    func()       // tells the dispatcher this ledger has something to deliver
+
+	waits atomic.Pointer[[]atomic.Pointer[waiter]] // nil until the first Send
 
 	seqBase    atomic.Uint64
 	acked      atomic.Uint64
@@ -94,7 +98,6 @@ type entry struct {
 	cb         Callback               // nil for a Send: its waiter is in ledger.waits
 	ctx        context.Context        // nil when the context can never be done
 	stopCancel func() bool            // stops ctx's AfterFunc; nil without one
-	w          atomic.Pointer[waiter] // a Send's, until notified (see notify)
 }
 
 // newLedger returns a ledger whose ring holds maxPending messages and
@@ -252,7 +255,7 @@ func (l *ledger) claimWait(ctx context.Context, sizes []int64, d int64, now func
 func (l *ledger) publish(first uint64, msgs []*Message, cb Callback, ctx context.Context, d int64, w *waiter) {
 	if w != nil {
 		w.pos.Store(first)
-		l.ring.Slot(first).Value.w.Store(w)
+		l.waitRef(first, true).Store(w)
 	}
 	for i, m := range msgs {
 		pos := first + uint64(i)
@@ -734,7 +737,10 @@ var waiters = sync.Pool{New: func() any { return &waiter{ch: make(chan ringbuf.S
 // cannot have been reused for a later position of a Send meanwhile; a later
 // SendAsync position never sets it.
 func (l *ledger) notify(pos uint64, st ringbuf.State) {
-	ref := &l.ring.Slot(pos).Value.w
+	ref := l.waitRef(pos, false)
+	if ref == nil {
+		return
+	}
 	w := ref.Load()
 	if w == nil || w.pos.Load() != pos {
 		return
@@ -748,10 +754,31 @@ func (l *ledger) notify(pos uint64, st ringbuf.State) {
 	w.ch <- st
 }
 
+// waitRef returns the waiter reference of pos; nil before the ledger's
+// first Send, unless make, which makes them.
+func (l *ledger) waitRef(pos uint64, make_ bool) *atomic.Pointer[waiter] {
+	ws := l.waits.Load()
+	if ws == nil {
+		if !make_ {
+			return nil
+		}
+		fresh := make([]atomic.Pointer[waiter], l.ring.Cap())
+		if !l.waits.CompareAndSwap(nil, &fresh) {
+			ws = l.waits.Load()
+		} else {
+			ws = &fresh
+		}
+	}
+	return &(*ws)[pos&uint64(len(*ws)-1)]
+}
+
 // waitNotified waits until the Send of pos, resolved, has been notified:
 // the goroutine that resolved it calls notify right after.
 func (l *ledger) waitNotified(pos uint64) {
-	ref := &l.ring.Slot(pos).Value.w
+	ref := l.waitRef(pos, false)
+	if ref == nil {
+		return
+	}
 	for {
 		w := ref.Load()
 		if w == nil || w.pos.Load() != pos {

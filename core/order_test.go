@@ -18,7 +18,7 @@ import (
 // once, in order.
 func TestCallbackOrder(t *testing.T) {
 	t.Run("one sender", func(t *testing.T) {
-		e := newEnv(t, core.SendTimeout(time.Minute), core.MaxPending(1024), core.MaxBatchMessages(64))
+		e := newEnv(t, core.SendTimeout(time.Minute), core.MaxPending(1024), core.MaxPendingPerTopic(1024), core.MaxBatchMessages(64))
 		e.dialer.DropAfterFrames(5) // HELLO + 4 batches per connection
 		const n = 10000
 		rec := newRecorder(n)
@@ -44,7 +44,7 @@ func TestCallbackOrder(t *testing.T) {
 	})
 
 	t.Run("eight senders", func(t *testing.T) {
-		e := newEnv(t, core.SendTimeout(time.Minute), core.MaxPending(1024), core.MaxBatchMessages(64))
+		e := newEnv(t, core.SendTimeout(time.Minute), core.MaxPending(1024), core.MaxPendingPerTopic(1024), core.MaxBatchMessages(64))
 		e.dialer.DropAfterFrames(5)
 		const senders, per = 8, 1500
 		rec := newRecorder(senders * per)

@@ -25,7 +25,7 @@ import (
 // context ends, and fail-fast senders get ErrQueueFull.
 func TestOverloadBoundsMemory(t *testing.T) {
 	const limit, size = 1 << 20, 4 << 10
-	e := newEnv(t, core.MaxPending(1<<16), core.MaxPendingBytes(limit), core.SendTimeout(time.Minute))
+	e := newEnv(t, core.MaxPending(1<<16), core.MaxPendingPerTopic(1<<16), core.MaxPendingBytes(limit), core.MaxPendingBytesPerTopic(limit), core.SendTimeout(time.Minute))
 	_, err := e.p.Send(context.Background(), &core.Message{})
 	require.NoError(t, err)
 	e.dialer.StallWrites(true)
@@ -115,7 +115,7 @@ func TestBlockingCallbackDoesNotStallReceipts(t *testing.T) {
 	defer d.Close()
 	const pending = 50
 	p, err := core.New(d, core.Name("blocked"), core.WithClock(clk), core.SendTimeout(time.Second),
-		core.MaxPending(pending), core.Heartbeat(time.Hour))
+		core.MaxPending(pending), core.MaxPendingPerTopic(pending), core.Heartbeat(time.Hour))
 	require.NoError(t, err)
 	defer p.Close(context.Background())
 

@@ -507,12 +507,16 @@ func (p *Producer) answered(s *session, a topicAnswer) *lane {
 		return nil
 	}
 	l := v.(*lane)
-	if l.conn != s || l.state != declaring || l.retired.Load() {
+	// A TOPIC_OK answers a declaration; a TOPIC_ERROR too, or ends a
+	// declared topic whose store failed: what it had written and not
+	// acknowledged is written again after the next TOPIC_OK.
+	if l.conn != s || l.retired.Load() || l.state == undeclared || (a.err == nil && l.state != declaring) {
 		s.fail(fmt.Errorf("%w: %v for topic %q, not declaring", ErrProtocol, a.typ, l.topic))
 		return nil
 	}
 	if a.err != nil {
-		l.state = undeclared
+		l.state, l.pos = undeclared, 0
+		l.inFlight = l.inFlight[:0]
 		if a.err.kind == ErrUnauthorized || a.err.kind == ErrFenced {
 			// It cannot heal by waiting: the topic's messages fail now;
 			// its next message declares it again.

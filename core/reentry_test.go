@@ -344,7 +344,7 @@ func TestDeadlineNeverEarlyUnderCPULoad(t *testing.T) {
 		n       = 2000
 		early   = time.Millisecond
 	)
-	e := newEnv(t, core.SendTimeout(timeout), core.MaxPending(4*n))
+	e := newEnv(t, core.SendTimeout(timeout), core.MaxPending(4*n), core.MaxPendingPerTopic(4*n))
 	e.disconnect()
 
 	stop := make(chan struct{})
@@ -404,7 +404,8 @@ func TestDeadlineNeverEarlyUnderCPULoad(t *testing.T) {
 
 // TestBrokerLosingRecordsIsReported: a broker that comes back without the
 // records it acknowledged (here a memory store lost with its process) is
-// reported with ErrRecordsLost; the producer goes on.
+// reported with ErrRecordsLost when the topic is next written; the
+// producer goes on.
 func TestBrokerLosingRecordsIsReported(t *testing.T) {
 	e := newEnv(t)
 	for range 3 {
@@ -415,8 +416,8 @@ func TestBrokerLosingRecordsIsReported(t *testing.T) {
 	require.NoError(t, err)
 	e.dialer.SetBroker(fresh)
 	e.dialer.DropConnections()
-	waitUntil(t, "the loss to be reported", func() bool { return e.errs.Has(core.ErrRecordsLost) })
 	_, err = e.p.Send(context.Background(), &core.Message{Payload: []byte("after")})
 	assert.NoError(t, err, "the producer goes on")
+	waitUntil(t, "the loss to be reported", func() bool { return e.errs.Has(core.ErrRecordsLost) })
 	assert.ErrorIs(t, e.p.Flush(nil), core.ErrNilContext) //nolint:staticcheck // a nil context on purpose
 }

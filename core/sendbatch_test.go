@@ -36,7 +36,7 @@ func batchOf(from, n int) []*core.Message {
 // callback and is stored once, and each sender's IDs grow with the index.
 func TestSendBatch(t *testing.T) {
 	const senders, perSender = 3, 1000
-	e := newEnv(t, core.MaxPending(100))
+	e := newEnv(t, core.MaxPending(100), core.MaxPendingPerTopic(100))
 	rec := newRecorder(senders * perSender)
 	cb := batchCB(rec, 0)
 	var wg sync.WaitGroup
@@ -111,7 +111,7 @@ func TestSendBatchStopsAtBadMessage(t *testing.T) {
 // TestSendBatchQueueFull: without BlockIfFull, SendBatch enqueues what
 // fits and returns ErrQueueFull for the rest.
 func TestSendBatchQueueFull(t *testing.T) {
-	e := newEnv(t, core.MaxPending(10), core.BlockIfFull(false))
+	e := newEnv(t, core.MaxPending(10), core.MaxPendingPerTopic(10), core.BlockIfFull(false))
 	_, err := e.p.Send(context.Background(), &core.Message{Payload: payload(0)})
 	require.NoError(t, err)
 	// Send returns before the dispatcher releases its position.
@@ -177,7 +177,7 @@ func TestSendBatchContextEnds(t *testing.T) {
 // TestSendBatchWaitsForRoom: with BlockIfFull (the default), SendBatch
 // waits for room after enqueueing what fits, until room comes or ctx ends.
 func TestSendBatchWaitsForRoom(t *testing.T) {
-	e := newEnv(t, core.MaxPending(5))
+	e := newEnv(t, core.MaxPending(5), core.MaxPendingPerTopic(5))
 	_, err := e.p.Send(context.Background(), &core.Message{Payload: payload(0)})
 	require.NoError(t, err)
 	waitUntil(t, "the first message to be released", func() bool { return e.p.Stats().Pending == 0 })

@@ -39,7 +39,7 @@ func (e *env) disconnect() {
 func TestSendAsyncTimesOutWhileDisconnected(t *testing.T) {
 	const maxPending, timeout, senders = 64, 150 * time.Millisecond, 4
 	t.Run("BlockIfFull", func(t *testing.T) {
-		e := newEnv(t, core.MaxPending(maxPending), core.SendTimeout(timeout))
+		e := newEnv(t, core.MaxPending(maxPending), core.MaxPendingPerTopic(maxPending), core.SendTimeout(timeout))
 		_, err := e.p.Send(context.Background(), &core.Message{Payload: []byte("first")})
 		require.NoError(t, err)
 		require.NoError(t, e.p.Flush(context.Background())) // its slot is released
@@ -105,7 +105,7 @@ func TestSendAsyncTimesOutWhileDisconnected(t *testing.T) {
 	})
 
 	t.Run("FailFast", func(t *testing.T) {
-		e := newEnv(t, core.MaxPending(maxPending), core.SendTimeout(timeout), core.BlockIfFull(false))
+		e := newEnv(t, core.MaxPending(maxPending), core.MaxPendingPerTopic(maxPending), core.SendTimeout(timeout), core.BlockIfFull(false))
 		_, err := e.p.Send(context.Background(), &core.Message{Payload: []byte("first")})
 		require.NoError(t, err)
 		require.NoError(t, e.p.Flush(context.Background())) // its slot is released
@@ -149,7 +149,7 @@ func TestTimeoutsFireAtTheDeadlineWhileDisconnected(t *testing.T) {
 	defer d.Close()
 	d.RefuseDials(true)
 	p, err := core.New(d, core.Name("unreachable"), core.WithClock(clk), core.SendTimeout(timeout),
-		core.MaxPending(maxPending), core.ReconnectBackoff(time.Hour, time.Hour), core.Heartbeat(time.Hour))
+		core.MaxPending(maxPending), core.MaxPendingPerTopic(maxPending), core.ReconnectBackoff(time.Hour, time.Hour), core.Heartbeat(time.Hour))
 	require.NoError(t, err)
 	defer testkit.CloseProducer(t, p, time.Second)
 
@@ -258,7 +258,7 @@ func TestContextCancelResolvesPromptly(t *testing.T) {
 // TestSendBlockedUntilContextEnds: a sender waiting for room returns its
 // context's error when the context ends, long before SendTimeout.
 func TestSendBlockedUntilContextEnds(t *testing.T) {
-	e := newEnv(t, core.MaxPending(1), core.SendTimeout(time.Minute))
+	e := newEnv(t, core.MaxPending(1), core.MaxPendingPerTopic(1), core.SendTimeout(time.Minute))
 	e.disconnect()
 	rec := newRecorder(1)
 	require.NoError(t, e.p.SendAsync(context.Background(), &core.Message{}, rec.cb(0)))
