@@ -95,9 +95,9 @@ type ledger struct {
 type entry struct {
 	msg        *Message
 	payload    []byte
-	cb         Callback               // nil for a Send: its waiter is in ledger.waits
-	ctx        context.Context        // nil when the context can never be done
-	stopCancel func() bool            // stops ctx's AfterFunc; nil without one
+	cb         Callback        // nil for a Send: its waiter is in ledger.waits
+	ctx        context.Context // nil when the context can never be done
+	stopCancel func() bool     // stops ctx's AfterFunc; nil without one
 }
 
 // newLedger returns a ledger whose ring holds maxPending messages and
@@ -755,11 +755,11 @@ func (l *ledger) notify(pos uint64, st ringbuf.State) {
 }
 
 // waitRef returns the waiter reference of pos; nil before the ledger's
-// first Send, unless make, which makes them.
-func (l *ledger) waitRef(pos uint64, make_ bool) *atomic.Pointer[waiter] {
+// first Send, unless create, which makes them.
+func (l *ledger) waitRef(pos uint64, create bool) *atomic.Pointer[waiter] {
 	ws := l.waits.Load()
 	if ws == nil {
-		if !make_ {
+		if !create {
 			return nil
 		}
 		fresh := make([]atomic.Pointer[waiter], l.ring.Cap())
