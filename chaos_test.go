@@ -120,6 +120,7 @@ type chaosMsg struct {
 	start, ret    time.Time // SendAsync called and returned
 	kind          string    // how its context ends
 	payload       []byte    // a copy of what was sent
+	topic         string    // its Message.Topic ("": the producer's)
 }
 
 // runChaos runs one seed and reports whether all properties held.
@@ -150,6 +151,13 @@ func runChaos(t *testing.T, seed uint64, total *chaosTotals, cn chaosNet) (ok bo
 	p, err := core.New(cn.Dialer(), opts...)
 	require.NoError(t, err)
 
+	// Each message goes to one of 1 to 4 topics, at random: "" (the
+	// producer's Topic option) and named ones. Every check below holds per
+	// topic: order, one stored copy, the stored ID.
+	topics := []string{""}
+	for k := range r.IntN(4) {
+		topics = append(topics, fmt.Sprint("chaos.", k))
+	}
 	senders := 1 + r.IntN(6)
 	perSender := 50 + r.IntN(300)
 	msgs := make([][]*chaosMsg, senders)
@@ -198,9 +206,10 @@ func runChaos(t *testing.T, seed uint64, total *chaosTotals, cn chaosNet) (ok bo
 					payload[k] = byte(sr.Uint32())
 				}
 				m.payload = bytes.Clone(payload)
+				m.topic = topics[sr.IntN(len(topics))]
 				// No lock across SendAsync: it may wait for room, which only
 				// the callbacks (which take the lock) make.
-				err := p.SendAsync(ctx, &core.Message{Payload: payload}, func(id core.MessageID, msg *core.Message, err error) {
+				err := p.SendAsync(ctx, &core.Message{Payload: payload, Topic: m.topic}, func(id core.MessageID, msg *core.Message, err error) {
 					mu.Lock()
 					defer mu.Unlock()
 					m.calls++
@@ -249,21 +258,32 @@ func runChaos(t *testing.T, seed uint64, total *chaosTotals, cn chaosNet) (ok bo
 	mu.Lock()
 	defer mu.Unlock()
 	stored := map[[2]uint32]uint64{}
-	lastSeq := uint64(0)
-	for _, rec := range store.Records("chaos") {
-		key := [2]uint32{binary.BigEndian.Uint32(rec.Payload), binary.BigEndian.Uint32(rec.Payload[4:])}
-		_, dup := stored[key]
-		require.False(t, dup, "message %v stored twice", key)
-		require.Less(t, int(key[0]), senders, "record of an unknown sender")
-		require.Less(t, int(key[1]), len(msgs[key[0]]), "record of an unknown message")
-		if m := msgs[key[0]][key[1]]; m == nil || !bytes.Equal(rec.Payload, m.payload) {
-			t.Fatalf("message %v stored with other bytes than were sent", key)
+	for _, topic := range topics {
+		lastSeq := uint64(0)
+		for _, rec := range store.TopicRecords(storedTopic(topic), "chaos") {
+			key := [2]uint32{binary.BigEndian.Uint32(rec.Payload), binary.BigEndian.Uint32(rec.Payload[4:])}
+			_, dup := stored[key]
+			require.False(t, dup, "message %v stored twice", key)
+			require.Less(t, int(key[0]), senders, "record of an unknown sender")
+			require.Less(t, int(key[1]), len(msgs[key[0]]), "record of an unknown message")
+			m := msgs[key[0]][key[1]]
+			if m == nil || !bytes.Equal(rec.Payload, m.payload) {
+				t.Fatalf("message %v stored with other bytes than were sent", key)
+			}
+			require.Equal(t, m.topic, topic, "message %v stored on another topic", key)
+			require.Greater(t, rec.Seq, lastSeq, "topic %q: sequence IDs stored out of order or twice", topic)
+			stored[key], lastSeq = rec.Seq, rec.Seq
 		}
-		require.Greater(t, rec.Seq, lastSeq, "sequence IDs stored out of order or twice")
-		stored[key], lastSeq = rec.Seq, rec.Seq
+	}
+	sentTo := map[string]bool{}
+	for _, topic := range topics {
+		sentTo[storedTopic(topic)] = true
+	}
+	for _, st := range store.Streams() {
+		require.True(t, sentTo[st[0]], "stored on a topic never sent to: %v", st)
 	}
 	for s := range senders {
-		lastOK := -1
+		lastOK := map[string]int{} // per topic
 		for i, m := range msgs[s] {
 			if m == nil {
 				break // the sender stopped at ErrClosed
@@ -284,8 +304,10 @@ func runChaos(t *testing.T, seed uint64, total *chaosTotals, cn chaosNet) (ok bo
 			switch {
 			case m.err == nil:
 				total.acked.Add(1)
-				require.Greater(t, i, lastOK, "sender %d: success out of order", s)
-				lastOK = i
+				if prev, ok := lastOK[m.topic]; ok {
+					require.Greater(t, i, prev, "sender %d topic %q: success out of order", s, m.topic)
+				}
+				lastOK[m.topic] = i
 				seq, ok := stored[[2]uint32{uint32(s), uint32(i)}]
 				require.True(t, ok, "sender %d message %d: success missing from the store", s, i)
 				require.Equal(t, uint64(m.id), seq, "sender %d message %d: stored under another ID", s, i)

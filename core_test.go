@@ -21,6 +21,7 @@ import (
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/transport/mem"
 	"github.com/inflightmq/inflight/transport/tcp"
+	"github.com/inflightmq/inflight/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, leakcheck.Options()...) }
@@ -60,7 +61,8 @@ var suiteTests = []struct {
 	{"CloseWhileDown", testCloseWhileDown},
 }
 
-// TestSuite runs the end-to-end behaviour over every transport.
+// TestSuite runs the end-to-end behaviour over every transport, each test
+// with its messages spread over several topics (suiteTopics).
 func TestSuite(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
@@ -88,22 +90,49 @@ func newProducer(t *testing.T, f fixture, opts ...core.Option) *core.Producer {
 	return p
 }
 
+// suiteTopics are the topics the suite's messages go to, round robin
+// (message i to suiteTopics[i%len]): "" is the producer's Topic option
+// (wire.DefaultTopic in the suite), the others are named by Message.Topic.
+// Every guarantee the suite checks holds per topic.
+var suiteTopics = []string{"", "suite.a", "suite.b"}
+
+// topicOf is the topic message i is sent to.
+func topicOf(i int) string { return suiteTopics[i%len(suiteTopics)] }
+
+// storedTopic is the topic a message sent to topic is stored under.
+func storedTopic(topic string) string {
+	if topic == "" {
+		return wire.DefaultTopic
+	}
+	return topic
+}
+
+// storedLen is how many records the store holds for name over every
+// topic of the suite.
+func storedLen(f fixture, name string) int {
+	n := 0
+	for _, topic := range suiteTopics {
+		n += f.Store().TopicLen(storedTopic(topic), name)
+	}
+	return n
+}
+
 // tally records each message's single outcome.
 type tally struct {
 	mu        sync.Mutex
 	outcomes  map[int]error
 	twice     []int
-	successes []int // in callback order
+	successes []int // in callback order, every topic
 	all       sync.WaitGroup
 }
 
 func newTally() *tally { return &tally{outcomes: make(map[int]error)} }
 
-// send sends message i and counts its outcome, from the callback or from
-// SendAsync's own error.
+// send sends message i to topicOf(i) and counts its outcome, from the
+// callback or from SendAsync's own error.
 func (tl *tally) send(t *testing.T, p *core.Producer, i int) {
 	tl.all.Add(1)
-	msg := &core.Message{Payload: binary.BigEndian.AppendUint32(nil, uint32(i))}
+	msg := &core.Message{Payload: binary.BigEndian.AppendUint32(nil, uint32(i)), Topic: topicOf(i)}
 	if err := p.SendAsync(context.Background(), msg, func(_ core.MessageID, _ *core.Message, err error) { tl.record(i, err) }); err != nil {
 		tl.record(i, err)
 	}
@@ -135,21 +164,30 @@ func (tl *tally) wait(t *testing.T) {
 	require.Empty(t, tl.twice, "messages with two outcomes")
 }
 
-// checkStore asserts that every success is stored exactly once, that
-// nothing is stored twice, and that successes were reported and stored in
-// send order.
+// checkStore asserts, per topic, that every success is stored exactly
+// once and on its topic, that nothing is stored twice, and that successes
+// were reported and stored in send order. Across topics nothing is
+// ordered.
 func (tl *tally) checkStore(t *testing.T, f fixture) {
 	t.Helper()
-	for k := 1; k < len(tl.successes); k++ {
-		require.Less(t, tl.successes[k-1], tl.successes[k], "successes out of order")
+	last := map[string]int{}
+	for _, i := range tl.successes {
+		topic := topicOf(i)
+		if prev, ok := last[topic]; ok {
+			require.Less(t, prev, i, "successes out of order on topic %q", topic)
+		}
+		last[topic] = i
 	}
 	stored := map[int]bool{}
-	prev := -1
-	for _, r := range f.Store().Records("suite") {
-		i := int(binary.BigEndian.Uint32(r.Payload))
-		require.False(t, stored[i], "message %d stored twice", i)
-		require.Greater(t, i, prev, "stored out of order")
-		stored[i], prev = true, i
+	for _, topic := range suiteTopics {
+		prev := -1
+		for _, r := range f.Store().TopicRecords(storedTopic(topic), "suite") {
+			i := int(binary.BigEndian.Uint32(r.Payload))
+			require.Equal(t, topic, topicOf(i), "message %d stored on the wrong topic", i)
+			require.False(t, stored[i], "message %d stored twice", i)
+			require.Greater(t, i, prev, "stored out of order on topic %q", topic)
+			stored[i], prev = true, i
+		}
 	}
 	for _, i := range tl.successes {
 		require.True(t, stored[i], "success %d missing from the store", i)
@@ -166,7 +204,8 @@ func testSendReceive(t *testing.T, f fixture) {
 	tl.wait(t)
 	require.Len(t, tl.successes, n)
 	tl.checkStore(t, f)
-	require.Equal(t, n, f.Store().Len("suite"))
+	require.Equal(t, n, storedLen(f, "suite"))
+	assert.Equal(t, len(suiteTopics), p.Stats().Topics, "a lane per topic")
 }
 
 func testOrderAcrossCuts(t *testing.T, f fixture) {
@@ -219,6 +258,7 @@ func testTimeoutsWhileDown(t *testing.T, f fixture) {
 	_, err = p.Send(context.Background(), &core.Message{})
 	require.NoError(t, err)
 	assert.Equal(t, 2, f.Store().Len("suite"), "timed-out messages were never written")
+	assert.Equal(t, 2, storedLen(f, "suite"), "timed-out messages were never written, on any topic")
 }
 
 func testDeliveredAfterOutage(t *testing.T, f fixture) {
@@ -238,7 +278,7 @@ func testDeliveredAfterOutage(t *testing.T, f fixture) {
 	tl.wait(t)
 	require.Len(t, tl.successes, 400)
 	tl.checkStore(t, f)
-	require.Equal(t, 400, f.Store().Len("suite"))
+	require.Equal(t, 400, storedLen(f, "suite"))
 }
 
 func testCloseWhileDown(t *testing.T, f fixture) {

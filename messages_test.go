@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/transport/tcp"
 	"github.com/inflightmq/inflight/wire"
 )
@@ -150,10 +152,26 @@ func v2Hello(name string) []byte {
 	return append(append(f, 1), body...)
 }
 
-// v1VersionError is the ERROR frame a version 1 broker answers a version 3
-// HELLO with, built by hand: u16 code 8 (version), text.
+// v3Hello is a HELLO as a version 3 producer (one topic per connection,
+// named in HELLO) sends it, built by hand: version, max frame, epoch,
+// flags, name, topic.
+func v3Hello(name string) []byte {
+	body := binary.BigEndian.AppendUint16(nil, 3)
+	body = binary.BigEndian.AppendUint32(body, 1<<20)
+	body = binary.BigEndian.AppendUint64(body, 0)
+	body = append(body, 0)
+	body = append(body, byte(len(name)))
+	body = append(body, name...)
+	body = append(body, byte(len(wire.DefaultTopic)))
+	body = append(body, wire.DefaultTopic...)
+	f := binary.BigEndian.AppendUint32(nil, uint32(1+len(body)))
+	return append(append(f, 1), body...)
+}
+
+// v1VersionError is the ERROR frame a version 1 broker answers a HELLO of
+// this version with, built by hand: u16 code 8 (version), text.
 func v1VersionError() []byte {
-	text := "inflight/broker: protocol violation: inflight/wire: unsupported protocol version: peer speaks 3, want 1"
+	text := fmt.Sprintf("inflight/broker: protocol violation: inflight/wire: unsupported protocol version: peer speaks %d, want 1", wire.Version)
 	f := binary.BigEndian.AppendUint32(nil, uint32(1+2+len(text)))
 	f = append(f, 5)
 	f = binary.BigEndian.AppendUint16(f, 8)
@@ -176,18 +194,19 @@ func readFrame(r io.Reader) ([]byte, error) {
 	return f, err
 }
 
-// TestProtocolVersionMismatch: a version 1 producer gets an ERROR of code
-// version from this broker (in process and over TCP) and nothing stored; a
+// TestProtocolVersionMismatch: a producer of version 1, 2 or 3 gets an
+// ERROR of code version from this broker (in process and over TCP) that
+// says which versions, and nothing stored; a
 // producer of this version against a version 1 broker reports ErrHandshake
 // wrapping the broker's version error, never sends a BATCH, and its
 // messages fail by their deadline.
 func TestProtocolVersionMismatch(t *testing.T) {
-	checkVersionError := func(t *testing.T, reply []byte) {
+	checkVersionError := func(t *testing.T, reply []byte, peerVersion int) {
 		t.Helper()
 		e, err := wire.DecodeError(reply)
 		require.NoError(t, err, "reply %x", reply)
 		assert.Equal(t, wire.CodeVersion, e.Code)
-		assert.Contains(t, e.Text, "peer speaks 1, want 3")
+		assert.Contains(t, e.Text, fmt.Sprintf("peer speaks %d, want %d", peerVersion, wire.Version))
 	}
 	t.Run("v2 producer, session", func(t *testing.T) {
 		// What a producer of the version before epochs meets: an ERROR of
@@ -200,11 +219,11 @@ func TestProtocolVersionMismatch(t *testing.T) {
 		defer s.Close()
 		err = s.Handle(v2Hello("old"))
 		require.ErrorIs(t, err, wire.ErrVersion)
-		require.Len(t, peer.frames, 1)
-		e, err := wire.DecodeError(peer.frames[0])
+		require.Len(t, peer.sent(), 1)
+		e, err := wire.DecodeError(peer.sent()[0])
 		require.NoError(t, err)
 		assert.Equal(t, wire.CodeVersion, e.Code)
-		assert.Contains(t, e.Text, "peer speaks 2, want 3")
+		assert.Contains(t, e.Text, fmt.Sprintf("peer speaks 2, want %d", wire.Version))
 		st, err := store.State(wire.DefaultTopic, "old")
 		require.NoError(t, err)
 		assert.Zero(t, st)
@@ -219,25 +238,49 @@ func TestProtocolVersionMismatch(t *testing.T) {
 		err = s.Handle(v1Hello("old"))
 		require.ErrorIs(t, err, wire.ErrVersion)
 		require.ErrorIs(t, err, broker.ErrProtocol)
-		require.Len(t, peer.frames, 1)
-		checkVersionError(t, peer.frames[0])
+		require.Len(t, peer.sent(), 1)
+		checkVersionError(t, peer.sent()[0], 1)
 		assert.Empty(t, store.Streams())
 	})
-	t.Run("v1 producer, tcp", func(t *testing.T) {
-		f := newTCPFixture(t).(*tcpFixture)
-		defer f.Close()
-		c, err := net.Dial("tcp", f.addr)
+	t.Run("v3 producer, session", func(t *testing.T) {
+		// A producer of one topic per connection: told to upgrade.
+		store := broker.NewMemoryStore()
+		b, err := broker.New(store)
 		require.NoError(t, err)
-		defer c.Close()
-		require.NoError(t, c.SetDeadline(time.Now().Add(waitTimeout)))
-		_, err = c.Write(v1Hello("old"))
+		peer := &capturePeer{}
+		s := b.NewSession(peer)
+		defer s.Close()
+		err = s.Handle(v3Hello("old"))
+		require.ErrorIs(t, err, wire.ErrVersion)
+		require.ErrorIs(t, err, broker.ErrProtocol)
+		require.Len(t, peer.sent(), 1)
+		checkVersionError(t, peer.sent()[0], 3)
+		assert.Contains(t, string(peer.sent()[0]), "upgrade the producer")
+		assert.Empty(t, store.Streams())
+		st, err := store.State(wire.DefaultTopic, "old")
 		require.NoError(t, err)
-		reply, err := readFrame(c)
-		require.NoError(t, err)
-		checkVersionError(t, reply)
-		_, err = readFrame(c)
-		assert.Error(t, err, "the broker closes the connection after the ERROR")
+		assert.Zero(t, st, "no name fenced")
 	})
+	for _, tc := range []struct {
+		version int
+		hello   []byte
+	}{{1, v1Hello("old")}, {3, v3Hello("old")}} {
+		t.Run(fmt.Sprintf("v%d producer, tcp", tc.version), func(t *testing.T) {
+			f := newTCPFixture(t).(*tcpFixture)
+			defer f.Close()
+			c, err := net.Dial("tcp", f.addr)
+			require.NoError(t, err)
+			defer c.Close()
+			require.NoError(t, c.SetDeadline(time.Now().Add(waitTimeout)))
+			_, err = c.Write(tc.hello)
+			require.NoError(t, err)
+			reply, err := readFrame(c)
+			require.NoError(t, err)
+			checkVersionError(t, reply, tc.version)
+			_, err = readFrame(c)
+			assert.Error(t, err, "the broker closes the connection after the ERROR")
+		})
+	}
 	t.Run("v1 broker", func(t *testing.T) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
@@ -310,8 +353,42 @@ func TestProtocolVersionMismatch(t *testing.T) {
 	})
 }
 
-// capturePeer keeps copies of the frames a session sends.
-type capturePeer struct{ frames [][]byte }
+// capturePeer keeps copies of the frames a session sends. The session
+// sends from its own goroutines too (HELLO_OK, TOPIC_OK, receipts): read
+// them with sent or wait.
+type capturePeer struct {
+	mu     sync.Mutex
+	frames [][]byte
+}
 
-func (p *capturePeer) Send(f []byte) error { p.frames = append(p.frames, bytes.Clone(f)); return nil }
-func (p *capturePeer) Close() error        { return nil }
+func (p *capturePeer) Send(f []byte) error {
+	p.mu.Lock()
+	p.frames = append(p.frames, bytes.Clone(f))
+	p.mu.Unlock()
+	return nil
+}
+
+func (p *capturePeer) Close() error { return nil }
+
+// sent returns the frames sent so far.
+func (p *capturePeer) sent() [][]byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.frames)
+}
+
+// wait waits until a frame of type typ was sent and returns it.
+func (p *capturePeer) wait(t *testing.T, typ wire.Type) []byte {
+	t.Helper()
+	var found []byte
+	testkit.WaitUntil(t, "a "+typ.String(), func() bool {
+		for _, f := range p.sent() {
+			if got, err := wire.TypeOf(f); err == nil && got == typ {
+				found = f
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
