@@ -88,7 +88,13 @@ func (p *Producer) serveLane(l *lane) {
 	d.fails = l.led.takeFails(d.spare)
 	d.spare = d.fails
 	l.led.deliverFails(&d.fails, d.next, deliver)
+	head := l.led.ring.Head()
 	l.led.walk(&d.next, deliver)
+	if l.led.ring.Head() != head {
+		// Released: frames of it in flight may be done with (see
+		// windowOpen), which only the pump counts.
+		p.kickPump(l)
+	}
 }
 
 // idle reports whether no lane holds a message.

@@ -38,6 +38,8 @@ type lane struct {
 	pos       uint64   // next position to write
 	endPos    uint64   // first position whose sequence ID would pass wire.MaxSeq
 	inFlight  []uint64 // end positions of the frames written and not acknowledged
+	counted   int      // its frames counted in conn.flying (see session.flying)
+	roomy     bool     // in conn.roomWait
 	inWork    bool     // in the pump's work list
 	notBefore int64    // producer ns: not served before (linger, a refused declaration's retry)
 	retries   int      // declarations refused in a row (store trouble)

@@ -164,6 +164,14 @@ func claimError(err error) error {
 // or TryClaim for a single message, and gives back the budget of what the
 // ring did not take.
 func (l *ledger) tryClaim(sizes []int64) (uint64, int, error) {
+	if !l.ring.HasRoom(sizes[0]) {
+		// The topic's share is full: refused before the budget is taken,
+		// so that giving it back wakes no one (this claimer among them).
+		if l.ring.Closed() {
+			return 0, 0, ringbuf.ErrClosed
+		}
+		return 0, 0, ringbuf.ErrFull
+	}
 	if len(sizes) == 1 {
 		if !l.budget.take(1, sizes[0]) {
 			if l.ring.Closed() {
@@ -230,6 +238,12 @@ func (l *ledger) claimWait(ctx context.Context, sizes []int64, d int64, now func
 			l.budget.disarm()
 			return pos, n, err
 		}
+		if !l.ring.HasRoom(sizes[0]) {
+			// The topic's own share is what is full: only its releases
+			// make room, not every release of the producer's other topics.
+			l.budget.disarm()
+			own, shared = nil, nil
+		}
 		select {
 		case <-room:
 		case <-own:
@@ -240,7 +254,9 @@ func (l *ledger) claimWait(ctx context.Context, sizes []int64, d int64, now func
 			err = ErrTimeout
 		}
 		l.ring.DisarmRoom()
-		l.budget.disarm()
+		if own != nil {
+			l.budget.disarm()
+		}
 		if err != ringbuf.ErrFull {
 			return 0, 0, err
 		}

@@ -16,10 +16,11 @@ import (
 // write batches until the connection dies, back off (see backoff), again,
 // until Close.
 func (p *Producer) runPump() {
-	// One buffer per frame the window lets be in flight: a frame's buffer
-	// comes back when the transport has written it, before its receipt,
-	// so the window, not the pool, is what makes the pump wait.
-	bufs := make(chan *transport.Buffer, p.cfg.framesInFlight)
+	// Buffers for frames, reused: a frame's buffer comes back when the
+	// transport has written it (or, for a transport that hands frames to
+	// the broker as they are, when the broker is done with it). The pool
+	// keeps a few per window; more are made when it is empty (see serve).
+	bufs := make(chan *transport.Buffer, 4*p.cfg.framesInFlight)
 	wait := newBackoff(p.cfg.backoffMin, p.cfg.backoffMax)
 	refusals := 0 // final refusals since the last handshake that succeeded
 	connected := false
@@ -294,7 +295,7 @@ func (p *Producer) writeLoop(s *session, bufs chan *transport.Buffer) {
 	lastForget := p.preciseNow()
 	for {
 		if s.isDead() || p.stopping() {
-			p.leave(work, later)
+			p.leave(s, work, later)
 			return
 		}
 		answers = s.takeAnswers(answers[:0])
@@ -328,19 +329,44 @@ func (p *Producer) writeLoop(s *session, bufs chan *transport.Buffer) {
 				later = append(later, l)
 			case drop:
 				l.inWork = false
+			case noRoom:
+				// Out of work until there is room; its flag is cleared, so
+				// that a receipt of its own frames (which makes room)
+				// brings it back.
+				l.inWork = false
+				if !l.roomy {
+					l.roomy = true
+					s.roomWait = append(s.roomWait, l)
+				}
+				l.pumpQueued.Store(false)
 			case dead:
-				p.leave(work, later)
+				p.leave(s, work, later)
 				return
 			}
 		}
 		clear(work[len(kept):])
 		work = kept
+		if len(work) == 0 && len(s.roomWait) > 0 {
+			// About to park: count again what the waiting lanes have in
+			// flight, in case their receipts came before they left work.
+			for _, l := range s.roomWait {
+				p.windowOpen(s, l)
+			}
+		}
+		if s.flying < p.cfg.framesInFlight && len(s.roomWait) > 0 {
+			for _, l := range s.roomWait {
+				l.roomy = false
+				work = p.enter(work, l)
+			}
+			clear(s.roomWait)
+			s.roomWait = s.roomWait[:0]
+		}
 		if now-lastForget >= int64(p.cfg.topicIdle)/2 {
 			p.forgetIdle(now)
 			lastForget = now
 		}
 		if len(work) == 0 && !p.parkPump(s, later) {
-			p.leave(work, later)
+			p.leave(s, work, later)
 			return
 		}
 	}
@@ -358,7 +384,11 @@ func (p *Producer) enter(work []*lane, l *lane) []*lane {
 
 // leave clears the pump's hold on the lanes of a session that ended: their
 // flags are set again when the next session puts them to work.
-func (p *Producer) leave(work, later []*lane) {
+func (p *Producer) leave(s *session, work, later []*lane) {
+	for _, l := range s.roomWait {
+		l.roomy = false
+		l.pumpQueued.Store(false)
+	}
 	for _, l := range work {
 		l.inWork = false
 		l.pumpQueued.Store(false)
@@ -375,16 +405,18 @@ const (
 	keep served = iota // it has more to write now
 	wait               // it has more, not before l.notBefore
 	drop               // nothing to do until a kick (publish, receipt) or an answer
+	noRoom             // it waits for room in the connection's window
 	dead               // the session died
 )
 
 // serve writes at most one batch of l on s.
 func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs chan *transport.Buffer, now int64) served {
 	if l.conn != s {
-		l.conn, l.state, l.pos = s, undeclared, 0
+		l.conn, l.state, l.pos, l.counted, l.roomy = s, undeclared, 0, 0, false
 		l.inFlight = l.inFlight[:0]
 	}
 	l.pos = max(l.pos, l.led.resendFrom())
+	open := p.windowOpen(s, l) // first: a lane kicked by its receipt gives its room back even with nothing to write
 	if !l.led.ring.Published(l.pos) {
 		return p.idleLane(l, func() bool { return l.led.ring.Published(l.pos) })
 	}
@@ -408,8 +440,11 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs chan *
 		l.abort(fmt.Errorf("%w: sequence IDs of topic %q reached %d", ErrSequenceExhausted, l.topic, uint64(wire.MaxSeq)))
 		return drop
 	}
-	if !p.windowOpen(l) {
-		return p.idleLane(l, func() bool { return p.windowOpen(l) })
+	if !open {
+		return p.idleLane(l, func() bool { return p.windowOpen(s, l) })
+	}
+	if s.flying >= p.cfg.framesInFlight && l.counted < p.cfg.framesInFlight-1 {
+		return noRoom
 	}
 	if p.cfg.linger > 0 && !l.led.ring.Published(l.pos+uint64(p.cfg.maxBatchMessages)-1) {
 		if l.notBefore == 0 {
@@ -420,17 +455,15 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs chan *
 		}
 	}
 	l.notBefore = 0
+	// A buffer from the pool, or a new one: a buffer comes back when the
+	// transport is done with its frame, which for a broker that keeps
+	// frames until they are stored (a stalled topic's) can be never. The
+	// lanes' windows, not the pool, bound what is in flight.
 	var buf *transport.Buffer
 	select {
 	case buf = <-bufs:
 	default:
-		select {
-		case buf = <-bufs:
-		case <-s.dead:
-			return dead
-		case <-p.stop:
-			return dead
-		}
+		buf = &transport.Buffer{Owner: bufs}
 	}
 	lim := batchLimits{topic: l.id, messages: p.cfg.maxBatchMessages, bytes: p.cfg.maxBatchBytes, frame: s.maxFrame, end: l.endPos}
 	var n int
@@ -450,6 +483,7 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs chan *
 		return dead
 	}
 	l.inFlight = append(l.inFlight, l.pos)
+	p.count(s, l)
 	return keep
 }
 
@@ -465,19 +499,31 @@ func (p *Producer) idleLane(l *lane, ready func() bool) served {
 }
 
 // windowOpen reports whether l has fewer than MaxFramesInFlight frames
-// written on its connection and not yet acknowledged. A frame is
-// acknowledged once the lane's acked cursor reached its end (receipts are
-// cumulative).
-func (p *Producer) windowOpen(l *lane) bool {
-	acked := l.led.acked.Load()
-	done := 0
-	for done < len(l.inFlight) && l.inFlight[done] <= acked {
+// written on s and not yet done with: a frame is done once the lane's
+// acked cursor reached its end (receipts are cumulative) or every message
+// in it resolved otherwise (a deadline) and was released.
+func (p *Producer) windowOpen(s *session, l *lane) bool {
+	done, upto := 0, l.led.resendFrom()
+	for done < len(l.inFlight) && l.inFlight[done] <= upto {
 		done++
 	}
 	if done > 0 {
 		l.inFlight = l.inFlight[:copy(l.inFlight, l.inFlight[done:])]
+		p.count(s, l)
 	}
 	return len(l.inFlight) < p.cfg.framesInFlight
+}
+
+// count brings l's share of s.flying up to date: its frames in flight,
+// none while its own window is full (a lane the broker holds back does not
+// take the other lanes' room).
+func (p *Producer) count(s *session, l *lane) {
+	n := len(l.inFlight)
+	if n >= p.cfg.framesInFlight {
+		n = 0
+	}
+	s.flying += n - l.counted
+	l.counted = n
 }
 
 // declare sends l's TOPIC on s: its id on s is the one it had there, or a

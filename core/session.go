@@ -28,6 +28,14 @@ type session struct {
 	ids  map[string]uint32
 	byID sync.Map // uint32 -> *lane
 
+	// The connection's window (the pump's): frames in flight of the lanes
+	// whose own window is not full, at most MaxFramesInFlight, so that many
+	// topics share it as one topic had it alone, while a topic whose
+	// frames the broker holds (a full window of its own) takes none of it.
+	// Lanes waiting for room in it are in roomWait.
+	flying   int
+	roomWait []*lane
+
 	// The broker's answers to TOPIC, for the pump.
 	answersMu sync.Mutex
 	answers   []topicAnswer

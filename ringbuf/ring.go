@@ -428,3 +428,15 @@ func (r *Ring[T]) CloseIfEmpty() bool {
 
 // Closed reports whether Close (or CloseIfEmpty) closed the ring.
 func (r *Ring[T]) Closed() bool { return r.tail.Load()&closedBit != 0 }
+
+// HasRoom reports whether a claim of size bytes would find room now: a
+// free position and the bytes (with the rule of New for a claim larger
+// than the limit). It is a snapshot, for a caller that must decide what to
+// wait for; TryClaim decides.
+func (r *Ring[T]) HasRoom(size int64) bool {
+	if r.Tail()-r.head.Load() >= r.limit {
+		return false
+	}
+	inUse := r.claimed.Load() - r.released.Load()
+	return size == 0 || inUse <= 0 || inUse+size <= r.maxBytes
+}
