@@ -402,11 +402,11 @@ func (p *Producer) leave(s *session, work, later []*lane) {
 type served uint8
 
 const (
-	keep served = iota // it has more to write now
-	wait               // it has more, not before l.notBefore
-	drop               // nothing to do until a kick (publish, receipt) or an answer
-	noRoom             // it waits for room in the connection's window
-	dead               // the session died
+	keep   served = iota // it has more to write now
+	wait                 // it has more, not before l.notBefore
+	drop                 // nothing to do until a kick (publish, receipt) or an answer
+	noRoom               // it waits for room in the connection's window
+	dead                 // the session died
 )
 
 // serve writes at most one batch of l on s.
