@@ -87,18 +87,27 @@ func (b *Broker) withName(name string, fn func(*nameState) error) error {
 // it), so that a broker serving many short-lived producers does not grow
 // without bound. The Store keeps what matters (the epoch) for the next
 // HELLO.
+//
+// When s held the name, its pin (see Pinner) goes, after the locks: a
+// store's Unpin may wait for its own lock (a roll's fsync) and must hold
+// up no HELLO. A HELLO that takes the name meanwhile pins it again first.
 func (b *Broker) release(name string, ps *nameState, s *Session) {
 	b.mu.Lock()
 	ps.mu.Lock()
+	unpin := false
 	if ps.owner.Load() == s {
 		ps.owner.Store(nil)
 		ps.dead = true
 		if b.names[name] == ps {
 			delete(b.names, name)
 		}
+		unpin = s != nil
 	}
 	ps.mu.Unlock()
 	b.mu.Unlock()
+	if p, ok := b.store.(Pinner); ok && unpin {
+		p.Unpin(name) // pinned when s took the name (admitHello)
+	}
 }
 
 // admit decides, under p's lock, what a HELLO of name gets (see the top of

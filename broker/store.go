@@ -52,6 +52,21 @@ type Store interface {
 	Append(topic, producer string, epoch uint64, recs []Record) error
 }
 
+// Pinner is implemented by a Store that forgets idle producer names
+// (store/file's ForgetProducersAfter). The broker pins the name of each
+// live session that holds it, from just before its HELLO_OK until the
+// session releases the name (it closes, or a newer session takes the name
+// over: the pin passes to that one), so that a producer idle on a live
+// connection (heartbeats only) is never forgotten. Pin and Unpin come in
+// pairs; a name may be pinned more than once (Unpin undoes one Pin). Pin
+// runs on a session's HELLO goroutine under the name's lock (as Fence
+// does), Unpin on the goroutine that closes the session under no lock;
+// never on a reader. They should not block for long.
+type Pinner interface {
+	Pin(producer string)
+	Unpin(producer string)
+}
+
 // NameState is what a Store says of one (topic, producer name): the
 // topic's last stored sequence ID and the name's epoch.
 type NameState struct {
