@@ -52,10 +52,13 @@ func TestEpochsNeverReused(t *testing.T) {
 	s = openFileStore(t, path, opts...)
 	defer s.Close()
 	assert.Equal(t, broker.NameState{Epoch: floor}, state(s, "a"), "the floor outlives a restart")
+	assert.Equal(t, uint64(5), state(s, "live").Epoch, "a name kept below the floor keeps its epoch across a restart")
+	assert.Equal(t, uint64(1), state(s, "busy").Epoch)
 	require.ErrorIs(t, s.Fence("a", 1), broker.ErrFenced, "the forgotten incarnation")
 	require.ErrorIs(t, s.Append(dflt, "a", 1, seqRecs(3, recs("a3"))), broker.ErrFenced)
 	require.NoError(t, s.Fence("a", floor+1), "a new incarnation")
 	require.NoError(t, s.Append(dflt, "a", floor+1, seqRecs(1, recs("new"))))
 	assert.Equal(t, broker.NameState{LastSeq: 1, Epoch: floor + 1}, state(s, "a"))
 	assert.GreaterOrEqual(t, state(s, "never-seen").Epoch, floor, "a new name starts above the floor too")
+	require.NoError(t, s.Append(dflt, "busy", 1, seqRecs(2, recs("b2"))), "a kept incarnation goes on after a restart")
 }
