@@ -138,9 +138,9 @@ type Store struct {
 // torn tail is cut; a corrupt active segment is refused with a
 // *CorruptError unless Repair is given (see Store and Recovery). A file
 // that does not start with the Store header is refused with an error
-// wrapping ErrCorrupt and left untouched; an empty file, or one holding only
-// the beginning of the header (a creation cut short by a crash), is taken as
-// new, unless sealed segments exist (then it is refused: a roll writes the
+// wrapping ErrCorrupt and left untouched; an empty file, one holding only
+// the beginning of the header, or a header's worth of zeros (a creation cut
+// short by a crash), is taken as new, unless sealed segments exist (then it is refused: a roll writes the
 // new segment whole before it takes the name; Repair rebuilds its snapshot
 // from them). Options are validated before anything is touched. Everything
 // replayed is fsynced before Open returns, whatever the policy.
@@ -361,12 +361,16 @@ func (f *Store) load(created, repair bool) error {
 	}
 	header := appendHeader(nil, fileVersion)
 	size := st.Size()
-	if size < fileHeaderSize {
-		have := make([]byte, size)
-		if _, err := f.file.ReadAt(have, 0); err != nil {
-			return fmt.Errorf("inflight/file: open store: %w", err)
-		}
-		if !bytes.HasPrefix(header, have) {
+	// A creation cut short: a part of the header, or a header's worth of
+	// zeros (the file grew, its page never reached the disk). Nothing was
+	// acknowledged: the header is fsynced before the first entry is
+	// written, so a crash leaves no more than that.
+	have := make([]byte, min(size, fileHeaderSize))
+	if _, err := f.file.ReadAt(have, 0); err != nil {
+		return fmt.Errorf("inflight/file: open store: %w", err)
+	}
+	if size < fileHeaderSize || bytes.Equal(have, make([]byte, fileHeaderSize)) {
+		if !bytes.HasPrefix(header, have) && !bytes.Equal(have, make([]byte, len(have))) {
 			return fmt.Errorf("%w: %s: %d bytes, not a store file", ErrCorrupt, f.path, size)
 		}
 		if len(f.sealed) > 0 {
