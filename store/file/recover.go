@@ -222,11 +222,15 @@ func (f *Store) repairTail(off, size int64) (string, error) {
 			return "", fmt.Errorf("inflight/file: repair: %w", err)
 		}
 	}
-	_, err := io.Copy(side, io.NewSectionReader(f.file, off, size-off))
-	if err == nil {
-		err = side.Sync()
+	var out storeFile = osFile{side}
+	if f.cfg.wrap != nil {
+		out = f.cfg.wrap(out) // tests: recorded as the store's writes are
 	}
-	if cerr := side.Close(); err == nil {
+	_, err := io.Copy(io.NewOffsetWriter(out, 0), io.NewSectionReader(f.file, off, size-off))
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
