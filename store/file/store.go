@@ -369,7 +369,7 @@ func (f *Store) load(created, repair bool) error {
 	if _, err := f.file.ReadAt(have, 0); err != nil {
 		return fmt.Errorf("inflight/file: open store: %w", err)
 	}
-	if size < fileHeaderSize || bytes.Equal(have, make([]byte, fileHeaderSize)) {
+	if size < fileHeaderSize || size == fileHeaderSize && bytes.Equal(have, make([]byte, fileHeaderSize)) {
 		if !bytes.HasPrefix(header, have) && !bytes.Equal(have, make([]byte, len(have))) {
 			return fmt.Errorf("%w: %s: %d bytes, not a store file", ErrCorrupt, f.path, size)
 		}
