@@ -72,6 +72,13 @@ type Pinner interface {
 type NameState struct {
 	LastSeq uint64 // the highest sequence ID stored on the topic; 0: none
 	Epoch   uint64 // the name's newest incarnation (see Store.Fence), over all topics; 0: never fenced
+	// Forgotten says that the Store keeps nothing of the name and forgets
+	// idle names (store/file's ForgetProducersAfter): it may have known
+	// it. Epoch is then above every epoch the Store ever gave, so that an
+	// incarnation it forgot is fenced when it comes back (never taken for
+	// the newest, which would store its records a second time); the
+	// broker tells it why.
+	Forgotten bool
 }
 
 // Record is one record as a Store sees it: the sequence ID the producer

@@ -482,7 +482,8 @@ func (f *Store) load(created, repair bool) error {
 func (f *Store) Recovery() Recovery { return f.recovery }
 
 // State implements broker.Store: the topic's last sequence ID and the
-// name's epoch. It counts entries whose Append or Fence has written them
+// name's epoch; for a name the store does not know after it forgot some
+// (ForgetProducersAfter), the floor and Forgotten. It counts entries whose Append or Fence has written them
 // but not returned yet. After Close it returns broker.ErrStoreClosed, after
 // a failed write or fsync that failure. Safe for concurrent use.
 func (f *Store) State(topic, producer string) (broker.NameState, error) {
@@ -491,8 +492,9 @@ func (f *Store) State(topic, producer string) (broker.NameState, error) {
 	if err := f.usableLocked(); err != nil {
 		return broker.NameState{}, err
 	}
-	epoch, _ := f.st.epochOf(producer)
-	return broker.NameState{LastSeq: f.st.streams[stream{topic, producer}].last, Epoch: epoch}, nil
+	epoch, unknown := f.st.epochOf(producer)
+	return broker.NameState{LastSeq: f.st.streams[stream{topic, producer}].last, Epoch: epoch,
+		Forgotten: unknown && f.st.floor > 0}, nil
 }
 
 // Fence implements broker.Store: it writes a fence entry, the new epoch of
@@ -552,7 +554,10 @@ func (f *Store) Fence(producer string, epoch uint64) error {
 func (f *Store) Pin(producer string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	n := f.st.names[producer]
+	n, ok := f.st.names[producer]
+	if !ok {
+		n.epoch = f.st.floor // as raiseName: a name the store does not know has the floor
+	}
 	n.pins++
 	n.seen = max(n.seen, f.cfg.now().UnixNano())
 	f.st.names[producer] = n
