@@ -16,31 +16,31 @@ import (
 // acknowledges records only then, deduplicates resends with State's
 // LastSeq, and fences older producer instances with the epoch.
 type printStore struct {
-	mu    sync.Mutex
-	last  map[[2]string]uint64 // by topic and producer
-	epoch map[string]uint64    // by producer
+	mu     sync.Mutex
+	last   map[[2]string]uint64 // by topic and producer
+	epochs map[string]uint64    // by producer
 }
 
 func (s *printStore) State(topic, producer string) (broker.NameState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return broker.NameState{LastSeq: s.last[[2]string{topic, producer}], Epoch: s.epoch[producer]}, nil
+	return broker.NameState{LastSeq: s.last[[2]string{topic, producer}], Epoch: s.epochs[producer]}, nil
 }
 
 func (s *printStore) Fence(producer string, epoch uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if epoch <= s.epoch[producer] {
+	if epoch <= s.epochs[producer] {
 		return broker.ErrFenced
 	}
-	s.epoch[producer] = epoch
+	s.epochs[producer] = epoch
 	return nil
 }
 
 func (s *printStore) Append(topic, producer string, epoch uint64, recs []broker.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if epoch < s.epoch[producer] {
+	if epoch < s.epochs[producer] {
 		return broker.ErrFenced // a newer instance of this producer took the name over
 	}
 	for _, r := range recs { // r's slices are valid only during the call
@@ -53,7 +53,7 @@ func (s *printStore) Append(topic, producer string, epoch uint64, recs []broker.
 // A broker over a Store of your own.
 func Example_customStore() {
 	ctx := context.Background()
-	b, err := broker.New(&printStore{last: map[[2]string]uint64{}, epoch: map[string]uint64{}})
+	b, err := broker.New(&printStore{last: map[[2]string]uint64{}, epochs: map[string]uint64{}})
 	if err != nil {
 		log.Fatal(err)
 	}
