@@ -30,7 +30,8 @@ import (
 // and a Store that commits concurrent Appends together (one write, one
 // fsync) serves many topics and producers at the cost of one. One Append
 // carries every record of that (topic, producer) that arrived while its
-// previous Append ran, from one or several frames.
+// previous Append ran, from one or several frames (Record.FrameStart
+// marks where each begins).
 type Store interface {
 	// State returns, for (topic, producer): LastSeq, the highest sequence
 	// ID stored on that topic (0: none); Epoch, the producer name's newest
@@ -99,6 +100,14 @@ type Record struct {
 	// instead of encoding the fields again. nil for a Record that did not
 	// come from a frame; a store then encodes the fields.
 	Raw []byte
+	// FrameStart is set on the first record the broker takes from each
+	// producer frame (BATCH) it hands over; the records up to the next
+	// one came in that frame. One Append may carry several frames: a
+	// store that checksums what it writes can keep them apart, so that a
+	// flipped bit costs one frame's records (store/file writes an entry per
+	// frame). false on every record of a Record slice that did not come
+	// from frames.
+	FrameStart bool
 }
 
 // stream names the sequence of records of one producer on one topic: the

@@ -89,6 +89,11 @@ flags:
 		}
 		return st.ScanSkipDamaged(fn, func(e *file.CorruptError) error {
 			skipped++
+			if e.Next > 0 {
+				fmt.Fprintf(stderr, "inflight read: skipped %d bytes of %s from offset %d, damaged (%s); going on at the next intact entry, offset %d\n",
+					e.Next-e.Offset, e.Path, e.Offset, e.Why, e.Next)
+				return nil
+			}
 			fmt.Fprintf(stderr, "inflight read: skipped %d bytes of %s from offset %d, damaged (%s); going on with the next segment\n",
 				e.Bytes, e.Path, e.Offset, e.Why)
 			return nil

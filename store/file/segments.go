@@ -463,16 +463,18 @@ func (e *segmentReadError) Unwrap() error { return e.err }
 // (nil: skipped, as readers of records do) and every record entry, parsed
 // and checked.
 type segmentVisitor struct {
+	from  int64 // where to start: an entry's offset; 0: the first entry
 	snap  func(body []byte, next int64) error
 	fence func(e *fenceEntry)
 	each  func(e *entry) error
 }
 
-// segmentEntries walks a segment as walkSegment does, for its snapshot and
-// its record entries; fence entries are checked and skipped.
-func segmentEntries(file io.ReaderAt, end int64, version uint32, rr *wire.RecordReader,
+// segmentEntries walks a segment as walkSegment does, from the entry at
+// from (0: the first), for its snapshot and its record entries; fence
+// entries are checked and skipped.
+func segmentEntries(file io.ReaderAt, from, end int64, version uint32, rr *wire.RecordReader,
 	snap func(body []byte, next int64) error, each func(e *entry) error) (good int64, bad *badEntryError, err error) {
-	return walkSegment(file, end, version, rr, segmentVisitor{snap: snap, each: each})
+	return walkSegment(file, end, version, rr, segmentVisitor{from: from, snap: snap, each: each})
 }
 
 // walkSegment reads and checks the entries of a segment of the given
@@ -484,7 +486,7 @@ func segmentEntries(file io.ReaderAt, end int64, version uint32, rr *wire.Record
 // refuses. err is a read error (a *segmentReadError) or v.each's error, as
 // it returned it; the walk stops at either.
 func walkSegment(file io.ReaderAt, end int64, version uint32, rr *wire.RecordReader, v segmentVisitor) (good int64, bad *badEntryError, err error) {
-	r := newEntryReader(file, end)
+	r := newEntryReaderAt(file, max(v.from, fileHeaderSize), end)
 	for {
 		start := r.off
 		body, err := r.next()

@@ -17,7 +17,7 @@ import (
 )
 
 // Store is a durable Store: append-only segment files, one entry per
-// Append call. It is safe for concurrent use. Only one Store may have a
+// producer frame of an Append call. It is safe for concurrent use. Only one Store may have a
 // store open for writing at a time: Open takes an exclusive lock
 // (flock) on the active segment and fails with ErrLocked if another
 // process, or another Store of this one, holds it; readers open it with
@@ -54,7 +54,10 @@ import (
 //	+------+-------------+-------+------------+------+--------------+-----------+-------------------+
 //	record: uvarint seq gap | uvarint len | flags, key, headers, event time, payload (as on the wire)
 //
-// An entry holds one Append: one (topic, producer), increasing sequence IDs;
+// An entry holds the records of one producer frame of an Append (see
+// broker.Record.FrameStart; records that did not come from frames make
+// one entry), so that a flipped bit costs one frame's records: one
+// (topic, producer), increasing sequence IDs;
 // or one Fence: a producer name's new epoch (a fence entry, drawn in
 // format.go), which replay reads, and which Scan and Verify check and skip.
 // An entry is acknowledged only after it was written whole, so the only
@@ -587,11 +590,12 @@ func (f *Store) usableLocked() error {
 	return nil
 }
 
-// Append implements broker.Store: it writes one entry with one write call and,
-// under FsyncBatch, returns only once the entry is fsynced (Appends that wait
-// at the same time share one fsync). An entry that would take the active
-// segment past SegmentBytes rolls the store first (an entry larger than
-// that gets a segment of its own). Appending no records does nothing.
+// Append implements broker.Store: it writes one entry per producer frame
+// (broker.Record.FrameStart), all with one write call, and, under
+// FsyncBatch, returns only once they are fsynced (Appends that wait at the
+// same time share one fsync). Entries that would take the active segment
+// past SegmentBytes roll the store first (larger ones get a segment of
+// their own; an Append's entries stay in one segment). Appending no records does nothing.
 // Safe for concurrent use.
 //
 // It returns broker.ErrStoreClosed after Close. It refuses, without writing and
@@ -613,14 +617,25 @@ func (f *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 	case len(recs) == 0:
 		return nil
 	}
-	// Encoded without the lock: the entry does not depend on where it goes,
-	// and the Appends of different producers encode at the same time.
-	bodyLen, err := entryBodyLen(topic, producer, recs)
+	// Encoded without the lock: the entries do not depend on where they
+	// go, and the Appends of different producers encode at the same time.
+	// One entry per producer frame (see frameEntries).
+	total := 0
+	err = frameEntries(recs, func(part []broker.Record) error {
+		bodyLen, err := entryBodyLen(topic, producer, part)
+		total += entryHeaderSize + bodyLen
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("inflight/file: Store.Append: %w", err)
 	}
-	buf := f.bufs.get(entryHeaderSize + bodyLen)
-	*buf = appendEntry((*buf)[:0], topic, producer, recs, bodyLen)
+	buf := f.bufs.get(total)
+	*buf = (*buf)[:0]
+	_ = frameEntries(recs, func(part []broker.Record) error {
+		bodyLen, _ := entryBodyLen(topic, producer, part) // checked above
+		*buf = appendEntry(*buf, topic, producer, part, bodyLen)
+		return nil
+	})
 	size := int64(len(*buf))
 
 	k := stream{topic, producer}
@@ -653,6 +668,25 @@ func (f *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 	f.bufs.put(buf)
 	f.end = f.written
 	return err
+}
+
+// frameEntries calls fn with the records of each entry an Append writes:
+// one per producer frame, as broker.Record.FrameStart marks them, so that
+// a checksum covers at most one frame and a flipped bit costs at most
+// that frame's records (a group commit may hand over many frames at once);
+// records that did not come from frames (no FrameStart after the first)
+// make one entry. It stops at fn's first error.
+func frameEntries(recs []broker.Record, fn func(part []broker.Record) error) error {
+	start := 0
+	for i := 1; i <= len(recs); i++ {
+		if i == len(recs) || recs[i].FrameStart {
+			if err := fn(recs[start:i]); err != nil {
+				return err
+			}
+			start = i
+		}
+	}
+	return nil
 }
 
 // admitLocked checks an entry of size bytes with check before it is
