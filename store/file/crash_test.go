@@ -85,7 +85,7 @@ func (w *crashWorkload) appendRecs(topic, producer string, epoch, first uint64, 
 		seq := first + uint64(i)
 		p := fmt.Sprintf("<%s/%s/%d/", topic, producer, seq)
 		p += strings.Repeat(string(rune('a'+seq%26)), max(0, size-len(p)-1)) + ">"
-		recs[i] = broker.Record{Seq: seq, Payload: []byte(p)}
+		recs[i] = broker.Record{Seq: seq, Payload: []byte(p), FrameStart: i%2 == 0} // frames of two: an entry each
 	}
 	if err := w.s.Append(topic, producer, epoch, recs); err != nil {
 		w.t.Fatalf("workload: append %s/%s %d: %v", topic, producer, first, err)
