@@ -7,7 +7,7 @@ package file
 // as the group commit does; never while the file is replaced):
 //
 //	1. fsync PATH                         the segment to seal is durable
-//	2. write PATH.next: header (version 5) and a snapshot of every
+//	2. write PATH.next: header (version 7) and a snapshot of every
 //	   (topic, producer)'s last sequence ID and epoch; lock it; fsync it
 //	3. link PATH -> PATH.<n>; fsync dir     the segment is sealed under its number
 //	4. rename PATH.next -> PATH; fsync dir  the new active segment
@@ -358,8 +358,8 @@ func retainEvery(age time.Duration) time.Duration {
 
 // rebuildActive gives an active segment that lost its snapshot (with
 // Repair; what followed its header is in a side file already) a new one,
-// rebuilt from the sealed segments: it writes a version 3 header and the
-// snapshot from offset 0, fsyncs, and returns the offset after them.
+// rebuilt from the sealed segments: it writes a rolled segment's header
+// (version 7) and the snapshot from offset 0, fsyncs, and returns the offset after them.
 func (f *Store) rebuildActive() (int64, error) {
 	if err := f.rebuildFromSealed(); err != nil {
 		return 0, err
@@ -399,7 +399,7 @@ func (f *Store) rebuildFromSealed() error {
 // segReplay is what replaySegment found in one segment.
 type segReplay struct {
 	good    int64          // offset after the last good entry
-	body    int64          // offset of the first record entry: after a version 3 segment's snapshot
+	body    int64          // offset of the first record entry: after a rolled segment's snapshot
 	bad     *badEntryError // the entry at good, if the segment does not end cleanly there
 	entries int            // record entries
 	records int

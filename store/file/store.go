@@ -37,9 +37,9 @@ import (
 // A segment file, all integers big-endian:
 //
 //	+------+---------+-----------------+-----------------+-----
-//	| IFLT | u32 = 4 |     entry 1     |     entry 2     | ...     a store that never rolled
+//	| IFLT | u32 = 6 |     entry 1     |     entry 2     | ...     a store that never rolled
 //	+------+---------+-----------------+-----------------+-----
-//	| IFLT | u32 = 5 | snapshot entry  |     entry 2     | ...     a segment a roll created
+//	| IFLT | u32 = 7 | snapshot entry  |     entry 2     | ...     a segment a roll created
 //	+------+---------+-----------------+-----------------+-----
 //	 0      4         8
 //
@@ -48,32 +48,38 @@ import (
 //	| u32 bodyLen | u32 crc32c  |                body                |
 //	+-------------+-------------+------------------------------------+
 //	                 of body
-//	body (version 2; the layouts of all versions, and of the snapshot, are drawn in filestore_format.go):
+//	body of a record entry (the layouts of every version's entries, and
+//	of fence entries, are drawn in format.go; those of snapshots in state.go):
 //	+------+-------------+-------+------------+------+--------------+-----------+-------------------+
 //	| u8 0 | u8 topicLen | topic | u8 nameLen | name | u64 firstSeq | u32 count | count x record    |
 //	+------+-------------+-------+------------+------+--------------+-----------+-------------------+
 //	record: uvarint seq gap | uvarint len | flags, key, headers, event time, payload (as on the wire)
 //
-// An entry holds the records of one producer frame of an Append (see
+// A record entry holds the records of one producer frame of an Append (see
 // broker.Record.FrameStart; records that did not come from frames make
 // one entry), so that a flipped bit costs one frame's records: one
-// (topic, producer), increasing sequence IDs;
-// or one Fence: a producer name's new epoch (a fence entry, drawn in
-// format.go), which replay reads, and which Scan and Verify check and skip.
-// An entry is acknowledged only after it was written whole, so the only
-// damage a crash leaves is an incomplete final entry of the active segment
-// (its length runs past the end of the file, no valid entry follows it, and
-// its CRC does not check out over the bytes that are there), or zeros from
-// the damage to the end: that torn tail is cut (Recovery.TruncatedBytes).
-// Any other damage to the active segment (a CRC mismatch, an implausible
-// length or a malformed body, with or without entries after it) may hide
-// acknowledged records: Open refuses the store with a
-// *CorruptError and leaves it untouched, or with Repair moves the damaged
-// remainder to a side file. Sealed segments are not read at open (that is
-// what keeps a restart cheap): damage there is found by Verify, which reads
-// every entry of every segment, and by Scan; it is reported with a
-// *CorruptError naming the segment, never cut. Nothing ever deletes bytes
-// that could hold acknowledged records, except retention, as configured.
+// (topic, producer), increasing sequence IDs. A fence entry holds one
+// Fence: a producer name's new epoch, which replay reads, and which Scan
+// and Verify check and skip.
+//
+// An entry is acknowledged only once it is written whole and fsynced, with
+// only intact entries after it. So the end of the active segment follows
+// one rule (recover.go; RocksDB's kTolerateCorruptedTailRecords and etcd's
+// WAL decide the same way): bytes that cannot be read from some point to
+// the end, with no intact entry after them, are a torn tail, and are cut
+// (Recovery.TruncatedBytes); an unreadable region with an intact entry
+// after it is corruption, which may hide acknowledged records: Open
+// refuses the store with a *CorruptError and leaves it untouched, or with
+// Repair moves the damaged remainder to a side file. One such region is
+// also what a crash leaves (unsynced pages reach the disk in any order): a
+// page of zeros before the intact entry; it goes to a side file at open,
+// without Repair (Recovery.SideFile). Sealed segments are not read at open
+// (that is what keeps a restart cheap): damage there is found by Verify,
+// which reads every entry of every segment, and by Scan; it is reported
+// with a *CorruptError naming the segment, never cut. Nothing ever deletes
+// bytes that could hold acknowledged records, except retention, as
+// configured. TestCrashStatesRecover opens every state a crash may leave
+// at every step of a workload.
 //
 // Format versions: a store of version 1 (before topics and metadata), 2
 // (before epochs), 3 (a rolled segment before epochs), 4 or 5 (epochs per
@@ -89,8 +95,8 @@ import (
 // Durability follows the FsyncPolicy; a roll fsyncs the segment it seals
 // and the new one, whatever the policy (the bulk of the first with the
 // store's lock released). After a failed write or fsync the
-// state of the file is unknown: the store refuses every later Append and
-// LastSeq with that first error, which wraps broker.ErrStoreFailed; reopening it
+// state of the file is unknown: the store refuses every later Append,
+// Fence and State with that first error, which wraps broker.ErrStoreFailed; reopening it
 // recovers.
 type Store struct {
 	path     string
@@ -441,8 +447,8 @@ func (f *Store) load(created, repair bool) error {
 	if up := upgrade(v); up != v {
 		// Its entries stay as they are (version 1 bodies, version 2 bodies
 		// and fence entries are told apart by their first bytes, a version 3
-		// snapshot from a version 5 one by its kind); the header says 4 (or
-		// 5) from now on, before a fence entry can be written, so that an
+		// snapshot from a version 5 one by its kind); the header says 6 (or
+		// 7) from now on, before a fence entry can be written, so that an
 		// older inflight refuses the file instead of cutting off, or
 		// refusing as damage, the entries it cannot read.
 		if _, err := f.file.WriteAt(appendHeader(nil, up)[len(fileMagic):], int64(len(fileMagic))); err != nil {
