@@ -90,7 +90,7 @@ func (s *Session) readFrame(t *topic, f *queuedFrame, a *appendScratch) (int, er
 		// Checked by the reader: this is a bug, not the producer's.
 		return 0, fmt.Errorf("%w: records checked before: %w", ErrStore, err)
 	}
-	stored, skip, seq := 0, f.skip, f.batch.FirstSeq
+	stored, skip, seq, first := 0, f.skip, f.batch.FirstSeq, true
 	for raw, ok := it.Next(); ok; raw, ok = it.Next() {
 		if skip > 0 {
 			skip--
@@ -111,7 +111,8 @@ func (s *Session) readFrame(t *topic, f *queuedFrame, a *appendScratch) (int, er
 			a.recs = append(a.recs, Record{})
 		}
 		r := &a.recs[len(a.recs)-1]
-		r.Seq, r.Raw = seq, raw
+		r.Seq, r.Raw, r.FrameStart = seq, raw, first
+		first = false
 		a.index += recordIndex
 		seq++
 		p, plain := wire.PlainPayload(raw)
@@ -126,6 +127,7 @@ func (s *Session) readFrame(t *topic, f *queuedFrame, a *appendScratch) (int, er
 		if cost := int64(len(w.Headers)) * headerIndex; a.index+cost > maxAppendIndex && len(a.recs) > 1 {
 			// Its headers do not fit the chunk: store the chunk without
 			// it, and read it again (storeChunk reset the header memory).
+			start := r.FrameStart
 			a.recs = a.recs[:len(a.recs)-1]
 			*r = Record{}
 			stored += len(a.recs)
@@ -134,7 +136,7 @@ func (s *Session) readFrame(t *topic, f *queuedFrame, a *appendScratch) (int, er
 			}
 			a.recs = a.recs[:1]
 			r = &a.recs[0]
-			r.Seq, r.Raw = seq-1, raw
+			r.Seq, r.Raw, r.FrameStart = seq-1, raw, start
 			a.index = recordIndex
 			if w, err = a.rr.Read(raw); err != nil {
 				return stored, fmt.Errorf("%w: records checked before: %w", ErrStore, err)

@@ -190,3 +190,43 @@ func TestFrameMemoryBudget(t *testing.T) {
 	assert.Equal(t, uint64(1), st.Busy)
 	waitUntil(t, "the frame memory given back", func() bool { return b.Stats().BufferedBytes == 0 })
 }
+
+// frameStore is a gatedStore that records, per Append, which records
+// start a producer frame (broker.Record.FrameStart).
+type frameStore struct {
+	*gatedStore
+	mu     sync.Mutex
+	starts [][]bool
+}
+
+func (f *frameStore) Append(topic, producer string, epoch uint64, recs []broker.Record) error {
+	flags := make([]bool, len(recs))
+	for i, r := range recs {
+		flags[i] = r.FrameStart
+	}
+	f.mu.Lock()
+	f.starts = append(f.starts, flags)
+	f.mu.Unlock()
+	return f.gatedStore.Append(topic, producer, epoch, recs)
+}
+
+// TestFrameStartMarksEachFrame: frames that queued while an Append was
+// held go to the Store in one Append, the first record of each marked
+// FrameStart, so that a store can checksum them apart.
+func TestFrameStartMarksEachFrame(t *testing.T) {
+	store := &frameStore{gatedStore: newGatedStore()}
+	b, err := broker.New(store)
+	require.NoError(t, err)
+	c := newConn(t, b)
+	c.hello(t, "p")
+	store.shut()
+	require.NoError(t, c.Handle(batchFrame(0, 1, 2)))
+	testkit.WaitChan(t, store.entered, "an Append held at the gate")
+	require.NoError(t, c.Handle(batchFrame(0, 3, 3)))
+	require.NoError(t, c.Handle(batchFrame(0, 6, 1)))
+	store.open()
+	waitUntil(t, "every record stored", func() bool { return store.Len("p") == 6 })
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	assert.Equal(t, [][]bool{{true, false}, {true, false, false, true}}, store.starts)
+}

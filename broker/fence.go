@@ -15,7 +15,8 @@ package broker
 //	0, Yield           any, name held      ERROR name in use (the producer retries later)
 //	e > 0              e                   HELLO_OK(e): a reconnect; an older session of the same
 //	                                       incarnation is replaced (closed without an ERROR)
-//	e > 0              s > e               ERROR fenced
+//	e > 0              s > e               ERROR fenced (saying so when the Store forgot the name:
+//	                                       NameState.Forgotten)
 //	e > 0              s < e               Fence(e): the Store lost the name's epoch (a memory
 //	                                       store restarted, a forgotten name); the producer is
 //	                                       the newest incarnation anyone knows of
@@ -54,6 +55,7 @@ type nameState struct {
 	ownerID Identity // owner's identity
 	epoch   uint64   // the name's newest epoch, as this broker knows it (another may have fenced since)
 	loaded  bool     // epoch was read from the Store (false: read it again)
+	forgot  bool     // the Store had forgotten the name when it was read (NameState.Forgotten)
 	dead    bool     // removed from the broker's map; look the name up again
 }
 
@@ -87,18 +89,27 @@ func (b *Broker) withName(name string, fn func(*nameState) error) error {
 // it), so that a broker serving many short-lived producers does not grow
 // without bound. The Store keeps what matters (the epoch) for the next
 // HELLO.
+//
+// When s held the name, its pin (see Pinner) goes, after the locks: a
+// store's Unpin may wait for its own lock (a roll's fsync) and must hold
+// up no HELLO. A HELLO that takes the name meanwhile pins it again first.
 func (b *Broker) release(name string, ps *nameState, s *Session) {
 	b.mu.Lock()
 	ps.mu.Lock()
+	unpin := false
 	if ps.owner.Load() == s {
 		ps.owner.Store(nil)
 		ps.dead = true
 		if b.names[name] == ps {
 			delete(b.names, name)
 		}
+		unpin = s != nil
 	}
 	ps.mu.Unlock()
 	b.mu.Unlock()
+	if p, ok := b.store.(Pinner); ok && unpin {
+		p.Unpin(name) // pinned when s took the name (admitHello)
+	}
 }
 
 // admit decides, under p's lock, what a HELLO of name gets (see the top of
@@ -117,6 +128,10 @@ func (b *Broker) admit(name string, p *nameState, h *wire.Hello) error {
 			return fmt.Errorf("%w: producer %q is held by a live session (epoch %d)", ErrNameInUse, name, p.epoch)
 		}
 		return b.fence(name, p, 0)
+	case h.Epoch < p.epoch && p.forgot:
+		return fmt.Errorf("%w: producer %q: the store forgot this name (no session held it for longer than the store keeps idle producers), "+
+			"and epoch %d with it: the records this instance stored stay stored, it may store no more; start a new instance",
+			ErrFenced, name, h.Epoch)
 	case h.Epoch < p.epoch:
 		return fencedErr(name, h.Epoch, p.epoch)
 	case h.Epoch == p.epoch:
@@ -141,7 +156,7 @@ func (b *Broker) fence(name string, p *nameState, want uint64) error {
 		}
 		err := b.store.Fence(name, epoch)
 		if err == nil {
-			p.epoch = epoch
+			p.epoch, p.forgot = epoch, false
 			return nil
 		}
 		if !errors.Is(err, ErrFenced) || try == maxFenceTries {
@@ -163,7 +178,7 @@ func (b *Broker) load(name string, p *nameState) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrStore, err)
 	}
-	p.epoch, p.loaded = st.Epoch, true
+	p.epoch, p.loaded, p.forgot = st.Epoch, true, st.Forgotten
 	return nil
 }
 

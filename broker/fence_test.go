@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -122,4 +123,73 @@ func TestFenceThroughSharedStore(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, wire.CodeFenced, errorFrame(t, reply).Code, "C, on B, is fenced at its next write")
 	assert.Equal(t, seqRange(1, 10), seqs(store, "p"))
+}
+
+// pinStore is a MemoryStore that is a broker.Pinner: it counts each name's
+// pins.
+type pinStore struct {
+	*broker.MemoryStore
+	mu   sync.Mutex
+	pins map[string]int
+}
+
+func (p *pinStore) Pin(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pins[name]++
+}
+
+func (p *pinStore) Unpin(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pins[name]--
+}
+
+func (p *pinStore) pinned(name string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pins[name]
+}
+
+// TestPinLiveSessions: a Store that forgets idle names (broker.Pinner) has
+// the name of every live session pinned, once, from its HELLO_OK until the
+// session lets the name go; a takeover passes the pin on, a refused HELLO
+// pins nothing.
+func TestPinLiveSessions(t *testing.T) {
+	store := &pinStore{MemoryStore: broker.NewMemoryStore(), pins: map[string]int{}}
+	b, err := broker.New(store)
+	require.NoError(t, err)
+
+	a := newConn(t, b)
+	ok := a.hello(t, "p")
+	assert.Equal(t, 1, store.pinned("p"), "pinned before HELLO_OK")
+
+	// A reconnect of the same incarnation replaces a; a newer one fences
+	// it: the name stays pinned once, by whoever holds it.
+	r := newConn(t, b)
+	r.helloEpoch(t, "p", ok.Epoch)
+	assert.Equal(t, 1, store.pinned("p"), "replaced: the pin passes on")
+	a.Close()
+	assert.Equal(t, 1, store.pinned("p"), "the replaced session holds no pin")
+	n := newConn(t, b)
+	n.hello(t, "p")
+	assert.Equal(t, 1, store.pinned("p"), "fenced: the pin passes on")
+
+	// Refused: an older epoch pins nothing.
+	old := newConn(t, b)
+	_, err = old.handle(t, helloEpochFrame(t, "p", ok.Epoch, false))
+	require.ErrorIs(t, err, broker.ErrFenced)
+	old.Close()
+	r.Close()
+	assert.Equal(t, 1, store.pinned("p"))
+
+	n.Close()
+	assert.Equal(t, 0, store.pinned("p"), "unpinned when the holder closes")
+
+	// A new holder pins again.
+	c := newConn(t, b)
+	c.hello(t, "p")
+	assert.Equal(t, 1, store.pinned("p"))
+	c.Close()
+	assert.Equal(t, 0, store.pinned("p"))
 }

@@ -218,7 +218,9 @@ func (s *Session) admitHello(h wire.Hello) {
 		}
 		old, epoch = p.owner.Load(), p.epoch
 		if old != nil {
-			oldEpoch = old.epoch
+			oldEpoch = old.epoch // its pin passes to s
+		} else if pin, ok := s.b.store.(Pinner); ok {
+			pin.Pin(h.Producer) // unpinned by release, once s lets the name go
 		}
 		p.ownerID = s.id
 		s.epoch = epoch

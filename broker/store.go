@@ -30,7 +30,8 @@ import (
 // and a Store that commits concurrent Appends together (one write, one
 // fsync) serves many topics and producers at the cost of one. One Append
 // carries every record of that (topic, producer) that arrived while its
-// previous Append ran, from one or several frames.
+// previous Append ran, from one or several frames (Record.FrameStart
+// marks where each begins).
 type Store interface {
 	// State returns, for (topic, producer): LastSeq, the highest sequence
 	// ID stored on that topic (0: none); Epoch, the producer name's newest
@@ -52,11 +53,33 @@ type Store interface {
 	Append(topic, producer string, epoch uint64, recs []Record) error
 }
 
+// Pinner is implemented by a Store that forgets idle producer names
+// (store/file's ForgetProducersAfter). The broker pins the name of each
+// live session that holds it, from just before its HELLO_OK until the
+// session releases the name (it closes, or a newer session takes the name
+// over: the pin passes to that one), so that a producer idle on a live
+// connection (heartbeats only) is never forgotten. Pin and Unpin come in
+// pairs; a name may be pinned more than once (Unpin undoes one Pin). Pin
+// runs on a session's HELLO goroutine under the name's lock (as Fence
+// does), Unpin on the goroutine that closes the session under no lock;
+// never on a reader. They should not block for long.
+type Pinner interface {
+	Pin(producer string)
+	Unpin(producer string)
+}
+
 // NameState is what a Store says of one (topic, producer name): the
 // topic's last stored sequence ID and the name's epoch.
 type NameState struct {
 	LastSeq uint64 // the highest sequence ID stored on the topic; 0: none
 	Epoch   uint64 // the name's newest incarnation (see Store.Fence), over all topics; 0: never fenced
+	// Forgotten says that the Store keeps nothing of the name and forgets
+	// idle names (store/file's ForgetProducersAfter): it may have known
+	// it. Epoch is then above every epoch the Store ever gave, so that an
+	// incarnation it forgot is fenced when it comes back (never taken for
+	// the newest, which would store its records a second time); the
+	// broker tells it why.
+	Forgotten bool
 }
 
 // Record is one record as a Store sees it: the sequence ID the producer
@@ -77,6 +100,14 @@ type Record struct {
 	// instead of encoding the fields again. nil for a Record that did not
 	// come from a frame; a store then encodes the fields.
 	Raw []byte
+	// FrameStart is set on the first record the broker takes from each
+	// producer frame (BATCH) it hands over; the records up to the next
+	// one came in that frame. One Append may carry several frames: a
+	// store that checksums what it writes can keep them apart, so that a
+	// flipped bit costs one frame's records (store/file writes an entry per
+	// frame). false on every record of a Record slice that did not come
+	// from frames.
+	FrameStart bool
 }
 
 // stream names the sequence of records of one producer on one topic: the

@@ -29,7 +29,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	from := fs.Uint64("from", 0, "only sequence IDs from this one on")
 	n := fs.Int("n", 0, "at most this many records (0: all)")
 	format := fs.String("format", "text", "one line per record: text (key=value, every value quoted) or json (see below)")
-	skipDamaged := fs.Bool("skip-damaged", false, "file store: at damage, say what is skipped (the rest of that segment) and go on with the next segment;\nexit 1 at the end")
+	skipDamaged := fs.Bool("skip-damaged", false, "file store: at damage, say what is skipped (the damaged entry: one producer frame) and go on at the next intact entry\nor segment; exit 1 at the end")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: inflight read -store file:PATH|nats://HOST:PORT/STREAM [flags]
 
@@ -45,16 +45,17 @@ payload is quoted as Go quotes strings, so no byte can forge a line:
   topic="orders" producer="till-1" seq=1 key="table-7" time=2026-12-03T09:00:00Z header."src"="cli" payload="espresso"
 
 -format json prints one object per line, always with the same fields:
-topic, producer, seq, key, key_base64, event_time, headers (a list of
-{key, value, value_base64}), payload, payload_base64. Bytes are there
-twice: as text (null when they are not valid UTF-8) and, exactly, in base64
-(always set). With jq: .payload for text, .payload_base64 | @base64d for
+topic, topic_base64, producer, producer_base64, seq, key, key_base64,
+event_time, headers (a list of {key, key_base64, value, value_base64}),
+payload, payload_base64. Bytes, names included, are there twice: as text
+(null when they are not valid UTF-8) and, exactly, in base64 (always set). With jq: .payload for text, .payload_base64 | @base64d for
 any bytes. A record without a key has key and key_base64 null.
 
 A damaged file store (an entry that fails its check) is read up to the
 damage: every record before it is printed, then read exits 1 naming the
-segment and the offset. With -skip-damaged it goes on with the next
-segment instead, saying on stderr what it skipped, and exits 1 at the end.
+segment and the offset. With -skip-damaged it goes on at the next intact
+entry (or the next segment) instead, saying on stderr what it skipped (a
+damaged entry holds one producer frame), and exits 1 at the end.
 Nothing is ever written to the store.
 
 flags:
@@ -89,6 +90,11 @@ flags:
 		}
 		return st.ScanSkipDamaged(fn, func(e *file.CorruptError) error {
 			skipped++
+			if e.Next > 0 {
+				fmt.Fprintf(stderr, "inflight read: skipped %d bytes of %s from offset %d, damaged (%s); going on at the next intact entry, offset %d\n",
+					e.Next-e.Offset, e.Path, e.Offset, e.Why, e.Next)
+				return nil
+			}
 			fmt.Fprintf(stderr, "inflight read: skipped %d bytes of %s from offset %d, damaged (%s); going on with the next segment\n",
 				e.Bytes, e.Path, e.Offset, e.Why)
 			return nil
@@ -182,24 +188,29 @@ func textRecord(b []byte, topic, producer string, r broker.Record) []byte {
 // value_base64, payload_base64), always set, for any bytes (`.payload_base64
 // | @base64d`). A record without a key has both key fields null; one without
 // an event time has event_time null; headers is [] when there are none.
-// Topics are ASCII; a producer name or header key is shown as text, with
-// U+FFFD for a byte that is not UTF-8.
+// Topics, producer names and header keys are bytes too, and shown the same
+// way (topic and topic_base64, producer and producer_base64, a header's key
+// and key_base64): two names that differ only in bytes that are not UTF-8
+// never print alike.
 type jsonHeader struct {
-	Key         string  `json:"key"`
+	Key         *string `json:"key"`
+	KeyBase64   []byte  `json:"key_base64"`
 	Value       *string `json:"value"`
 	ValueBase64 []byte  `json:"value_base64"`
 }
 
 type jsonLine struct {
-	Topic         string       `json:"topic"`
-	Producer      string       `json:"producer"`
-	Seq           uint64       `json:"seq"`
-	Key           *string      `json:"key"`
-	KeyBase64     []byte       `json:"key_base64"`
-	EventTime     *time.Time   `json:"event_time"`
-	Headers       []jsonHeader `json:"headers"`
-	Payload       *string      `json:"payload"`
-	PayloadBase64 []byte       `json:"payload_base64"`
+	Topic          *string      `json:"topic"`
+	TopicBase64    []byte       `json:"topic_base64"`
+	Producer       *string      `json:"producer"`
+	ProducerBase64 []byte       `json:"producer_base64"`
+	Seq            uint64       `json:"seq"`
+	Key            *string      `json:"key"`
+	KeyBase64      []byte       `json:"key_base64"`
+	EventTime      *time.Time   `json:"event_time"`
+	Headers        []jsonHeader `json:"headers"`
+	Payload        *string      `json:"payload"`
+	PayloadBase64  []byte       `json:"payload_base64"`
 }
 
 // jsonBytes returns p as text (nil if it is not valid UTF-8) and as the
@@ -216,7 +227,9 @@ func jsonBytes(p []byte) (*string, []byte) {
 }
 
 func jsonRecord(b []byte, topic, producer string, r broker.Record) []byte {
-	l := jsonLine{Topic: topic, Producer: producer, Seq: r.Seq, Headers: make([]jsonHeader, len(r.Headers))}
+	l := jsonLine{Seq: r.Seq, Headers: make([]jsonHeader, len(r.Headers))}
+	l.Topic, l.TopicBase64 = jsonBytes([]byte(topic))
+	l.Producer, l.ProducerBase64 = jsonBytes([]byte(producer))
 	if r.Key != nil {
 		l.Key, l.KeyBase64 = jsonBytes(r.Key)
 	}
@@ -225,7 +238,7 @@ func jsonRecord(b []byte, topic, producer string, r broker.Record) []byte {
 		l.EventTime = &t
 	}
 	for i, h := range r.Headers {
-		l.Headers[i].Key = h.Key
+		l.Headers[i].Key, l.Headers[i].KeyBase64 = jsonBytes([]byte(h.Key))
 		l.Headers[i].Value, l.Headers[i].ValueBase64 = jsonBytes(h.Value)
 	}
 	l.Payload, l.PayloadBase64 = jsonBytes(r.Payload)

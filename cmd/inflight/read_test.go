@@ -114,11 +114,11 @@ func TestReadJSONFields(t *testing.T) {
 	code, out, errOut := runCmd(t, "read", "-store=file:"+path, "-format=json")
 	require.Equal(t, exitOK, code, errOut)
 	want := []string{
-		`{"topic":"orders","producer":"till-1","seq":1,"key":"table-7","key_base64":"dGFibGUtNw==","event_time":"2026-12-03T09:00:00Z",` +
-			`"headers":[{"key":"src","value":"cli","value_base64":"Y2xp"},{"key":"empty","value":"","value_base64":""}],` +
+		`{"topic":"orders","topic_base64":"b3JkZXJz","producer":"till-1","producer_base64":"dGlsbC0x","seq":1,"key":"table-7","key_base64":"dGFibGUtNw==","event_time":"2026-12-03T09:00:00Z",` +
+			`"headers":[{"key":"src","key_base64":"c3Jj","value":"cli","value_base64":"Y2xp"},{"key":"empty","key_base64":"ZW1wdHk=","value":"","value_base64":""}],` +
 			`"payload":"{\"item\":\"espresso\"}","payload_base64":"eyJpdGVtIjoiZXNwcmVzc28ifQ=="}`,
-		`{"topic":"orders","producer":"till-1","seq":2,"key":null,"key_base64":"ww==","event_time":null,"headers":[],"payload":null,"payload_base64":"/wA="}`,
-		`{"topic":"orders","producer":"till-1","seq":3,"key":null,"key_base64":null,"event_time":null,"headers":[],"payload":"","payload_base64":""}`,
+		`{"topic":"orders","topic_base64":"b3JkZXJz","producer":"till-1","producer_base64":"dGlsbC0x","seq":2,"key":null,"key_base64":"ww==","event_time":null,"headers":[],"payload":null,"payload_base64":"/wA="}`,
+		`{"topic":"orders","topic_base64":"b3JkZXJz","producer":"till-1","producer_base64":"dGlsbC0x","seq":3,"key":null,"key_base64":null,"event_time":null,"headers":[],"payload":"","payload_base64":""}`,
 	}
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	require.Len(t, lines, len(want))
@@ -133,6 +133,48 @@ func TestReadJSONFields(t *testing.T) {
 		}
 		assert.Equal(t, fields, keys, "line %d has the fields of line 1", i+1)
 	}
+}
+
+// TestReadJSONKeepsInvalidUTF8Names: producer names, topics and header
+// keys that are not UTF-8 come out exactly in their _base64 fields (text
+// null), so two names that differ only there never print alike (issue 30
+// item 5: "a\xff\xfeb" and "a\xfe\xffb" both printed "a\ufffd\ufffdb").
+func TestReadJSONKeepsInvalidUTF8Names(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store")
+	w, err := file.Open(path)
+	require.NoError(t, err)
+	defer w.Close()
+	names := []string{"a\xff\xfeb", "a\xfe\xffb"}
+	for _, name := range names {
+		require.NoError(t, w.Append("t\xff", name, 0, []broker.Record{
+			{Seq: 1, Payload: []byte("p"), Headers: []wire.Header{{Key: "k\xfe" + name, Value: []byte("v")}}},
+		}))
+	}
+	code, out, errOut := runCmd(t, "read", "-store=file:"+path, "-format=json")
+	require.Equal(t, exitOK, code, errOut)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	require.Len(t, lines, len(names))
+	for i, l := range lines {
+		var rec struct {
+			Topic          *string `json:"topic"`
+			TopicBase64    []byte  `json:"topic_base64"`
+			Producer       *string `json:"producer"`
+			ProducerBase64 []byte  `json:"producer_base64"`
+			Headers        []struct {
+				Key       *string `json:"key"`
+				KeyBase64 []byte  `json:"key_base64"`
+			} `json:"headers"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(l), &rec))
+		assert.Nil(t, rec.Topic, "not UTF-8: no text")
+		assert.Equal(t, "t\xff", string(rec.TopicBase64))
+		assert.Nil(t, rec.Producer)
+		assert.Equal(t, names[i], string(rec.ProducerBase64), "the name, exactly")
+		require.Len(t, rec.Headers, 1)
+		assert.Nil(t, rec.Headers[0].Key)
+		assert.Equal(t, "k\xfe"+names[i], string(rec.Headers[0].KeyBase64))
+	}
+	assert.NotEqual(t, lines[0], lines[1], "two names, two lines")
 }
 
 // TestReadQuotesNames: names, topics and header keys are quoted in the

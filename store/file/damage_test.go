@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/inflightmq/inflight/broker"
@@ -171,4 +172,65 @@ func TestBitFlipNeverTruncatesSilently(t *testing.T) {
 		require.NoError(t, os.Remove(rec.SideFile))
 		require.NoError(t, os.Remove(path))
 	}
+}
+
+// TestFlippedBitCostsOneFrame: an Append of records from several producer
+// frames (broker.Record.FrameStart, as a group commit hands them over)
+// writes an entry per frame, so a bit flipped in one frame's records costs
+// that frame alone: ScanSkipDamaged reads every other record, the ones
+// after the damage included, and says what it skipped.
+func TestFlippedBitCostsOneFrame(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store")
+	s := openFileStore(t, path)
+	var in []broker.Record
+	for frame := range 3 {
+		for i := range 4 {
+			seq := uint64(frame*4 + i + 1)
+			in = append(in, broker.Record{Seq: seq, Payload: []byte(fmt.Sprintf("frame %d record %d", frame, seq)), FrameStart: i == 0})
+		}
+	}
+	require.NoError(t, s.Append(dflt, "p", 0, in)) // one Append, three frames
+	require.NoError(t, s.Append(dflt, "p", 0, seqRecs(13, recs("after"))))
+	require.Equal(t, 13, countRecords(t, s))
+	require.NoError(t, s.Close())
+
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	at := bytes.Index(data, []byte("frame 1 record 6"))
+	require.Positive(t, at)
+	data[at] ^= 0x01
+	require.NoError(t, os.WriteFile(path, data, 0o600))
+
+	_, err = file.Open(path)
+	var ce *file.CorruptError
+	require.ErrorAs(t, err, &ce, "damage with intact entries after it: refused")
+	r, err := file.Open(path, file.ReadOnly(), file.ReadDamaged())
+	require.NoError(t, err)
+	defer r.Close()
+	var got []uint64
+	var skipped []*file.CorruptError
+	require.NoError(t, r.ScanSkipDamaged(func(_, _ string, rec broker.Record) error {
+		got = append(got, rec.Seq)
+		return nil
+	}, func(e *file.CorruptError) error { skipped = append(skipped, e); return nil }))
+	assert.Equal(t, []uint64{1, 2, 3, 4, 9, 10, 11, 12, 13}, got, "frame 1 (seq 5 to 8) alone is lost")
+	require.Len(t, skipped, 1)
+	assert.Less(t, skipped[0].Offset, int64(at))
+	assert.Greater(t, skipped[0].Next, int64(at))
+
+	// Records that did not come from frames make one entry, as before.
+	path2 := filepath.Join(t.TempDir(), "store")
+	s2 := openFileStore(t, path2)
+	require.NoError(t, s2.Append(dflt, "p", 0, seqRecs(1, recs("a", "b", "c"))))
+	require.NoError(t, s2.Close())
+	s2 = openFileStore(t, path2)
+	defer s2.Close()
+	assert.Equal(t, 1, s2.Recovery().Entries)
+}
+
+func countRecords(t *testing.T, s *file.Store) int {
+	t.Helper()
+	n := 0
+	require.NoError(t, s.Scan(func(string, string, broker.Record) error { n++; return nil }))
+	return n
 }

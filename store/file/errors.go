@@ -11,15 +11,21 @@ var (
 	// ParseFsyncPolicy for an option out of range, wrapped with its name.
 	ErrInvalidOption = errors.New("inflight/file: invalid option")
 	// ErrCorrupt is returned, wrapped with detail, by Open for a segment
-	// that is not a store segment (wrong magic or version; it is left
-	// untouched), for an active segment damaged anywhere but in an
-	// incomplete final entry (a *CorruptError says where; the file is left
-	// untouched unless the Repair option is given), and for a store whose
-	// sealed segments have a hole or whose active segment is missing; and by
-	// Scan and Verify when an entry of any segment does not check out (a
-	// *CorruptError naming the segment). An incomplete final entry (a torn
-	// write) is not an error: it is cut and reported in
-	// Recovery.TruncatedBytes.
+	// that is not a store segment (wrong magic or a version this inflight
+	// does not read; it is left untouched); for damage to the active
+	// segment that is not a torn tail, that is an unreadable region with
+	// an intact entry after it (a *CorruptError says where; the file is
+	// left untouched unless the Repair option is given); for an active
+	// segment that lost its snapshot while sealed segments exist, or is
+	// missing beside them. Scan and Verify return it for an entry of any
+	// segment that does not check out (a *CorruptError naming the
+	// segment). Not errors, because a crash leaves them and nothing there
+	// was acknowledged: a torn tail (unreadable to the end, no intact entry
+	// after it), cut and reported in Recovery.TruncatedBytes; a page of
+	// zeros before an intact entry, moved to a side file
+	// (Recovery.SideFile); a creation cut short (part of a header, or a
+	// header's worth of zeros), taken as a new store; a hole in the sealed
+	// segments, an interrupted retention, finished (Recovery.Removed).
 	ErrCorrupt = errors.New("inflight/file: store file corrupt")
 	// ErrLocked is returned by Open when another Store, in this process or
 	// another, has the file open for writing.

@@ -138,8 +138,13 @@ func (e *badEntryError) Error() string {
 }
 
 func newEntryReader(file io.ReaderAt, end int64) *entryReader {
-	sr := io.NewSectionReader(file, fileHeaderSize, end-fileHeaderSize)
-	return &entryReader{r: bufio.NewReaderSize(sr, 64<<10), off: fileHeaderSize, end: end}
+	return newEntryReaderAt(file, fileHeaderSize, end)
+}
+
+// newEntryReaderAt reads entries from the entry at from.
+func newEntryReaderAt(file io.ReaderAt, from, end int64) *entryReader {
+	sr := io.NewSectionReader(file, from, end-from)
+	return &entryReader{r: bufio.NewReaderSize(sr, 64<<10), off: from, end: end}
 }
 
 // next returns the body of the next entry, checked against its CRC and

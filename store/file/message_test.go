@@ -104,7 +104,7 @@ func TestOpensVersion1(t *testing.T) {
 func TestRawRecordsStoredAsTheyArrived(t *testing.T) {
 	want := testkit.MetaRecords()
 	var bb wire.BatchBuilder
-	bb.Reset(nil, 1)
+	bb.Reset(nil, 0, 1)
 	for _, r := range want {
 		bb.AddRecord(r.Payload, r.Key, r.Headers, r.EventTime)
 	}

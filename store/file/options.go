@@ -217,7 +217,7 @@ type Recovery struct {
 	Sealed         int    // sealed segments found beside it (not replayed)
 	Removed        int    // sealed segments retention removed at open
 	Forgotten      int    // producers ForgetProducersAfter dropped at open: always 0 now (it forgets at rolls only)
-	TruncatedBytes int64  // bytes cut from the end: an incomplete final entry left by a crash (0 for a clean file)
+	TruncatedBytes int64  // bytes cut from the end: a torn tail a crash left (0 for a clean file)
 	UpgradedFrom   int    // the active segment's format version if Open upgraded it (1, 2 or 3), else 0
 	RepairedBytes  int64  // with Repair: bytes moved from a corrupt file to SideFile
 	SideFile       string // with Repair: where they are ("" if the file was not corrupt)

@@ -47,6 +47,11 @@ type CorruptError struct {
 	Bytes  int64  // bytes from Offset to the end of the segment, which may hold acknowledged records
 	Why    string // what is wrong there
 	Sealed bool   // a sealed segment (found by Scan or Verify): Repair does not apply to it
+	// Next is, for ScanSkipDamaged, where the reading goes on in the same
+	// segment: the first intact entry after the damage (Next-Offset bytes
+	// are skipped; an entry holds at most one producer frame); 0 if none
+	// (the rest of the segment is skipped).
+	Next int64
 }
 
 // Error says "corrupt", where, and how many bytes follow.
@@ -222,11 +227,15 @@ func (f *Store) repairTail(off, size int64) (string, error) {
 			return "", fmt.Errorf("inflight/file: repair: %w", err)
 		}
 	}
-	_, err := io.Copy(side, io.NewSectionReader(f.file, off, size-off))
-	if err == nil {
-		err = side.Sync()
+	var out storeFile = osFile{side}
+	if f.cfg.wrap != nil {
+		out = f.cfg.wrap(out) // tests: recorded as the store's writes are
 	}
-	if cerr := side.Close(); err == nil {
+	_, err := io.Copy(io.NewOffsetWriter(out, 0), io.NewSectionReader(f.file, off, size-off))
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {

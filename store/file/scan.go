@@ -35,10 +35,11 @@ func (f *Store) Scan(fn func(topic, producer string, rec broker.Record) error) e
 
 // ScanSkipDamaged is Scan that goes on past damage: at an entry that does
 // not check out, once fn saw every record before it, it calls skipped with
-// the *CorruptError, which says what is left unread (from the damage to the
-// end of that segment: past damage, no entry's boundary can be trusted),
-// and goes on with the next segment; if skipped returns an error, the scan
-// stops with it. It returns nil if skipped always returned nil and fn
+// the *CorruptError, and goes on at the next intact entry of that segment
+// (the first whose length and CRC check out: CorruptError.Next) or, if
+// none, with the next segment; if skipped
+// returns an error, the scan stops with it. An entry holds at most one
+// producer frame, so a flipped bit costs that frame's records. It returns nil if skipped always returned nil and fn
 // never failed. Nothing is changed in the files. Safe for concurrent use.
 func (f *Store) ScanSkipDamaged(fn func(topic, producer string, rec broker.Record) error, skipped func(*CorruptError) error) error {
 	f.mu.Lock()
@@ -71,26 +72,20 @@ func (f *Store) ScanSkipDamaged(fn func(topic, producer string, rec broker.Recor
 		if err != nil {
 			return fmt.Errorf("inflight/file: store scan: %w", err)
 		}
-		err = f.scanSegment(file, s.size, s.path, true, &rr, fn)
+		err = f.scanSegment(file, s.size, s.path, true, &rr, fn, skipped)
 		_ = file.Close()
-		if err = damaged(err, skipped); err != nil {
+		if err != nil {
 			return err
 		}
 	}
-	return damaged(f.scanSegment(active, activeEnd, f.path, false, &rr, fn), skipped)
+	return f.scanSegment(active, activeEnd, f.path, false, &rr, fn, skipped)
 }
 
-// damaged hands a *CorruptError to skipped and returns what it says; any
-// other err as it is.
-func damaged(err error, skipped func(*CorruptError) error) error {
-	if ce, ok := err.(*CorruptError); ok { // scanSegment's own, not fn's
-		return skipped(ce)
-	}
-	return err
-}
-
-// scanSegment calls fn for the records of one segment, up to end.
-func (f *Store) scanSegment(file io.ReaderAt, end int64, path string, sealed bool, rr *wire.RecordReader, fn func(topic, producer string, rec broker.Record) error) error {
+// scanSegment calls fn for the records of one segment, up to end. At a bad
+// entry it calls skipped with a *CorruptError, and if that returns nil,
+// goes on at the next intact entry (see ScanSkipDamaged), if any.
+func (f *Store) scanSegment(file io.ReaderAt, end int64, path string, sealed bool, rr *wire.RecordReader,
+	fn func(topic, producer string, rec broker.Record) error, skipped func(*CorruptError) error) error {
 	if end <= fileHeaderSize {
 		return nil // a new store: nothing written yet
 	}
@@ -102,40 +97,54 @@ func (f *Store) scanSegment(file io.ReaderAt, end int64, path string, sealed boo
 		return fmt.Errorf("inflight/file: store scan: %s: %w", path, err)
 	}
 	topic, name := "", ""
-	_, bad, err := segmentEntries(file, end, v, rr,
-		func(body []byte, _ int64) error {
-			_, err := parseSnapshot(body, newState())
-			return err
-		},
-		func(e *entry) error {
-			if f.shut.Load() {
+	for from := int64(0); ; {
+		_, bad, err := segmentEntries(file, from, end, v, rr,
+			func(body []byte, _ int64) error {
+				_, err := parseSnapshot(body, newState())
+				return err
+			},
+			func(e *entry) error {
+				if f.shut.Load() {
+					return broker.ErrStoreClosed
+				}
+				if string(e.topic) != topic {
+					topic = string(e.topic)
+				}
+				if string(e.name) != name {
+					name = string(e.name)
+				}
+				for range e.count {
+					rr.Reset()
+					if err := fn(topic, name, e.nextRecord(rr)); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		if bad != nil {
+			// Each entry holds at most one producer frame (see frameEntries):
+			// past the damage, the next entry whose length and CRC check out
+			// is where the reading can go on.
+			next, err := findEntry(file, bad.off+1, end)
+			if err != nil {
+				return fmt.Errorf("inflight/file: store scan: %s: %w", path, err)
+			}
+			ce := &CorruptError{Path: path, Offset: bad.off, Bytes: end - bad.off, Why: bad.why, Sealed: sealed, Next: max(next, 0)}
+			if err := skipped(ce); err != nil || next < 0 {
+				return err
+			}
+			from = next
+			continue
+		}
+		var readErr *segmentReadError
+		if errors.As(err, &readErr) {
+			if errors.Is(readErr.err, os.ErrClosed) {
 				return broker.ErrStoreClosed
 			}
-			if string(e.topic) != topic {
-				topic = string(e.topic)
-			}
-			if string(e.name) != name {
-				name = string(e.name)
-			}
-			for range e.count {
-				rr.Reset()
-				if err := fn(topic, name, e.nextRecord(rr)); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	if bad != nil {
-		return &CorruptError{Path: path, Offset: bad.off, Bytes: end - bad.off, Why: bad.why, Sealed: sealed}
-	}
-	var readErr *segmentReadError
-	if errors.As(err, &readErr) {
-		if errors.Is(readErr.err, os.ErrClosed) {
-			return broker.ErrStoreClosed
+			return fmt.Errorf("inflight/file: store scan: %s %w", path, err)
 		}
-		return fmt.Errorf("inflight/file: store scan: %s %w", path, err)
+		return err // nil, broker.ErrStoreClosed, or fn's error as fn returned it
 	}
-	return err // nil, broker.ErrStoreClosed, or fn's error as fn returned it
 }
 
 // Verify reads every entry of every segment and checks it (its CRC, its

@@ -7,7 +7,7 @@ package file
 // as the group commit does; never while the file is replaced):
 //
 //	1. fsync PATH                         the segment to seal is durable
-//	2. write PATH.next: header (version 5) and a snapshot of every
+//	2. write PATH.next: header (version 7) and a snapshot of every
 //	   (topic, producer)'s last sequence ID and epoch; lock it; fsync it
 //	3. link PATH -> PATH.<n>; fsync dir     the segment is sealed under its number
 //	4. rename PATH.next -> PATH; fsync dir  the new active segment
@@ -358,8 +358,8 @@ func retainEvery(age time.Duration) time.Duration {
 
 // rebuildActive gives an active segment that lost its snapshot (with
 // Repair; what followed its header is in a side file already) a new one,
-// rebuilt from the sealed segments: it writes a version 3 header and the
-// snapshot from offset 0, fsyncs, and returns the offset after them.
+// rebuilt from the sealed segments: it writes a rolled segment's header
+// (version 7) and the snapshot from offset 0, fsyncs, and returns the offset after them.
 func (f *Store) rebuildActive() (int64, error) {
 	if err := f.rebuildFromSealed(); err != nil {
 		return 0, err
@@ -399,7 +399,7 @@ func (f *Store) rebuildFromSealed() error {
 // segReplay is what replaySegment found in one segment.
 type segReplay struct {
 	good    int64          // offset after the last good entry
-	body    int64          // offset of the first record entry: after a version 3 segment's snapshot
+	body    int64          // offset of the first record entry: after a rolled segment's snapshot
 	bad     *badEntryError // the entry at good, if the segment does not end cleanly there
 	entries int            // record entries
 	records int
@@ -463,16 +463,18 @@ func (e *segmentReadError) Unwrap() error { return e.err }
 // (nil: skipped, as readers of records do) and every record entry, parsed
 // and checked.
 type segmentVisitor struct {
+	from  int64 // where to start: an entry's offset; 0: the first entry
 	snap  func(body []byte, next int64) error
 	fence func(e *fenceEntry)
 	each  func(e *entry) error
 }
 
-// segmentEntries walks a segment as walkSegment does, for its snapshot and
-// its record entries; fence entries are checked and skipped.
-func segmentEntries(file io.ReaderAt, end int64, version uint32, rr *wire.RecordReader,
+// segmentEntries walks a segment as walkSegment does, from the entry at
+// from (0: the first), for its snapshot and its record entries; fence
+// entries are checked and skipped.
+func segmentEntries(file io.ReaderAt, from, end int64, version uint32, rr *wire.RecordReader,
 	snap func(body []byte, next int64) error, each func(e *entry) error) (good int64, bad *badEntryError, err error) {
-	return walkSegment(file, end, version, rr, segmentVisitor{snap: snap, each: each})
+	return walkSegment(file, end, version, rr, segmentVisitor{from: from, snap: snap, each: each})
 }
 
 // walkSegment reads and checks the entries of a segment of the given
@@ -484,7 +486,7 @@ func segmentEntries(file io.ReaderAt, end int64, version uint32, rr *wire.Record
 // refuses. err is a read error (a *segmentReadError) or v.each's error, as
 // it returned it; the walk stops at either.
 func walkSegment(file io.ReaderAt, end int64, version uint32, rr *wire.RecordReader, v segmentVisitor) (good int64, bad *badEntryError, err error) {
-	r := newEntryReader(file, end)
+	r := newEntryReaderAt(file, max(v.from, fileHeaderSize), end)
 	for {
 		start := r.off
 		body, err := r.next()

@@ -146,6 +146,7 @@ func parseSnapshot(body []byte, m *state) (time.Time, error) {
 	rolled := time.Unix(0, int64(binary.BigEndian.Uint64(body[1:])))
 	p := body[9:]
 	var fixed int
+	var floor uint64
 	switch kind {
 	case entrySnapshot:
 		fixed = 16 // lastSeq, seen
@@ -156,11 +157,16 @@ func parseSnapshot(body []byte, m *state) (time.Time, error) {
 		if len(p) < 16+4 {
 			return time.Time{}, errors.New("short snapshot")
 		}
-		epochs, floor := binary.BigEndian.Uint64(p), binary.BigEndian.Uint64(p[8:])
+		var epochs uint64
+		epochs, floor = binary.BigEndian.Uint64(p), binary.BigEndian.Uint64(p[8:])
 		if floor > epochs {
 			return time.Time{}, errors.New("snapshot floor above its epoch counter")
 		}
-		m.epochs, m.floor = max(m.epochs, epochs), max(m.floor, floor)
+		// The floor is raised last: it is the epoch of names the store
+		// does not know, and the names of this snapshot it knows, each
+		// with its own epoch (a name kept when others were forgotten, a
+		// live one, is below the floor).
+		m.epochs = max(m.epochs, epochs)
 		p = p[16:]
 	default:
 		return time.Time{}, errors.New("not a snapshot")
@@ -177,6 +183,7 @@ func parseSnapshot(body []byte, m *state) (time.Time, error) {
 	if len(p) != 0 {
 		return time.Time{}, errors.New("bytes after the snapshot")
 	}
+	m.floor = max(m.floor, floor)
 	return rolled, nil
 }
 

@@ -17,7 +17,7 @@ import (
 )
 
 // Store is a durable Store: append-only segment files, one entry per
-// Append call. It is safe for concurrent use. Only one Store may have a
+// producer frame of an Append call. It is safe for concurrent use. Only one Store may have a
 // store open for writing at a time: Open takes an exclusive lock
 // (flock) on the active segment and fails with ErrLocked if another
 // process, or another Store of this one, holds it; readers open it with
@@ -37,9 +37,9 @@ import (
 // A segment file, all integers big-endian:
 //
 //	+------+---------+-----------------+-----------------+-----
-//	| IFLT | u32 = 4 |     entry 1     |     entry 2     | ...     a store that never rolled
+//	| IFLT | u32 = 6 |     entry 1     |     entry 2     | ...     a store that never rolled
 //	+------+---------+-----------------+-----------------+-----
-//	| IFLT | u32 = 5 | snapshot entry  |     entry 2     | ...     a segment a roll created
+//	| IFLT | u32 = 7 | snapshot entry  |     entry 2     | ...     a segment a roll created
 //	+------+---------+-----------------+-----------------+-----
 //	 0      4         8
 //
@@ -48,29 +48,38 @@ import (
 //	| u32 bodyLen | u32 crc32c  |                body                |
 //	+-------------+-------------+------------------------------------+
 //	                 of body
-//	body (version 2; the layouts of all versions, and of the snapshot, are drawn in filestore_format.go):
+//	body of a record entry (the layouts of every version's entries, and
+//	of fence entries, are drawn in format.go; those of snapshots in state.go):
 //	+------+-------------+-------+------------+------+--------------+-----------+-------------------+
 //	| u8 0 | u8 topicLen | topic | u8 nameLen | name | u64 firstSeq | u32 count | count x record    |
 //	+------+-------------+-------+------------+------+--------------+-----------+-------------------+
 //	record: uvarint seq gap | uvarint len | flags, key, headers, event time, payload (as on the wire)
 //
-// An entry holds one Append: one (topic, producer), increasing sequence IDs;
-// or one Fence: a producer name's new epoch (a fence entry, drawn in
-// format.go), which replay reads, and which Scan and Verify check and skip.
-// An entry is acknowledged only after it was written whole, so the only
-// damage a crash leaves is an incomplete final entry of the active segment
-// (its length runs past the end of the file, no valid entry follows it, and
-// its CRC does not check out over the bytes that are there), or zeros from
-// the damage to the end: that torn tail is cut (Recovery.TruncatedBytes).
-// Any other damage to the active segment (a CRC mismatch, an implausible
-// length or a malformed body, with or without entries after it) may hide
-// acknowledged records: Open refuses the store with a
-// *CorruptError and leaves it untouched, or with Repair moves the damaged
-// remainder to a side file. Sealed segments are not read at open (that is
-// what keeps a restart cheap): damage there is found by Verify, which reads
-// every entry of every segment, and by Scan; it is reported with a
-// *CorruptError naming the segment, never cut. Nothing ever deletes bytes
-// that could hold acknowledged records, except retention, as configured.
+// A record entry holds the records of one producer frame of an Append (see
+// broker.Record.FrameStart; records that did not come from frames make
+// one entry), so that a flipped bit costs one frame's records: one
+// (topic, producer), increasing sequence IDs. A fence entry holds one
+// Fence: a producer name's new epoch, which replay reads, and which Scan
+// and Verify check and skip.
+//
+// An entry is acknowledged only once it is written whole and fsynced, with
+// only intact entries after it. So the end of the active segment follows
+// one rule (recover.go; RocksDB's kTolerateCorruptedTailRecords and etcd's
+// WAL decide the same way): bytes that cannot be read from some point to
+// the end, with no intact entry after them, are a torn tail, and are cut
+// (Recovery.TruncatedBytes); an unreadable region with an intact entry
+// after it is corruption, which may hide acknowledged records: Open
+// refuses the store with a *CorruptError and leaves it untouched, or with
+// Repair moves the damaged remainder to a side file. One such region is
+// also what a crash leaves (unsynced pages reach the disk in any order): a
+// page of zeros before the intact entry; it goes to a side file at open,
+// without Repair (Recovery.SideFile). Sealed segments are not read at open
+// (that is what keeps a restart cheap): damage there is found by Verify,
+// which reads every entry of every segment, and by Scan; it is reported
+// with a *CorruptError naming the segment, never cut. Nothing ever deletes
+// bytes that could hold acknowledged records, except retention, as
+// configured. TestCrashStatesRecover opens every state a crash may leave
+// at every step of a workload.
 //
 // Format versions: a store of version 1 (before topics and metadata), 2
 // (before epochs), 3 (a rolled segment before epochs), 4 or 5 (epochs per
@@ -86,8 +95,8 @@ import (
 // Durability follows the FsyncPolicy; a roll fsyncs the segment it seals
 // and the new one, whatever the policy (the bulk of the first with the
 // store's lock released). After a failed write or fsync the
-// state of the file is unknown: the store refuses every later Append and
-// LastSeq with that first error, which wraps broker.ErrStoreFailed; reopening it
+// state of the file is unknown: the store refuses every later Append,
+// Fence and State with that first error, which wraps broker.ErrStoreFailed; reopening it
 // recovers.
 type Store struct {
 	path     string
@@ -138,9 +147,9 @@ type Store struct {
 // torn tail is cut; a corrupt active segment is refused with a
 // *CorruptError unless Repair is given (see Store and Recovery). A file
 // that does not start with the Store header is refused with an error
-// wrapping ErrCorrupt and left untouched; an empty file, or one holding only
-// the beginning of the header (a creation cut short by a crash), is taken as
-// new, unless sealed segments exist (then it is refused: a roll writes the
+// wrapping ErrCorrupt and left untouched; an empty file, one holding only
+// the beginning of the header, or a header's worth of zeros (a creation cut
+// short by a crash), is taken as new, unless sealed segments exist (then it is refused: a roll writes the
 // new segment whole before it takes the name; Repair rebuilds its snapshot
 // from them). Options are validated before anything is touched. Everything
 // replayed is fsynced before Open returns, whatever the policy.
@@ -361,12 +370,16 @@ func (f *Store) load(created, repair bool) error {
 	}
 	header := appendHeader(nil, fileVersion)
 	size := st.Size()
-	if size < fileHeaderSize {
-		have := make([]byte, size)
-		if _, err := f.file.ReadAt(have, 0); err != nil {
-			return fmt.Errorf("inflight/file: open store: %w", err)
-		}
-		if !bytes.HasPrefix(header, have) {
+	// A creation cut short: a part of the header, or a header's worth of
+	// zeros (the file grew, its page never reached the disk). Nothing was
+	// acknowledged: the header is fsynced before the first entry is
+	// written, so a crash leaves no more than that.
+	have := make([]byte, min(size, fileHeaderSize))
+	if _, err := f.file.ReadAt(have, 0); err != nil {
+		return fmt.Errorf("inflight/file: open store: %w", err)
+	}
+	if size < fileHeaderSize || size == fileHeaderSize && bytes.Equal(have, make([]byte, fileHeaderSize)) {
+		if !bytes.HasPrefix(header, have) && !bytes.Equal(have, make([]byte, len(have))) {
 			return fmt.Errorf("%w: %s: %d bytes, not a store file", ErrCorrupt, f.path, size)
 		}
 		if len(f.sealed) > 0 {
@@ -434,8 +447,8 @@ func (f *Store) load(created, repair bool) error {
 	if up := upgrade(v); up != v {
 		// Its entries stay as they are (version 1 bodies, version 2 bodies
 		// and fence entries are told apart by their first bytes, a version 3
-		// snapshot from a version 5 one by its kind); the header says 4 (or
-		// 5) from now on, before a fence entry can be written, so that an
+		// snapshot from a version 5 one by its kind); the header says 6 (or
+		// 7) from now on, before a fence entry can be written, so that an
 		// older inflight refuses the file instead of cutting off, or
 		// refusing as damage, the entries it cannot read.
 		if _, err := f.file.WriteAt(appendHeader(nil, up)[len(fileMagic):], int64(len(fileMagic))); err != nil {
@@ -478,7 +491,8 @@ func (f *Store) load(created, repair bool) error {
 func (f *Store) Recovery() Recovery { return f.recovery }
 
 // State implements broker.Store: the topic's last sequence ID and the
-// name's epoch. It counts entries whose Append or Fence has written them
+// name's epoch; for a name the store does not know after it forgot some
+// (ForgetProducersAfter), the floor and Forgotten. It counts entries whose Append or Fence has written them
 // but not returned yet. After Close it returns broker.ErrStoreClosed, after
 // a failed write or fsync that failure. Safe for concurrent use.
 func (f *Store) State(topic, producer string) (broker.NameState, error) {
@@ -487,8 +501,9 @@ func (f *Store) State(topic, producer string) (broker.NameState, error) {
 	if err := f.usableLocked(); err != nil {
 		return broker.NameState{}, err
 	}
-	epoch, _ := f.st.epochOf(producer)
-	return broker.NameState{LastSeq: f.st.streams[stream{topic, producer}].last, Epoch: epoch}, nil
+	epoch, unknown := f.st.epochOf(producer)
+	return broker.NameState{LastSeq: f.st.streams[stream{topic, producer}].last, Epoch: epoch,
+		Forgotten: unknown && f.st.floor > 0}, nil
 }
 
 // Fence implements broker.Store: it writes a fence entry, the new epoch of
@@ -548,7 +563,10 @@ func (f *Store) Fence(producer string, epoch uint64) error {
 func (f *Store) Pin(producer string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	n := f.st.names[producer]
+	n, ok := f.st.names[producer]
+	if !ok {
+		n.epoch = f.st.floor // as raiseName: a name the store does not know has the floor
+	}
 	n.pins++
 	n.seen = max(n.seen, f.cfg.now().UnixNano())
 	f.st.names[producer] = n
@@ -578,11 +596,12 @@ func (f *Store) usableLocked() error {
 	return nil
 }
 
-// Append implements broker.Store: it writes one entry with one write call and,
-// under FsyncBatch, returns only once the entry is fsynced (Appends that wait
-// at the same time share one fsync). An entry that would take the active
-// segment past SegmentBytes rolls the store first (an entry larger than
-// that gets a segment of its own). Appending no records does nothing.
+// Append implements broker.Store: it writes one entry per producer frame
+// (broker.Record.FrameStart), all with one write call, and, under
+// FsyncBatch, returns only once they are fsynced (Appends that wait at the
+// same time share one fsync). Entries that would take the active segment
+// past SegmentBytes roll the store first (larger ones get a segment of
+// their own; an Append's entries stay in one segment). Appending no records does nothing.
 // Safe for concurrent use.
 //
 // It returns broker.ErrStoreClosed after Close. It refuses, without writing and
@@ -604,14 +623,25 @@ func (f *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 	case len(recs) == 0:
 		return nil
 	}
-	// Encoded without the lock: the entry does not depend on where it goes,
-	// and the Appends of different producers encode at the same time.
-	bodyLen, err := entryBodyLen(topic, producer, recs)
+	// Encoded without the lock: the entries do not depend on where they
+	// go, and the Appends of different producers encode at the same time.
+	// One entry per producer frame (see frameEntries).
+	total := 0
+	err = frameEntries(recs, func(part []broker.Record) error {
+		bodyLen, err := entryBodyLen(topic, producer, part)
+		total += entryHeaderSize + bodyLen
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("inflight/file: Store.Append: %w", err)
 	}
-	buf := f.bufs.get(entryHeaderSize + bodyLen)
-	*buf = appendEntry((*buf)[:0], topic, producer, recs, bodyLen)
+	buf := f.bufs.get(total)
+	*buf = (*buf)[:0]
+	_ = frameEntries(recs, func(part []broker.Record) error {
+		bodyLen, _ := entryBodyLen(topic, producer, part) // checked above
+		*buf = appendEntry(*buf, topic, producer, part, bodyLen)
+		return nil
+	})
 	size := int64(len(*buf))
 
 	k := stream{topic, producer}
@@ -644,6 +674,25 @@ func (f *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 	f.bufs.put(buf)
 	f.end = f.written
 	return err
+}
+
+// frameEntries calls fn with the records of each entry an Append writes:
+// one per producer frame, as broker.Record.FrameStart marks them, so that
+// a checksum covers at most one frame and a flipped bit costs at most
+// that frame's records (a group commit may hand over many frames at once);
+// records that did not come from frames (no FrameStart after the first)
+// make one entry. It stops at fn's first error.
+func frameEntries(recs []broker.Record, fn func(part []broker.Record) error) error {
+	start := 0
+	for i := 1; i <= len(recs); i++ {
+		if i == len(recs) || recs[i].FrameStart {
+			if err := fn(recs[start:i]); err != nil {
+				return err
+			}
+			start = i
+		}
+	}
+	return nil
 }
 
 // admitLocked checks an entry of size bytes with check before it is

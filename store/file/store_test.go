@@ -468,7 +468,7 @@ func TestForeignFile(t *testing.T) {
 		{"text", []byte("hello, this is somebody's file\n")},
 		{"newer version", append(version8, make([]byte, 40)...)},
 		{"short, not our header", []byte("IFX")},
-		{"zeros", make([]byte, 8)},
+		{"zeros past a header's worth", make([]byte, 40)},
 		{"magic only", []byte("IFLT\x00\x00\x01\x01")},
 	}
 	for _, tt := range tests {
@@ -492,8 +492,9 @@ func TestForeignFile(t *testing.T) {
 }
 
 func TestInterruptedCreation(t *testing.T) {
-	// A crash while the header was being written leaves a prefix of it.
-	for _, content := range []string{"", "I", "IFLT", "IFLT\x00\x00\x00"} {
+	// A crash while the header was being written leaves a prefix of it,
+	// or its size without its page: zeros.
+	for _, content := range []string{"", "I", "IFLT", "IFLT\x00\x00\x00", "\x00\x00\x00\x00\x00\x00\x00\x00"} {
 		t.Run(fmt.Sprintf("%q", content), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "store")
 			require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
