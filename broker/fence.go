@@ -79,9 +79,18 @@ func (b *Broker) fence(name stream, p *producerState, want uint64) error {
 			}
 			epoch = p.epoch + 1
 		}
-		last, err := b.store.Fence(name.topic, name.producer, epoch)
+		err := b.store.Fence(name.producer, epoch)
 		if err == nil {
-			p.last, p.epoch = last, epoch
+			// The fence holds every topic of the name: nothing older lands
+			// on this topic after it, so its last sequence ID is read once.
+			st, err := b.store.State(name.topic, name.producer)
+			if err != nil {
+				return fmt.Errorf("%w: %w", ErrStore, err)
+			}
+			if st.Epoch > epoch {
+				return b.fencedErr(name, epoch, st.Epoch)
+			}
+			p.last, p.epoch, p.loaded = st.LastSeq, epoch, true
 			return nil
 		}
 		if !errors.Is(err, ErrFenced) || try == maxFenceTries {

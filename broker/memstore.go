@@ -16,13 +16,13 @@ import (
 type MemoryStore struct {
 	mu        sync.RWMutex
 	logs      map[stream][]Record
-	epochs    map[stream]uint64
+	epochs    map[string]uint64 // by producer name
 	appendErr error
 }
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{logs: make(map[stream][]Record), epochs: make(map[stream]uint64)}
+	return &MemoryStore{logs: make(map[stream][]Record), epochs: make(map[string]uint64)}
 }
 
 // State implements Store.
@@ -33,7 +33,7 @@ func (m *MemoryStore) State(topic, producer string) (NameState, error) {
 }
 
 func (m *MemoryStore) stateLocked(k stream) NameState {
-	st := NameState{Epoch: m.epochs[k]}
+	st := NameState{Epoch: m.epochs[k.producer]}
 	if log := m.logs[k]; len(log) > 0 {
 		st.LastSeq = log[len(log)-1].Seq
 	}
@@ -48,16 +48,14 @@ func (m *MemoryStore) LastSeq(topic, producer string) (uint64, error) {
 }
 
 // Fence implements Store.
-func (m *MemoryStore) Fence(topic, producer string, epoch uint64) (uint64, error) {
-	k := stream{topic, producer}
+func (m *MemoryStore) Fence(producer string, epoch uint64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st := m.stateLocked(k)
-	if epoch <= st.Epoch {
-		return 0, fmt.Errorf("%w: %q/%q: epoch %d, stored %d", ErrFenced, topic, producer, epoch, st.Epoch)
+	if stored := m.epochs[producer]; epoch <= stored {
+		return fmt.Errorf("%w: %q: epoch %d, stored %d", ErrFenced, producer, epoch, stored)
 	}
-	m.epochs[k] = epoch
-	return st.LastSeq, nil
+	m.epochs[producer] = epoch
+	return nil
 }
 
 // Append implements Store. It copies the records, their metadata included,
@@ -90,7 +88,7 @@ func (m *MemoryStore) Append(topic, producer string, epoch uint64, recs []Record
 		return m.appendErr
 	}
 	key := stream{topic, producer}
-	if stored := m.epochs[key]; epoch < stored {
+	if stored := m.epochs[producer]; epoch < stored {
 		return fmt.Errorf("%w: %q/%q: epoch %d, stored %d", ErrFenced, topic, producer, epoch, stored)
 	}
 	if len(recs) == 0 {
@@ -180,21 +178,24 @@ func (m *MemoryStore) Streams() [][2]string {
 // count per (topic, producer): what a benchmark needs without the memory of
 // a MemoryStore. It is safe for concurrent use.
 type CountingStore struct {
-	mu    sync.Mutex
-	state map[stream]NameState
-	n     map[stream]uint64
+	mu     sync.Mutex
+	state  map[stream]NameState // LastSeq only
+	epochs map[string]uint64    // by producer name
+	n      map[stream]uint64
 }
 
 // NewCountingStore returns an empty CountingStore.
 func NewCountingStore() *CountingStore {
-	return &CountingStore{state: make(map[stream]NameState), n: make(map[stream]uint64)}
+	return &CountingStore{state: make(map[stream]NameState), epochs: make(map[string]uint64), n: make(map[stream]uint64)}
 }
 
 // State implements Store.
 func (c *CountingStore) State(topic, producer string) (NameState, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.state[stream{topic, producer}], nil
+	st := c.state[stream{topic, producer}]
+	st.Epoch = c.epochs[producer]
+	return st, nil
 }
 
 // LastSeq returns State's LastSeq.
@@ -204,17 +205,14 @@ func (c *CountingStore) LastSeq(topic, producer string) (uint64, error) {
 }
 
 // Fence implements Store.
-func (c *CountingStore) Fence(topic, producer string, epoch uint64) (uint64, error) {
-	k := stream{topic, producer}
+func (c *CountingStore) Fence(producer string, epoch uint64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := c.state[k]
-	if epoch <= st.Epoch {
-		return 0, fmt.Errorf("%w: %q/%q: epoch %d, stored %d", ErrFenced, topic, producer, epoch, st.Epoch)
+	if stored := c.epochs[producer]; epoch <= stored {
+		return fmt.Errorf("%w: %q: epoch %d, stored %d", ErrFenced, producer, epoch, stored)
 	}
-	st.Epoch = epoch
-	c.state[k] = st
-	return st.LastSeq, nil
+	c.epochs[producer] = epoch
+	return nil
 }
 
 // Append implements Store.
@@ -223,8 +221,8 @@ func (c *CountingStore) Append(topic, producer string, epoch uint64, recs []Reco
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.state[k]
-	if epoch < st.Epoch {
-		return fmt.Errorf("%w: %q/%q: epoch %d, stored %d", ErrFenced, topic, producer, epoch, st.Epoch)
+	if stored := c.epochs[producer]; epoch < stored {
+		return fmt.Errorf("%w: %q/%q: epoch %d, stored %d", ErrFenced, topic, producer, epoch, stored)
 	}
 	if len(recs) == 0 {
 		return nil

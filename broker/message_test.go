@@ -52,12 +52,17 @@ func TestMessageFieldsRoundTrip(t *testing.T) {
 // sequences; a batch on one topic is never a duplicate of the other's.
 func TestTopicsDeduplicateSeparately(t *testing.T) {
 	b, store := newBroker(t)
+	// Fencing is per name: the second topic's session is the same
+	// incarnation (it presents the first one's epoch).
+	var epoch uint64
 	hello := func(c conn, topic string) uint64 {
-		h, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "p", Topic: topic})
+		h, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "p", Topic: topic, Epoch: epoch})
 		require.NoError(t, err)
 		reply, err := c.handle(t, h)
 		require.NoError(t, err)
-		return helloOK(t, reply).LastSeq
+		ok := helloOK(t, reply)
+		epoch = ok.Epoch
+		return ok.LastSeq
 	}
 	a, c := newConn(t, b), newConn(t, b)
 	defer a.Close()

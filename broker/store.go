@@ -30,20 +30,20 @@ import (
 // at the cost of one. One Append carries every record of that producer
 // that arrived while its previous Append ran, from one or several frames.
 type Store interface {
-	// State returns what is stored for (topic, producer): its highest
-	// sequence ID and its epoch, each 0 if none.
+	// State returns, for (topic, producer): LastSeq, the highest sequence
+	// ID stored on that topic (0: none); Epoch, the producer NAME's newest
+	// epoch across all topics (0: never fenced).
 	State(topic, producer string) (NameState, error)
-	// Fence makes epoch the epoch of (topic, producer), durably before it
-	// returns, if it is above the stored one; from then on Append refuses
-	// every lower epoch. It returns the highest sequence ID stored when the
-	// fence took effect: the new incarnation's records come after it.
-	// It refuses, storing nothing, with an error wrapping ErrFenced when
-	// the stored epoch is epoch or above (another broker fenced first).
-	Fence(topic, producer string, epoch uint64) (lastSeq uint64, err error)
-	// Append stores recs for (topic, producer), written by the incarnation
+	// Fence makes epoch the epoch of the producer name (every topic,
+	// including topics it never wrote), durably before it returns, if it is
+	// above the stored one; from then on Append refuses every lower epoch
+	// on every topic of that name. It refuses, storing nothing, with an
+	// error wrapping ErrFenced when the stored epoch is epoch or above.
+	Fence(producer string, epoch uint64) error
+	// Append stores recs for (topic, producer), written by incarnation
 	// epoch. recs[i].Seq are strictly increasing (gaps possible),
-	// recs[0].Seq > the stored last sequence ID. It refuses with an error
-	// wrapping ErrFenced, storing nothing more, when the stored epoch is
+	// recs[0].Seq > the stored last sequence ID. It is refused (an error
+	// wrapping ErrFenced, nothing stored) when the NAME's stored epoch is
 	// above epoch. Slices are views valid only during the call; a store
 	// that keeps them must copy.
 	Append(topic, producer string, epoch uint64, recs []Record) error
@@ -51,8 +51,8 @@ type Store interface {
 
 // NameState is what a Store keeps for one (topic, producer name).
 type NameState struct {
-	LastSeq uint64 // the highest sequence ID stored; 0: none
-	Epoch   uint64 // the newest incarnation's epoch (see Store.Fence); 0: never fenced
+	LastSeq uint64 // the highest sequence ID stored on the topic; 0: none
+	Epoch   uint64 // the name's newest incarnation's epoch, across topics (see Store.Fence); 0: never fenced
 }
 
 // Record is one record as a Store sees it: the sequence ID the producer

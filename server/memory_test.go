@@ -18,7 +18,7 @@ import (
 type discardStore struct{}
 
 func (discardStore) State(string, string) (broker.NameState, error)       { return broker.NameState{}, nil }
-func (discardStore) Fence(string, string, uint64) (uint64, error)         { return 0, nil }
+func (discardStore) Fence(string, uint64) error                           { return nil }
 func (discardStore) Append(string, string, uint64, []broker.Record) error { return nil }
 
 // bombFrame is a BATCH of a few hundred bytes, zstd-compressed, whose

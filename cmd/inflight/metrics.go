@@ -55,10 +55,10 @@ func (h *healthStore) State(topic, producer string) (broker.NameState, error) {
 	return st, err
 }
 
-func (h *healthStore) Fence(topic, producer string, epoch uint64) (uint64, error) {
-	last, err := h.Store.Fence(topic, producer, epoch)
+func (h *healthStore) Fence(producer string, epoch uint64) error {
+	err := h.Store.Fence(producer, epoch)
 	h.record(&h.appendErr, failure(err))
-	return last, err
+	return err
 }
 
 func (h *healthStore) Append(topic, producer string, epoch uint64, recs []broker.Record) error {

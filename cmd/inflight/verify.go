@@ -50,7 +50,7 @@ type checkStore struct {
 	mu         sync.Mutex
 	stored     bitset // by sequence ID
 	last       map[[2]string]uint64
-	epochs     map[[2]string]uint64
+	epochs     map[string]uint64 // by producer name
 	lastIndex  map[[2]string]uint64 // message index of the newest record + 1
 	records    uint64
 	duplicates uint64 // a sequence ID stored again
@@ -59,33 +59,32 @@ type checkStore struct {
 }
 
 func newCheckStore() *checkStore {
-	return &checkStore{last: make(map[[2]string]uint64), epochs: make(map[[2]string]uint64), lastIndex: make(map[[2]string]uint64)}
+	return &checkStore{last: make(map[[2]string]uint64), epochs: make(map[string]uint64), lastIndex: make(map[[2]string]uint64)}
 }
 
 func (s *checkStore) State(topic, producer string) (broker.NameState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := [2]string{topic, producer}
-	return broker.NameState{LastSeq: s.last[k], Epoch: s.epochs[k]}, nil
+	return broker.NameState{LastSeq: s.last[k], Epoch: s.epochs[producer]}, nil
 }
 
-func (s *checkStore) Fence(topic, producer string, epoch uint64) (uint64, error) {
+func (s *checkStore) Fence(producer string, epoch uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := [2]string{topic, producer}
-	if epoch <= s.epochs[k] {
-		return 0, fmt.Errorf("%w: epoch %d, stored %d", broker.ErrFenced, epoch, s.epochs[k])
+	if epoch <= s.epochs[producer] {
+		return fmt.Errorf("%w: epoch %d, stored %d", broker.ErrFenced, epoch, s.epochs[producer])
 	}
-	s.epochs[k] = epoch
-	return s.last[k], nil
+	s.epochs[producer] = epoch
+	return nil
 }
 
 func (s *checkStore) Append(topic, producer string, epoch uint64, recs []broker.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := [2]string{topic, producer}
-	if epoch < s.epochs[k] {
-		return fmt.Errorf("%w: epoch %d, stored %d", broker.ErrFenced, epoch, s.epochs[k])
+	if epoch < s.epochs[producer] {
+		return fmt.Errorf("%w: epoch %d, stored %d", broker.ErrFenced, epoch, s.epochs[producer])
 	}
 	for _, r := range recs {
 		if s.stored.set(r.Seq) {

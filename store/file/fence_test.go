@@ -20,20 +20,20 @@ func TestFence(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
 	counts := &file.FileCounts{}
 	s := openFileStore(t, path, file.Fsync(file.FsyncNone), file.WithCounts(counts))
-	last, err := s.Fence(dflt, "p", 1)
+	last, err := s.FenceTopic(dflt, "p", 1)
 	require.NoError(t, err)
 	assert.Zero(t, last)
 	_, syncs := counts.Counts()
 	assert.Equal(t, 2, syncs, "the header at creation, then the fence: fsynced under FsyncNone too")
 	require.ErrorIs(t, s.Append(dflt, "p", 0, seqRecs(1, recs("old"))), broker.ErrFenced)
 	require.NoError(t, s.Append(dflt, "p", 1, seqRecs(1, recs("a", "b"))))
-	_, err = s.Fence(dflt, "p", 1)
+	_, err = s.FenceTopic(dflt, "p", 1)
 	require.ErrorIs(t, err, broker.ErrFenced)
-	last, err = s.Fence(dflt, "p", 3)
+	last, err = s.FenceTopic(dflt, "p", 3)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(2), last)
 	require.ErrorIs(t, s.Append(dflt, "p", 2, seqRecs(3, recs("fenced"))), broker.ErrFenced)
-	_, err = s.Fence("eu.orders", "p", 7) // a name fenced and never written
+	_, err = s.FenceTopic("eu.orders", "p", 7) // a name fenced and never written
 	require.NoError(t, err)
 	require.NoError(t, s.Append(dflt, "p", 3, seqRecs(3, recs("c"))))
 	require.NoError(t, s.Close())
@@ -54,7 +54,7 @@ func TestFence(t *testing.T) {
 		require.NoError(t, s.Close())
 	}
 	s = openFileStore(t, path, file.ReadOnly())
-	_, err = s.Fence(dflt, "p", 9)
+	_, err = s.FenceTopic(dflt, "p", 9)
 	require.ErrorIs(t, err, file.ErrReadOnly)
 	require.NoError(t, s.Close())
 }
@@ -66,9 +66,9 @@ func TestFenceInSnapshot(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
 	opts := []file.Option{file.SegmentBytes(testSegment), file.RetainBytes(3 * testSegment), file.Fsync(file.FsyncNone)}
 	s := openFileStore(t, path, opts...)
-	_, err := s.Fence(dflt, "fenced-only", 4)
+	_, err := s.FenceTopic(dflt, "fenced-only", 4)
 	require.NoError(t, err)
-	_, err = s.Fence(dflt, "p0", 2)
+	_, err = s.FenceTopic(dflt, "p0", 2)
 	require.NoError(t, err)
 	for _, c := range segmentCalls(300, 2) {
 		epoch := uint64(0)
@@ -125,7 +125,7 @@ func TestOpensVersions2And3(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, seq, have, "LastSeq(%q)", name)
 		}
-		_, err = s.Fence(dflt, "p0", 1)
+		_, err = s.FenceTopic(dflt, "p0", 1)
 		require.NoError(t, err)
 		require.NoError(t, s.Close())
 		data, err = os.ReadFile(path)

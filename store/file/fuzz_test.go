@@ -112,7 +112,7 @@ func FuzzReplay(f *testing.F) {
 			t.Fatalf("scan saw %d records, recovery %d", records, rec.Records)
 		}
 		state, _ := st.State(dflt, "fuzz")
-		if _, err := st.Fence(dflt, "fuzz", state.Epoch+1); err != nil {
+		if _, err := st.FenceTopic(dflt, "fuzz", state.Epoch+1); err != nil {
 			t.Fatalf("fence after recovery: %v", err)
 		}
 		if err := st.Append(dflt, "fuzz", state.Epoch+1, seqRecs(state.LastSeq+1, [][]byte{[]byte("after")})); err != nil {
@@ -168,10 +168,10 @@ func rolledSegment5(f *testing.F) []byte {
 		f.Fatal(err)
 	}
 	big := bytes.Repeat([]byte("r"), 3000)
-	_, _ = st.Fence(dflt, "f", 3)
+	_, _ = st.FenceTopic(dflt, "f", 3)
 	_ = st.Append(dflt, "p", 0, seqRecs(1, [][]byte{big}))
 	_ = st.Append(dflt, "s", 0, seqRecs(9, [][]byte{big}))
-	_, _ = st.Fence(dflt, "p", 2)
+	_, _ = st.FenceTopic(dflt, "p", 2)
 	_ = st.Append(dflt, "p", 2, seqRecs(2, [][]byte{[]byte("after the roll")}))
 	_ = st.Close()
 	b, err := os.ReadFile(path)
@@ -189,10 +189,10 @@ func fencedSegment(f *testing.F) []byte {
 	if err != nil {
 		f.Fatal(err)
 	}
-	_, _ = st.Fence(dflt, "p", 1)
+	_, _ = st.FenceTopic(dflt, "p", 1)
 	_ = st.Append(dflt, "p", 1, seqRecs(1, [][]byte{[]byte("a")}))
-	_, _ = st.Fence("eu.orders", "p", 7)
-	_, _ = st.Fence(dflt, "p", 2)
+	_, _ = st.FenceTopic("eu.orders", "p", 7)
+	_, _ = st.FenceTopic(dflt, "p", 2)
 	_ = st.Append(dflt, "p", 2, seqRecs(2, [][]byte{[]byte("b")}))
 	_ = st.Close()
 	b, err := os.ReadFile(path)

@@ -478,7 +478,19 @@ func (f *Store) State(topic, producer string) (broker.NameState, error) {
 		return broker.NameState{}, err
 	}
 	st := f.streams[stream{topic, producer}]
-	return broker.NameState{LastSeq: st.last, Epoch: st.epoch}, nil
+	return broker.NameState{LastSeq: st.last, Epoch: max(st.epoch, f.streams[stream{nameTopic, producer}].epoch)}, nil
+}
+
+// nameTopic is the topic under which a name's fence is kept: the broker's
+// Fence is per producer name, across its topics (store interface v2). A
+// minimal adaptation: the fence entry format is unchanged.
+const nameTopic = "\x00"
+
+// Fence implements broker.Store: the name's new epoch, kept as a fence
+// entry of the reserved topic nameTopic (see fenceTopic).
+func (f *Store) Fence(producer string, epoch uint64) error {
+	_, err := f.fenceTopic(nameTopic, producer, epoch)
+	return err
 }
 
 // LastSeq returns State's LastSeq.
@@ -487,7 +499,7 @@ func (f *Store) LastSeq(topic, producer string) (uint64, error) {
 	return st.LastSeq, err
 }
 
-// Fence implements broker.Store: it writes a fence entry, the new epoch of
+// fenceTopic writes a fence entry, the new epoch of
 // (topic, producer), and returns once it is fsynced, whatever the
 // FsyncPolicy (a fence is written once per producer instance: its cost is
 // not the records', and a fence lost in a crash would let a fenced
@@ -495,7 +507,7 @@ func (f *Store) LastSeq(topic, producer string) (uint64, error) {
 // with an error wrapping broker.ErrFenced, a topic or producer name that
 // is empty or longer than 255 bytes, and after Close or a failed write or
 // fsync as Append does. Safe for concurrent use.
-func (f *Store) Fence(topic, producer string, epoch uint64) (uint64, error) {
+func (f *Store) fenceTopic(topic, producer string, epoch uint64) (uint64, error) {
 	if f.readOnly {
 		return 0, ErrReadOnly
 	}
@@ -510,7 +522,7 @@ func (f *Store) Fence(topic, producer string, epoch uint64) (uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	err := f.admitLocked(size, func() error {
-		if stored := f.streams[k].epoch; epoch <= stored {
+		if stored := max(f.streams[k].epoch, f.streams[stream{nameTopic, producer}].epoch); epoch <= stored {
 			return fmt.Errorf("%w: %q/%q: epoch %d, stored %d", broker.ErrFenced, topic, producer, epoch, stored)
 		}
 		return nil
@@ -649,8 +661,8 @@ func (f *Store) checkLocked(k stream, epoch uint64, recs []broker.Record) error 
 		return fmt.Errorf("inflight/file: Store.Append: %w", err)
 	}
 	st := f.streams[k]
-	if epoch < st.epoch {
-		return fmt.Errorf("inflight/file: Store.Append: %w: %q/%q: epoch %d, stored %d", broker.ErrFenced, k.topic, k.producer, epoch, st.epoch)
+	if stored := max(st.epoch, f.streams[stream{nameTopic, k.producer}].epoch); epoch < stored {
+		return fmt.Errorf("inflight/file: Store.Append: %w: %q/%q: epoch %d, stored %d", broker.ErrFenced, k.topic, k.producer, epoch, stored)
 	}
 	var err error
 	switch {
