@@ -31,7 +31,7 @@ func BenchmarkEmbedded(b *testing.B) {
 	benchCases(b, false, []benchCase{
 		{"packed/R3", natsjs.LayoutPacked, 3},
 		{"packed/R1", natsjs.LayoutPacked, 1},
-		{"per-record/R3", natsjs.LayoutPerRecord, 3},
+		{"per-record/R3", natsjs.LayoutNative, 3},
 	})
 }
 
@@ -70,7 +70,7 @@ func benchCases(b *testing.B, viaTCP bool, cases []benchCase) {
 					if c, err = natsjstest.Start(dir, tc.replicas, natsjstest.Options{}); err != nil {
 						b.Fatal(err)
 					}
-					ensureStream(b, c, natsjs.StreamConfig{Replicas: tc.replicas, AtomicPublish: true})
+					ensureStream(b, c, natsjs.StreamConfig{Replicas: tc.replicas})
 				}
 				benchLoadRun(b, c, tc.layout, producers, viaTCP)
 			})

@@ -302,7 +302,7 @@ func TestJetStreamExactlyOnceAcrossLeaderLoss(t *testing.T) {
 		n      int
 	}{
 		{natsjs.LayoutPacked, *leaderLossRecords},
-		{natsjs.LayoutPerRecord, *leaderLossRecords / 10},
+		{natsjs.LayoutNative, *leaderLossRecords / 10},
 	} {
 		t.Run(tc.layout.String(), func(t *testing.T) { leaderLoss(t, tc.layout, tc.n) })
 	}
@@ -310,7 +310,7 @@ func TestJetStreamExactlyOnceAcrossLeaderLoss(t *testing.T) {
 
 func leaderLoss(t *testing.T, l natsjs.Layout, n int) {
 	c := startCluster(t, 3, natsjstest.Options{})
-	ensureStream(t, c, natsjs.StreamConfig{Replicas: 3, AtomicPublish: true})
+	ensureStream(t, c, natsjs.StreamConfig{Replicas: 3})
 	b, s := gateway(t, c, natsjs.Config{Layout: l, Timeout: *storeTimeout}, nil)
 	d := mem.NewDialer(b)
 	defer d.Close()
@@ -353,8 +353,8 @@ func leaderLoss(t *testing.T, l natsjs.Layout, n int) {
 // first, A drops what B stored, and every record is stored once, in order.
 func TestTwoGatewaysRace(t *testing.T) {
 	c := startCluster(t, 3, natsjstest.Options{})
-	ensureStream(t, c, natsjs.StreamConfig{Replicas: 3, AtomicPublish: true})
-	for _, l := range []natsjs.Layout{natsjs.LayoutPacked, natsjs.LayoutPerRecord} {
+	ensureStream(t, c, natsjs.StreamConfig{Replicas: 3})
+	for _, l := range []natsjs.Layout{natsjs.LayoutPacked, natsjs.LayoutNative} {
 		for _, when := range []string{"before", "during", "after"} {
 			t.Run(l.String()+"/"+when, func(t *testing.T) { twoGateways(t, c, l, when) })
 		}
@@ -418,7 +418,7 @@ func twoGateways(t *testing.T, c *natsjstest.Cluster, l natsjs.Layout, when stri
 // go from core.Message through the broker into the stream, in both layouts.
 func TestMetadataThroughBroker(t *testing.T) {
 	c := startCluster(t, 1, natsjstest.Options{})
-	ensureStream(t, c, natsjs.StreamConfig{AtomicPublish: true})
+	ensureStream(t, c, natsjs.StreamConfig{})
 	at := time.Date(2026, 12, 3, 10, 0, 0, 42, time.UTC)
 	msgs := []core.Message{
 		{Payload: []byte("plain")},
@@ -426,7 +426,7 @@ func TestMetadataThroughBroker(t *testing.T) {
 		{Payload: []byte("all"), Key: []byte("k"), EventTime: at,
 			Headers: []core.Header{{Key: "trace", Value: []byte("abc")}, {Key: "trace", Value: []byte("def")}}},
 	}
-	for _, l := range []natsjs.Layout{natsjs.LayoutPacked, natsjs.LayoutPerRecord} {
+	for _, l := range []natsjs.Layout{natsjs.LayoutPacked, natsjs.LayoutNative} {
 		t.Run(l.String(), func(t *testing.T) {
 			b, s := gateway(t, c, natsjs.Config{Layout: l}, nil)
 			d := mem.NewDialer(b)

@@ -16,8 +16,13 @@ var (
 	// ErrStreamMismatch: the stream exists with a configuration the store
 	// cannot use (subjects, retention, replicas, storage, atomic publish).
 	ErrStreamMismatch = errors.New("inflight: natsjs: stream configuration does not fit")
-	// ErrEmptyTopic: Append or LastSeq with an empty topic.
+	// ErrEmptyTopic: State or Append with an empty topic.
 	ErrEmptyTopic = errors.New("inflight: natsjs: empty topic")
+	// ErrInvalidName: a topic or producer name that cannot be subject
+	// tokens (see CheckTopic, CheckProducer), refused by State, Fence and
+	// Append, so a producer learns it when it starts or first writes the
+	// topic.
+	ErrInvalidName = errors.New("inflight: natsjs: name cannot be a NATS subject token")
 	// ErrBadRecords: Append's records are not in strictly increasing
 	// sequence order, or a sequence ID is 0.
 	ErrBadRecords = errors.New("inflight: natsjs: records not in increasing sequence order")

@@ -13,3 +13,9 @@ func SetDirectHook(s *Store, f func(subject string, streamSeq, last uint64) (uin
 		return t
 	}
 }
+
+// LastSeq returns State's LastSeq (the tests' shorthand).
+func (s *Store) LastSeq(topic, producer string) (uint64, error) {
+	st, err := s.State(topic, producer)
+	return st.LastSeq, err
+}
