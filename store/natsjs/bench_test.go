@@ -29,9 +29,9 @@ import (
 //	go test -run '^$' -bench Embedded -benchtime 3000000x
 func BenchmarkEmbedded(b *testing.B) {
 	benchCases(b, false, []benchCase{
-		{"packed/R3", natsjs.LayoutPacked, 3},
+		{"native/R1", natsjs.LayoutNative, 1},
+		{"native/R3", natsjs.LayoutNative, 3},
 		{"packed/R1", natsjs.LayoutPacked, 1},
-		{"per-record/R3", natsjs.LayoutNative, 3},
 	})
 }
 
@@ -42,8 +42,8 @@ func BenchmarkEmbedded(b *testing.B) {
 //	go test -run '^$' -bench Gateway -benchtime 3000000x
 func BenchmarkGateway(b *testing.B) {
 	benchCases(b, true, []benchCase{
-		{"packed/R3", natsjs.LayoutPacked, 3},
-		{"packed/R1", natsjs.LayoutPacked, 1},
+		{"native/R1", natsjs.LayoutNative, 1},
+		{"native/R3", natsjs.LayoutNative, 3},
 	})
 }
 
@@ -54,6 +54,27 @@ type benchCase struct {
 }
 
 func benchCases(b *testing.B, viaTCP bool, cases []benchCase) {
+	// The engine's own fast batch publisher on the same kind of cluster,
+	// in the same run, for comparison.
+	for _, r := range []int{1, 3} {
+		dir, err := os.MkdirTemp("", "natsjs-bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		var c *natsjstest.Cluster
+		b.Run(fmt.Sprintf("engine-fast-batch/R%d", r), func(b *testing.B) {
+			if c == nil {
+				if c, err = natsjstest.Start(dir, r, natsjstest.Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			benchEngineFast(b, c, r)
+		})
+		if c != nil {
+			c.Shutdown()
+		}
+		os.RemoveAll(dir)
+	}
 	for _, tc := range cases {
 		for _, producers := range []int{1, 4} {
 			// A fresh cluster for each case (kept across the function's

@@ -18,7 +18,7 @@ import (
 )
 
 var (
-	leaderLossRecords = flag.Int("leaderloss.records", 200_000, "records sent in TestJetStreamExactlyOnceAcrossLeaderLoss (the issue's figure is 1000000)")
+	leaderLossRecords = flag.Int("leaderloss.records", 200_000, "records sent in TestNativeExactlyOnceAcrossLeaderLoss (the issue's figure is 1000000)")
 	storeTimeout      = flag.Duration("store.timeout", 2*time.Second, "the store's publish timeout in the end-to-end tests")
 )
 
@@ -288,7 +288,7 @@ func closeProducer(t testing.TB, p *core.Producer) {
 	}
 }
 
-// TestJetStreamExactlyOnceAcrossLeaderLoss: a producer sends through a
+// TestNativeExactlyOnceAcrossLeaderLoss: a producer sends through a
 // broker on an R3 stream (the embedded mode: mem transport, broker in
 // process) while the stream's leader is stopped, brought back, and the new
 // leader stopped in turn. Every callback runs once, successes come in
@@ -296,13 +296,13 @@ func closeProducer(t testing.TB, p *core.Producer) {
 //
 // The per-record layout (atomic batches, about a tenth of packed's speed)
 // runs with a tenth of the records.
-func TestJetStreamExactlyOnceAcrossLeaderLoss(t *testing.T) {
+func TestNativeExactlyOnceAcrossLeaderLoss(t *testing.T) {
 	for _, tc := range []struct {
 		layout natsjs.Layout
 		n      int
 	}{
-		{natsjs.LayoutPacked, *leaderLossRecords},
 		{natsjs.LayoutNative, *leaderLossRecords / 10},
+		{natsjs.LayoutPacked, *leaderLossRecords},
 	} {
 		t.Run(tc.layout.String(), func(t *testing.T) { leaderLoss(t, tc.layout, tc.n) })
 	}
@@ -346,15 +346,15 @@ func leaderLoss(t *testing.T, l natsjs.Layout, n int) {
 	o.check(t, c, s.Subject(testTopic, "leader-loss"))
 }
 
-// TestTwoGatewaysRace: gateway A holds a write in flight while its producer
+// TestNativeTwoGatewaysRace: gateway A holds a write in flight while its producer
 // moves to gateway B, which learns the tail from the stream and stores the
 // resent records. A's write is then let go before B writes, while B writes,
 // or after B wrote everything: its compare-and-set fails where B got there
 // first, A drops what B stored, and every record is stored once, in order.
-func TestTwoGatewaysRace(t *testing.T) {
+func TestNativeTwoGatewaysRace(t *testing.T) {
 	c := startCluster(t, 3, natsjstest.Options{})
 	ensureStream(t, c, natsjs.StreamConfig{Replicas: 3})
-	for _, l := range []natsjs.Layout{natsjs.LayoutPacked, natsjs.LayoutNative} {
+	for _, l := range []natsjs.Layout{natsjs.LayoutNative, natsjs.LayoutPacked} {
 		for _, when := range []string{"before", "during", "after"} {
 			t.Run(l.String()+"/"+when, func(t *testing.T) { twoGateways(t, c, l, when) })
 		}

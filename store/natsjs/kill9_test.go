@@ -33,12 +33,12 @@ func build(t *testing.T, pkg string) string {
 	return bin
 }
 
-// TestGatewayKill9: the producer writes over TCP to a gateway process
+// TestNativeGatewayKill9: the producer writes over TCP to a gateway process
 // (broker on the JetStream store), which is killed with SIGKILL twice; a new
 // one starts on the same address each time. The producer reconnects, learns
 // the last stored record from the stream and resends the rest: every
 // success stored once, in order.
-func TestGatewayKill9(t *testing.T) {
+func TestNativeGatewayKill9(t *testing.T) {
 	bin := build(t, "github.com/inflightmq/inflight/store/natsjs/internal/testgateway")
 	c := startCluster(t, 3, natsjstest.Options{})
 	ensureStream(t, c, natsjs.StreamConfig{Replicas: 3})

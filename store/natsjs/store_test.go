@@ -226,9 +226,9 @@ func TestStaleDirectRead(t *testing.T) {
 	b := newStore(t, c, natsjs.Config{Read: natsjs.ReadDirect})
 	var staleReads int
 	natsjs.SetDirectHook(b, func(_ string, streamSeq, last uint64) (uint64, uint64) {
-		if streamSeq == 3 && last == 30 {
+		if streamSeq == 30 && last == 30 {
 			staleReads++
-			return 2, 20 // the tail as a replica one message behind sees it
+			return 20, 20 // the tail as a replica one batch behind sees it
 		}
 		return streamSeq, last
 	})
@@ -309,6 +309,15 @@ func TestNewRefuses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	nc := connect(t, c)
+	// A stream made before the native layout: no fence subjects, no
+	// atomic publish, no rollups.
+	legacy, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := legacy.CreateStream(ctx, jetstream.StreamConfig{Name: "LEGACY", Subjects: []string{"legacy.>"}}); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		cfg  natsjs.Config
 		want error
@@ -320,7 +329,7 @@ func TestNewRefuses(t *testing.T) {
 		{natsjs.Config{Stream: streamName, Timeout: -1}, natsjs.ErrInvalidConfig},
 		{natsjs.Config{Stream: streamName, Layout: 7}, natsjs.ErrInvalidConfig},
 		{natsjs.Config{Stream: streamName, Prefix: "other"}, natsjs.ErrStreamMismatch},
-		{natsjs.Config{Stream: streamName, Layout: natsjs.LayoutNative}, natsjs.ErrStreamMismatch},
+		{natsjs.Config{Stream: "LEGACY", Prefix: "legacy"}, natsjs.ErrStreamMismatch},
 		{natsjs.Config{Stream: streamName, Read: natsjs.ReadDirect}, natsjs.ErrStreamMismatch},
 	} {
 		if _, err := natsjs.New(ctx, nc, tc.cfg); !errors.Is(err, tc.want) {
@@ -342,8 +351,8 @@ func TestNewRefuses(t *testing.T) {
 	for _, sc := range []natsjs.StreamConfig{
 		{Name: streamName, Replicas: 3},
 		{Name: streamName, Storage: jetstream.MemoryStorage},
-		{Name: streamName},
 		{Name: streamName, Prefix: "elsewhere"},
+		{Name: "LEGACY", Prefix: "legacy"},
 	} {
 		if _, err := natsjs.EnsureStream(ctx, js, sc); !errors.Is(err, natsjs.ErrStreamMismatch) {
 			t.Errorf("EnsureStream(%+v) on the existing stream: %v, want ErrStreamMismatch", sc, err)
