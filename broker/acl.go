@@ -183,12 +183,17 @@ func (a *ACL) Authenticate(c Credentials) (Identity, error) {
 }
 
 // Authorize returns nil if some line of identity id grants topic and
-// producer, an error saying what was refused otherwise.
+// producer, an error saying what was refused otherwise. Topic "" (what a
+// broker asks at HELLO) asks whether some line grants producer on any
+// topic.
 func (a *ACL) Authorize(id Identity, topic, producer string) error {
 	for _, g := range a.grants[id.Name] {
-		if matchAny(g.topics, topic) && matchAny(g.producers, producer) {
+		if (topic == "" || matchAny(g.topics, topic)) && matchAny(g.producers, producer) {
 			return nil
 		}
+	}
+	if topic == "" {
+		return fmt.Errorf("%v may not write as producer %q", id, producer)
 	}
 	return fmt.Errorf("%v may not write topic %q as producer %q", id, topic, producer)
 }

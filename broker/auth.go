@@ -94,10 +94,15 @@ func Authenticate(fn func(Credentials) (Identity, error)) Option {
 }
 
 // Authorize sets what an identity may do: fn returns nil if id may write
-// topic as producer, an error to refuse the HELLO (as for Authenticate,
-// whose doc says what the producer sees). Without Authorize, a broker
-// given Authenticate refuses every HELLO; a broker given neither refuses
-// none. fn runs on the session's goroutine and must be fast.
+// topic as producer, an error to refuse. The broker asks it at HELLO with
+// topic "" (may id use the producer name on any topic? The holder of a name
+// fences its other incarnations on every topic: refuse it to whoever may
+// write none of them), refusing the HELLO as for Authenticate, whose doc
+// says what the producer sees; and at each TOPIC with its topic, refusing
+// that topic alone with a TOPIC_ERROR of code wire.CodeUnauthorized (the
+// connection goes on). Without Authorize, a broker given Authenticate
+// refuses every HELLO; a broker given neither refuses none. fn runs on the
+// connection's reader and must be fast.
 func Authorize(fn func(id Identity, topic, producer string) error) Option {
 	return optionFunc(func(c *config) error {
 		if fn == nil {
@@ -120,11 +125,11 @@ func WithACL(acl *ACL) Option {
 	})
 }
 
-// Refusal describes a HELLO the broker refused for its identity (see
-// OnRefused). It holds no token.
+// Refusal describes a HELLO or a TOPIC the broker refused for its
+// identity (see OnRefused). It holds no token.
 type Refusal struct {
 	Identity Identity // who asked (anonymous if authentication failed)
-	Topic    string
+	Topic    string   // the TOPIC's topic; "" for a HELLO
 	Producer string
 	// Holder is set when the name is held by a live session of another
 	// identity (a takeover refused): that session's identity.
@@ -132,10 +137,11 @@ type Refusal struct {
 	Err    error // why; wraps ErrUnauthorized
 }
 
-// OnRefused sets a function the broker calls for every HELLO it refuses
-// with wire.CodeUnauthorized, for logging (default: none; the refusals are
-// counted in Stats either way). fn runs on the refused session's goroutine
-// and must not block.
+// OnRefused sets a function the broker calls for every HELLO or TOPIC it
+// refuses with wire.CodeUnauthorized, for logging (default: none; the
+// refusals are counted in Stats either way). fn runs on the refused
+// session's reader, or for a HELLO refused because another identity holds
+// the name on the session's HELLO goroutine, and must not block.
 func OnRefused(fn func(Refusal)) Option {
 	return optionFunc(func(c *config) error {
 		c.onRefused = fn
@@ -174,8 +180,8 @@ func certName(c *x509.Certificate) string {
 	return ""
 }
 
-// identify returns who the peer of HELLO h is and whether it may write
-// h's topic as h's producer.
+// identify returns who the peer of HELLO h is and whether it may use h's
+// producer name at all: Authorize with topic "" (see Authorize).
 func (b *Broker) identify(p Peer, h *wire.Hello) (Identity, error) {
 	authn := b.cfg.authenticate
 	if authn == nil {
@@ -185,14 +191,20 @@ func (b *Broker) identify(p Peer, h *wire.Hello) (Identity, error) {
 	if err != nil {
 		return Identity{}, fmt.Errorf("%w: %w", ErrUnauthorized, err)
 	}
+	return id, b.authorize(id, "", h.Producer)
+}
+
+// authorize returns nil if id may write topic as producer (topic "": may
+// use the name on some topic), else an error wrapping ErrUnauthorized.
+func (b *Broker) authorize(id Identity, topic, producer string) error {
 	if !b.cfg.auth {
-		return id, nil
+		return nil
 	}
 	if b.cfg.authorize == nil {
-		return id, fmt.Errorf("%w: %v may not write topic %q as producer %q (no Authorize: everything is denied)", ErrUnauthorized, id, h.Topic, h.Producer)
+		return fmt.Errorf("%w: %v may not write as producer %q (no Authorize: everything is denied)", ErrUnauthorized, id, producer)
 	}
-	if err := b.cfg.authorize(id, h.Topic, h.Producer); err != nil {
-		return id, fmt.Errorf("%w: %w", ErrUnauthorized, err)
+	if err := b.cfg.authorize(id, topic, producer); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnauthorized, err)
 	}
-	return id, nil
+	return nil
 }

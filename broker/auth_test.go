@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/wire"
 )
 
@@ -51,26 +52,50 @@ func newCertConn(t testing.TB, b *broker.Broker, cn string) conn {
 	return c
 }
 
-// helloAs sends a HELLO with token (none if "") for topic and name, and
-// returns the session's error and reply.
+// helloAs sends a HELLO with token (none if "") for name and, if it was
+// accepted, a TOPIC for topic as id 0. It returns the session's error and
+// the last reply: an ERROR, a TOPIC_OK or a TOPIC_ERROR. A TOPIC_ERROR of
+// code CodeUnauthorized (the topic alone refused; the connection goes on)
+// comes with an error wrapping broker.ErrUnauthorized, so that callers
+// tell a refusal from an acceptance as for HELLO.
 func (c conn) helloAs(t testing.TB, token, topic, name string) ([]byte, error) {
 	t.Helper()
 	f, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize,
-		Producer: name, Topic: topic, Token: wire.Token(token)})
+		Producer: name, Token: wire.Token(token)})
 	require.NoError(t, err)
-	return c.handle(t, f)
+	reply, err := c.handle(t, f)
+	if typ, _ := wire.TypeOf(reply); err != nil || typ != wire.TypeHelloOK {
+		return reply, err
+	}
+	reply, err = c.handle(t, topicFrame(t, 0, topic))
+	if e, derr := wire.DecodeTopicError(reply); derr == nil && e.Code == wire.CodeUnauthorized && err == nil {
+		return reply, fmt.Errorf("%w: TOPIC_ERROR %q", broker.ErrUnauthorized, e.Text)
+	}
+	return reply, err
 }
 
-// refused sends a HELLO as helloAs does, asserts it was refused with
-// ErrUnauthorized and an ERROR frame of code CodeUnauthorized, and returns
-// the frame's text.
+// refused sends a HELLO and TOPIC as helloAs does, asserts that one was
+// refused with ErrUnauthorized and an ERROR or TOPIC_ERROR frame of code
+// CodeUnauthorized, and returns the frame's text.
 func (c conn) refused(t testing.TB, token, topic, name string) string {
 	t.Helper()
 	reply, err := c.helloAs(t, token, topic, name)
 	require.ErrorIs(t, err, broker.ErrUnauthorized)
+	if e, derr := wire.DecodeTopicError(reply); derr == nil {
+		require.Equal(t, wire.CodeUnauthorized, e.Code)
+		return e.Text
+	}
 	e := errorFrame(t, reply)
 	require.Equal(t, wire.CodeUnauthorized, e.Code)
 	return e.Text
+}
+
+// topicOK decodes a TOPIC_OK and returns its last seq.
+func topicOK(t testing.TB, frame []byte) uint64 {
+	t.Helper()
+	ok, err := wire.DecodeTopicOK(frame)
+	require.NoError(t, err, "want TOPIC_OK, got %s", testkit.DescribeFrame(frame))
+	return ok.LastSeq
 }
 
 func TestUnauthenticatedRefused(t *testing.T) {
@@ -97,13 +122,13 @@ func TestUnauthenticatedRefused(t *testing.T) {
 	defer ok.Close()
 	reply, err := ok.helloAs(t, aliceToken, "orders", "till-1")
 	require.NoError(t, err)
-	helloOK(t, reply)
+	topicOK(t, reply)
 	assert.Equal(t, broker.Identity{Name: "alice", Method: broker.MethodToken}, ok.Identity())
 	cert := newCertConn(t, b, "billing.example.com")
 	defer cert.Close()
 	reply, err = cert.helloAs(t, "", "invoices", "billing")
 	require.NoError(t, err)
-	helloOK(t, reply)
+	topicOK(t, reply)
 	assert.Equal(t, "certificate billing", cert.Identity().String())
 }
 
@@ -123,7 +148,7 @@ func TestIdentityCannotUseOthersName(t *testing.T) {
 	}
 	require.Len(t, refusals, 4)
 	assert.Equal(t, broker.Refusal{Identity: broker.Identity{Name: "bob", Method: broker.MethodToken},
-		Topic: "orders", Producer: "till-1", Err: refusals[0].Err}, refusals[0])
+		Producer: "till-1", Err: refusals[0].Err}, refusals[0]) // refused at HELLO: no topic
 	assert.ErrorIs(t, refusals[0].Err, broker.ErrUnauthorized)
 
 	// A certificate identity is held to its grants too.
@@ -140,7 +165,7 @@ func TestNameTakeoverRefused(t *testing.T) {
 	defer a.Close()
 	reply, err := a.helloAs(t, aliceToken, "orders", "shared")
 	require.NoError(t, err)
-	helloOK(t, reply)
+	topicOK(t, reply)
 	require.Equal(t, uint64(3), a.send(t, 0, 1, 3))
 
 	// bob may use the name, but not while alice's session lives.
@@ -162,7 +187,7 @@ func TestNameTakeoverRefused(t *testing.T) {
 	defer a2.Close()
 	reply, err = a2.helloAs(t, aliceToken, "orders", "shared")
 	require.NoError(t, err)
-	assert.Equal(t, uint64(5), helloOK(t, reply).LastSeq)
+	assert.Equal(t, uint64(5), topicOK(t, reply))
 	assert.True(t, a.peer.closed())
 	assert.Equal(t, uint64(1), b.Stats().Takeovers)
 
@@ -173,7 +198,7 @@ func TestNameTakeoverRefused(t *testing.T) {
 	defer bob.Close()
 	reply, err = bob.helloAs(t, bobToken, "orders", "shared")
 	require.NoError(t, err)
-	assert.Equal(t, uint64(5), helloOK(t, reply).LastSeq)
+	assert.Equal(t, uint64(5), topicOK(t, reply))
 	assert.Len(t, store.TopicRecords("orders", "shared"), 5)
 }
 

@@ -8,7 +8,8 @@ import (
 	"github.com/inflightmq/inflight/wire"
 )
 
-// Broker holds the per-producer state shared by all sessions and the Store.
+// Broker holds the state shared by all sessions (who holds each producer
+// name, the locks of the (topic, name) pairs in use) and the Store.
 // It is safe for concurrent use; each Session is driven by one goroutine.
 type Broker struct {
 	store    Store
@@ -19,10 +20,12 @@ type Broker struct {
 	budget   budget             // the memory of all sessions' frames (MaxBufferedBytes)
 	scratch  sync.Pool          // of *appendScratch: appenders' memory, between runs of frames
 
-	mu        sync.Mutex
-	producers map[stream]*producerState // only (topic, name) pairs with a live session
+	mu      sync.Mutex
+	names   map[string]*nameState  // only names with a live session (fence.go)
+	streams map[stream]*streamLock // only (topic, name) pairs declared on a live session
 
 	sessions       atomic.Int64
+	topics         atomic.Int64
 	batches        atomic.Uint64
 	stored         atomic.Uint64
 	duplicates     atomic.Uint64
@@ -32,28 +35,40 @@ type Broker struct {
 	refusedTakes   atomic.Uint64
 	fenced         atomic.Uint64
 	nameInUse      atomic.Uint64
+	topicErrors    atomic.Uint64
 }
 
-// producerState is the dedup state of one producer name. mu serializes the
-// name's HELLOs and Appends (it is held during Store.Append and
-// Store.Fence), so an old session's last Append and a new session's HELLO
-// see one consistent last stored sequence ID and epoch, and the Store gets
-// one call for a name at a time.
-type producerState struct {
-	mu      sync.Mutex
-	owner   *Session
-	ownerID Identity // owner's identity
-	last    uint64   // highest stored seq
-	epoch   uint64   // the name's newest epoch, as this broker knows it (another may have fenced since)
-	loaded  bool     // last and epoch were read from the Store (false: read them again)
-	dead    bool     // removed from the broker's map; look the name up again
+// streamLock serializes the Store calls for one (topic, producer name):
+// the State of a TOPIC and the Appends of the session that declared it, so
+// that a newer session's State, after a takeover, counts what an older
+// session's Append in flight stores. Held during Store.State and
+// Store.Append, never on a reader.
+type streamLock struct {
+	mu   sync.Mutex
+	refs int // sessions' topics that use it; guarded by Broker.mu
 }
 
-// locked runs fn with ps locked and returns fn's error.
-func (ps *producerState) locked(fn func(*producerState) error) error {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	return fn(ps)
+// lockFor returns the lock of k, counting one more user.
+func (b *Broker) lockFor(k stream) *streamLock {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := b.streams[k]
+	if l == nil {
+		l = &streamLock{}
+		b.streams[k] = l
+	}
+	l.refs++
+	return l
+}
+
+// unlockFor counts one user of k's lock less, forgetting the lock with
+// the last.
+func (b *Broker) unlockFor(k stream, l *streamLock) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if l.refs--; l.refs == 0 && b.streams[k] == l {
+		delete(b.streams, k)
+	}
 }
 
 // Option configures a Broker.
@@ -63,6 +78,7 @@ type config struct {
 	maxFrame    int
 	maxQueued   int
 	maxBuffered int // 0: the default
+	maxTopics   int
 
 	auth         bool // Authenticate or Authorize given: default deny
 	authenticate func(Credentials) (Identity, error)
@@ -132,12 +148,32 @@ func MaxBufferedBytes(n int) Option {
 	})
 }
 
+// DefaultMaxTopics is the default of MaxTopics.
+const DefaultMaxTopics = 1 << 17
+
+// MaxTopics sets how many topics one session (one connection) may declare
+// (default DefaultMaxTopics, at least 1, at most 1<<24): a TOPIC beyond it
+// is refused with a TOPIC_ERROR of code wire.CodeProtocol, and the
+// connection goes on with the topics it has; a producer that needs more
+// reconnects, which starts an empty table. A declared topic costs the
+// broker about 300 bytes while its connection lives, beside its name.
+// Topics refused or ended by a store error do not count.
+func MaxTopics(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n < 1 || n > 1<<24 {
+			return fmt.Errorf("%w: MaxTopics %d not in [1, %d]", ErrInvalidOption, n, 1<<24)
+		}
+		c.maxTopics = n
+		return nil
+	})
+}
+
 // New returns a Broker that stores into store.
 func New(store Store, opts ...Option) (*Broker, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: nil Store", ErrInvalidOption)
 	}
-	cfg := config{maxFrame: wire.DefaultMaxFrameSize, maxQueued: DefaultMaxQueuedBytes}
+	cfg := config{maxFrame: wire.DefaultMaxFrameSize, maxQueued: DefaultMaxQueuedBytes, maxTopics: DefaultMaxTopics}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: nil Option", ErrInvalidOption)
@@ -159,7 +195,7 @@ func New(store Store, opts ...Option) (*Broker, error) {
 		return nil, err
 	}
 	return &Broker{store: store, maxFrame: cfg.maxFrame, cfg: cfg, dec: dec, bufs: newBufPool(cfg.maxFrame),
-		budget: budget{limit: int64(cfg.maxBuffered)}, producers: make(map[stream]*producerState)}, nil
+		budget: budget{limit: int64(cfg.maxBuffered)}, names: make(map[string]*nameState), streams: make(map[stream]*streamLock)}, nil
 }
 
 // MaxFrameSize returns the largest frame the broker accepts.
@@ -168,63 +204,21 @@ func (b *Broker) MaxFrameSize() int { return b.maxFrame }
 // Store returns the broker's store.
 func (b *Broker) Store() Store { return b.store }
 
-// withProducer runs fn with the state of name locked, creating the state if
-// needed, and returns fn's error. fn must not block on the network: it holds
-// the name's lock, which serializes its HELLO and BATCH handling.
-func (b *Broker) withProducer(name stream, fn func(*producerState) error) error {
-	ps := b.lookupProducer(name)
-	defer ps.mu.Unlock()
-	return fn(ps)
-}
-
-// lookupProducer returns the live state of name, locked. A state removed
-// from the map while we waited for its lock is dead: look the name up again.
-func (b *Broker) lookupProducer(name stream) *producerState {
-	for {
-		b.mu.Lock()
-		ps := b.producers[name]
-		if ps == nil {
-			ps = &producerState{}
-			b.producers[name] = ps
-		}
-		b.mu.Unlock()
-		ps.mu.Lock()
-		if !ps.dead {
-			return ps
-		}
-		ps.mu.Unlock()
-	}
-}
-
-// release forgets name's state if s still owns it (s nil: if nobody owns
-// it), so that a broker serving many short-lived producers does not grow
-// without bound. The Store keeps what matters (the last stored seq and the
-// epoch) for the next HELLO.
-func (b *Broker) release(name stream, ps *producerState, s *Session) {
-	b.mu.Lock()
-	ps.mu.Lock()
-	if ps.owner == s {
-		ps.owner = nil
-		ps.dead = true
-		delete(b.producers, name)
-	}
-	ps.mu.Unlock()
-	b.mu.Unlock()
-}
-
 // Stats is a snapshot of a Broker's counters.
 type Stats struct {
 	Sessions       int64  // live sessions
+	Topics         int64  // topics declared and open on live sessions
 	Batches        uint64 // BATCH frames stored (or found duplicate) and acknowledged
 	Stored         uint64 // records appended to the store
 	Duplicates     uint64 // records skipped because already stored
 	ProtocolErrors uint64 // sessions failed for a protocol violation, a store error or ErrBusy
 	Takeovers      uint64 // sessions closed because a newer one of the same identity took their name
 	// Unauthorized counts HELLOs refused because their credentials were
-	// not accepted or their identity may not use the topic or name.
+	// not accepted or their identity may not use the name, and TOPICs
+	// refused because it may not write the topic.
 	Unauthorized uint64
 	// TakeoversRefused counts HELLOs refused because a live session of
-	// another identity holds the (topic, producer name).
+	// another identity holds the producer name.
 	TakeoversRefused uint64
 	// Fenced counts HELLOs refused and sessions ended because a newer
 	// incarnation of their producer name holds it (wire.CodeFenced).
@@ -232,6 +226,10 @@ type Stats struct {
 	// NameInUse counts HELLOs with Yield refused because a live session
 	// of another incarnation holds the name (wire.CodeNameInUse).
 	NameInUse uint64
+	// TopicErrors counts TOPIC_ERROR frames sent: topics refused
+	// (Unauthorized counts those refused for their identity too, MaxTopics,
+	// a Store error) and topics ended by a Store error of their Append.
+	TopicErrors uint64
 	// BufferedBytes is the frame memory charged now (see
 	// MaxBufferedBytes); BufferWaits counts the frames that waited for it,
 	// and Busy those refused after waiting too long (ErrBusy).
@@ -249,6 +247,8 @@ func (b *Broker) Stats() Stats {
 		Busy:          busy,
 
 		Sessions:       b.sessions.Load(),
+		Topics:         b.topics.Load(),
+		TopicErrors:    b.topicErrors.Load(),
 		Batches:        b.batches.Load(),
 		Stored:         b.stored.Load(),
 		Duplicates:     b.duplicates.Load(),

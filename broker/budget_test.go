@@ -65,7 +65,7 @@ func (g *gatedStore) sizes() []int {
 // most records a frame's bytes can carry.
 func tinyBatch(first uint64, n int) []byte {
 	var bb wire.BatchBuilder
-	bb.Reset(nil, first)
+	bb.Reset(nil, 0, first)
 	for range n {
 		bb.Add(nil)
 	}
@@ -90,7 +90,7 @@ func TestAppendChunks(t *testing.T) {
 		{"tiny records", tinyBatch(1, 3*perAppend+7), 3*perAppend + 7},
 		{"many headers", func() []byte {
 			var bb wire.BatchBuilder
-			bb.Reset(nil, 1)
+			bb.Reset(nil, 0, 1)
 			for range 5000 {
 				bb.AddRecord([]byte("p"), nil, hs, time.Time{})
 			}

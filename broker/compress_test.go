@@ -25,7 +25,7 @@ func TestCompressedBatchesStored(t *testing.T) {
 		cp, err := wire.NewCompressor(codec, wire.LevelDefault)
 		require.NoError(t, err)
 		var bb wire.BatchBuilder
-		bb.Reset(nil, first)
+		bb.Reset(nil, 0, first)
 		for i := range 100 {
 			bb.Add(bytes.Repeat([]byte{byte('a' + i%26)}, 50))
 		}
@@ -51,7 +51,7 @@ func TestDecompressionBombRejected(t *testing.T) {
 	const limit = 64 << 10
 	zeros := make([]byte, 8<<20) // 128 times the limit
 	var bb wire.BatchBuilder
-	bb.Reset(nil, 1)
+	bb.Reset(nil, 0, 1)
 	bb.Add(zeros)
 	raw := bb.Bytes()[wire.BatchHeaderSize:]
 	for _, codec := range []wire.Codec{wire.CodecZstd, wire.CodecS2} {
@@ -99,10 +99,11 @@ func bombFrame(codec wire.Codec, rawLen uint32, data []byte) []byte {
 	f = append(f, data...)
 	binary.BigEndian.PutUint32(f, uint32(len(f)-4))
 	f[4] = byte(wire.TypeBatch)
-	binary.BigEndian.PutUint64(f[5:], 1)
-	binary.BigEndian.PutUint32(f[13:], 1)
-	f[17] = byte(codec)
-	binary.BigEndian.PutUint32(f[18:], rawLen)
-	binary.BigEndian.PutUint32(f[22:], crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli)))
+	binary.BigEndian.PutUint32(f[5:], 0) // topic id 0
+	binary.BigEndian.PutUint64(f[9:], 1)
+	binary.BigEndian.PutUint32(f[17:], 1)
+	f[21] = byte(codec)
+	binary.BigEndian.PutUint32(f[22:], rawLen)
+	binary.BigEndian.PutUint32(f[26:], crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli)))
 	return f
 }

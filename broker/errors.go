@@ -15,13 +15,16 @@ var (
 	// over this session's producer name. The transport must close the
 	// connection.
 	ErrReplaced = errors.New("inflight/broker: producer taken over by another session")
-	// ErrStore is returned by Session.Handle when the Store failed; it wraps
-	// the store's error. The session has sent an ERROR frame; the transport
-	// must close the connection. Nothing of the failed batch was acknowledged.
+	// ErrStore is returned by Session.Handle when the Store failed for the
+	// session (its HELLO's Fence or State, a store failed for good); it
+	// wraps the store's error. The session has sent an ERROR frame; the
+	// transport must close the connection. Nothing of the failed batch was
+	// acknowledged. A store error of one topic's Append or State ends that
+	// topic alone with a TOPIC_ERROR whose text wraps it the same way.
 	ErrStore = errors.New("inflight/broker: store failed")
 	// ErrUnauthorized is returned by Session.Handle for a HELLO the broker
 	// refused: its credentials were not accepted (Authenticate), its
-	// identity may not write its topic as its producer name (Authorize), or
+	// identity may not use its producer name on any topic (Authorize), or
 	// a live session of another identity holds that name. The session has
 	// sent an ERROR frame of code wire.CodeUnauthorized; the transport must
 	// close the connection.

@@ -16,44 +16,47 @@ import (
 // acknowledges records only then, deduplicates resends with State's
 // LastSeq, and fences older producer instances with the epoch.
 type printStore struct {
-	mu     sync.Mutex
-	last   map[[2]string]uint64 // by topic and producer
-	epochs map[string]uint64    // by producer
+	mu    sync.Mutex
+	state map[[2]string]broker.NameState // by topic and producer
 }
 
 func (s *printStore) State(topic, producer string) (broker.NameState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return broker.NameState{LastSeq: s.last[[2]string{topic, producer}], Epoch: s.epochs[producer]}, nil
+	return s.state[[2]string{topic, producer}], nil
 }
 
-func (s *printStore) Fence(producer string, epoch uint64) error {
+func (s *printStore) Fence(topic, producer string, epoch uint64) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if epoch <= s.epochs[producer] {
-		return broker.ErrFenced
+	st := s.state[[2]string{topic, producer}]
+	if epoch <= st.Epoch {
+		return 0, broker.ErrFenced
 	}
-	s.epochs[producer] = epoch
-	return nil
+	st.Epoch = epoch
+	s.state[[2]string{topic, producer}] = st
+	return st.LastSeq, nil
 }
 
 func (s *printStore) Append(topic, producer string, epoch uint64, recs []broker.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if epoch < s.epochs[producer] {
+	st := s.state[[2]string{topic, producer}]
+	if epoch < st.Epoch {
 		return broker.ErrFenced // a newer instance of this producer took the name over
 	}
 	for _, r := range recs { // r's slices are valid only during the call
 		fmt.Printf("%s/%s #%d key=%s: %s\n", topic, producer, r.Seq, r.Key, r.Payload)
 	}
-	s.last[[2]string{topic, producer}] = recs[len(recs)-1].Seq
+	st.LastSeq = recs[len(recs)-1].Seq
+	s.state[[2]string{topic, producer}] = st
 	return nil
 }
 
 // A broker over a Store of your own.
 func Example_customStore() {
 	ctx := context.Background()
-	b, err := broker.New(&printStore{last: map[[2]string]uint64{}, epochs: map[string]uint64{}})
+	b, err := broker.New(&printStore{state: map[[2]string]broker.NameState{}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,14 +1,17 @@
 package broker
 
-// Fencing: one writer per producer name. Each Producer instance is an
-// incarnation of its name with an epoch the broker gives it: its first
-// HELLO asks for one (epoch 0), the broker stores the name's epoch + 1 with
-// Store.Fence before its HELLO_OK says so, and the instance's reconnects
-// present it. The Store refuses the Appends of every lower epoch.
+// Fencing: one writer per producer name, across all its topics. Each
+// Producer instance is an incarnation of its name with an epoch the broker
+// gives it: its first HELLO asks for one (epoch 0), the broker stores the
+// name's epoch + 1 with Store.Fence before its HELLO_OK says so, and the
+// instance's reconnects present it. The Store refuses the Appends of every
+// lower epoch on every topic of the name, including topics the newer
+// incarnation never declared.
 //
 //	HELLO epoch        stored epoch s      answer
 //	0                  any                 Fence(s+1), HELLO_OK(s+1); a live session of this broker
-//	                                       holding the name is fenced (ERROR fenced, closed)
+//	                                       holding the name is fenced on all its topics (ERROR
+//	                                       fenced, closed)
 //	0, Yield           any, name held      ERROR name in use (the producer retries later)
 //	e > 0              e                   HELLO_OK(e): a reconnect; an older session of the same
 //	                                       incarnation is replaced (closed without an ERROR)
@@ -19,32 +22,90 @@ package broker
 //
 // This broker's copy of s may be behind the Store when another broker
 // (a gateway on the same JetStream stream) fenced since: a Fence that the
-// Store refuses makes it read the state again and try above it, and an
-// Append the Store refuses ends the session as fenced.
+// Store refuses makes it read the state again and try above it, a TOPIC
+// whose Store.State shows an epoch above the session's ends the session
+// as fenced, and so does an Append the Store refuses.
+//
+// All of this runs on the session's HELLO goroutine, never on its reader:
+// a Fence that takes seconds holds up that HELLO (and the HELLOs of the same
+// name, which wait for the name's lock), not the connection's PINGs nor
+// other connections.
 
 import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 
 	"github.com/inflightmq/inflight/wire"
 )
+
+// nameState is what this broker knows of one producer name while a session
+// holds it. mu serializes the name's HELLOs (it is held during their
+// Store.State and Store.Fence), so two HELLOs of one name see one
+// consistent epoch and owner.
+type nameState struct {
+	mu sync.Mutex
+	// owner is the session that holds the name: set under mu, read by
+	// appenders without it (an Append of a session that no longer owns
+	// the name is refused with ErrReplaced).
+	owner   atomic.Pointer[Session]
+	ownerID Identity // owner's identity
+	epoch   uint64   // the name's newest epoch, as this broker knows it (another may have fenced since)
+	loaded  bool     // epoch was read from the Store (false: read it again)
+	dead    bool     // removed from the broker's map; look the name up again
+}
 
 // maxFenceTries bounds how often a HELLO tries to fence when other brokers
 // fence the same name at the same time.
 const maxFenceTries = 8
 
-// admit decides, under p's lock, what a HELLO of name gets (see the top of
-// this file): nil, and p's last and epoch are what its HELLO_OK says; or an
-// error wrapping ErrFenced, ErrNameInUse or ErrStore.
-func (b *Broker) admit(name stream, p *producerState, h *wire.Hello) error {
-	fresh := !p.loaded
-	if fresh {
-		if err := b.load(name, p); err != nil {
-			return err
+// withName runs fn with the state of name locked, creating the state if
+// needed, and returns fn's error. It may wait for another HELLO of the
+// name, and so must not run on a reader.
+func (b *Broker) withName(name string, fn func(*nameState) error) error {
+	for {
+		b.mu.Lock()
+		ps := b.names[name]
+		if ps == nil {
+			ps = &nameState{}
+			b.names[name] = ps
+		}
+		b.mu.Unlock()
+		ps.mu.Lock()
+		if !ps.dead {
+			defer ps.mu.Unlock()
+			return fn(ps)
+		}
+		// Removed from the map while we waited for its lock.
+		ps.mu.Unlock()
+	}
+}
+
+// release forgets name's state if s still owns it (s nil: if nobody owns
+// it), so that a broker serving many short-lived producers does not grow
+// without bound. The Store keeps what matters (the epoch) for the next
+// HELLO.
+func (b *Broker) release(name string, ps *nameState, s *Session) {
+	b.mu.Lock()
+	ps.mu.Lock()
+	if ps.owner.Load() == s {
+		ps.owner.Store(nil)
+		ps.dead = true
+		if b.names[name] == ps {
+			delete(b.names, name)
 		}
 	}
-	if h.Epoch > p.epoch && !fresh {
+	ps.mu.Unlock()
+	b.mu.Unlock()
+}
+
+// admit decides, under p's lock, what a HELLO of name gets (see the top of
+// this file): nil, and p's epoch is what its HELLO_OK says; or an error
+// wrapping ErrFenced, ErrNameInUse or ErrStore.
+func (b *Broker) admit(name string, p *nameState, h *wire.Hello) error {
+	if !p.loaded || h.Epoch > p.epoch {
 		// Another broker may have fenced since this one read the state.
 		if err := b.load(name, p); err != nil {
 			return err
@@ -52,12 +113,12 @@ func (b *Broker) admit(name stream, p *producerState, h *wire.Hello) error {
 	}
 	switch {
 	case h.Epoch == 0:
-		if h.Yield && p.owner != nil {
-			return fmt.Errorf("%w: producer %q of topic %q is held by a live session (epoch %d)", ErrNameInUse, name.producer, name.topic, p.epoch)
+		if h.Yield && p.owner.Load() != nil {
+			return fmt.Errorf("%w: producer %q is held by a live session (epoch %d)", ErrNameInUse, name, p.epoch)
 		}
 		return b.fence(name, p, 0)
 	case h.Epoch < p.epoch:
-		return b.fencedErr(name, h.Epoch, p.epoch)
+		return fencedErr(name, h.Epoch, p.epoch)
 	case h.Epoch == p.epoch:
 		return nil
 	default:
@@ -66,31 +127,21 @@ func (b *Broker) admit(name stream, p *producerState, h *wire.Hello) error {
 }
 
 // fence stores epoch want for name, or, for want 0, the epoch above the
-// stored one, and sets p's last and epoch from the Store. When the Store
-// refuses (another broker fenced meanwhile) it reads the state again and
-// tries above it, up to maxFenceTries times; for want > 0 the producer is
-// then fenced.
-func (b *Broker) fence(name stream, p *producerState, want uint64) error {
+// stored one, and sets p's epoch. When the Store refuses (another broker
+// fenced meanwhile) it reads the state again and tries above it, up to
+// maxFenceTries times; for want > 0 the producer is then fenced.
+func (b *Broker) fence(name string, p *nameState, want uint64) error {
 	for try := 1; ; try++ {
 		epoch := want
 		if epoch == 0 {
 			if p.epoch == math.MaxUint64 {
-				return fmt.Errorf("%w: producer %q of topic %q has used every epoch", ErrStore, name.producer, name.topic)
+				return fmt.Errorf("%w: producer %q has used every epoch", ErrStore, name)
 			}
 			epoch = p.epoch + 1
 		}
-		err := b.store.Fence(name.producer, epoch)
+		err := b.store.Fence(name, epoch)
 		if err == nil {
-			// The fence holds every topic of the name: nothing older lands
-			// on this topic after it, so its last sequence ID is read once.
-			st, err := b.store.State(name.topic, name.producer)
-			if err != nil {
-				return fmt.Errorf("%w: %w", ErrStore, err)
-			}
-			if st.Epoch > epoch {
-				return b.fencedErr(name, epoch, st.Epoch)
-			}
-			p.last, p.epoch, p.loaded = st.LastSeq, epoch, true
+			p.epoch = epoch
 			return nil
 		}
 		if !errors.Is(err, ErrFenced) || try == maxFenceTries {
@@ -100,43 +151,44 @@ func (b *Broker) fence(name stream, p *producerState, want uint64) error {
 			return err
 		}
 		if want != 0 && p.epoch >= want {
-			return b.fencedErr(name, want, p.epoch)
+			return fencedErr(name, want, p.epoch)
 		}
 	}
 }
 
-// load reads name's last seq and epoch from the Store into p.
-func (b *Broker) load(name stream, p *producerState) error {
-	st, err := b.store.State(name.topic, name.producer)
+// load reads name's epoch from the Store into p. The Store keeps one epoch
+// per name whatever the topic: State of wire.DefaultTopic says it.
+func (b *Broker) load(name string, p *nameState) error {
+	st, err := b.store.State(wire.DefaultTopic, name)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrStore, err)
 	}
-	p.last, p.epoch, p.loaded = st.LastSeq, st.Epoch, true
+	p.epoch, p.loaded = st.Epoch, true
 	return nil
 }
 
-// fencedErr is the refusal of a HELLO of epoch e for a name whose epoch is
-// newer.
-func (b *Broker) fencedErr(name stream, e, newer uint64) error {
-	return fmt.Errorf("%w: producer %q of topic %q: epoch %d, but epoch %d holds the name", ErrFenced, name.producer, name.topic, e, newer)
+// fencedErr is the refusal of epoch e of a name whose epoch is newer.
+func fencedErr(name string, e, newer uint64) error {
+	return fmt.Errorf("%w: producer %q: epoch %d, but epoch %d holds the name", ErrFenced, name, e, newer)
 }
 
-// takeOver ends old, the session that held the name s now holds: a
-// session of an older incarnation is fenced (an ERROR frame of code
-// wire.CodeFenced tells its producer to stop), one of the same incarnation
-// is replaced (its producer reconnected before the old connection was seen
-// dead). Either way its appender stores nothing more and its peer is
-// closed. Called on s's reader goroutine, without the name's lock.
+// takeOver ends old, the session that held the name s now holds, on every
+// topic it declared: a session of an older incarnation is fenced (an ERROR
+// frame of code wire.CodeFenced tells its producer to stop), one of the
+// same incarnation is replaced (its producer reconnected before the old
+// connection was seen dead). Either way its appenders store nothing more
+// and its peer is closed. Called on s's HELLO goroutine, without the
+// name's lock.
 func (s *Session) takeOver(old *Session, oldEpoch uint64) {
 	s.b.takeovers.Add(1)
 	if oldEpoch == s.epoch {
-		old.q.fail(ErrReplaced, s.b)
-		old.peer.Close()
+		old.abort(ErrReplaced)
+		_ = old.peer.Close()
 		return
 	}
 	s.b.fenced.Add(1)
-	err := fmt.Errorf("%w: producer %q of topic %q: epoch %d took the name over from epoch %d", ErrFenced, s.name, s.topic, s.epoch, oldEpoch)
-	old.q.fail(err, s.b)
+	err := fmt.Errorf("%w: producer %q: epoch %d took the name over from epoch %d", ErrFenced, s.name, s.epoch, oldEpoch)
+	old.abort(err)
 	_ = old.peer.Send(wire.AppendError(nil, wire.Error{Code: wire.CodeFenced, Text: err.Error()}))
-	old.peer.Close()
+	_ = old.peer.Close()
 }

@@ -27,7 +27,7 @@ func TestFenceEpochs(t *testing.T) {
 
 	c := newConn(t, b)
 	ok = c.helloEpoch(t, "p", 1)
-	assert.Equal(t, wire.HelloOK{LastSeq: 5, MaxFrameSize: wire.DefaultMaxFrameSize, Epoch: 1}, ok, "a reconnect resumes")
+	assert.Equal(t, helloReply{HelloOK: wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize, Epoch: 1}, LastSeq: 5}, ok, "a reconnect resumes")
 	c.Close()
 
 	d := newConn(t, b)

@@ -84,87 +84,84 @@ func splitFrames(data []byte) [][]byte {
 
 // play feeds frames to a new session, checking each reply, and closes it.
 // Like a transport that ignores errors, it keeps feeding after one, which
-// only makes the session's life harder.
+// only makes the session's life harder. A HELLO, a TOPIC and a BATCH
+// accepted by Handle are answered by the session's goroutines: play waits
+// for that answer before the next frame, as a producer waits for TOPIC_OK.
 func play(t *testing.T, b *broker.Broker, store *broker.MemoryStore, frames [][]byte) {
 	p := &fakePeer{}
 	s := b.NewSession(p)
 	defer s.Close()
-	var acked uint64
-	asyncFailed := false // the appender sent an ERROR: later frames fail without a reply
+	acked := map[uint32]uint64{}
+	names := map[uint32]string{} // declared ids
 	for i, frame := range frames {
 		err := s.Handle(frame)
-		if typ, terr := wire.TypeOf(frame); terr == nil && typ == wire.TypeBatch && err == nil {
-			// A BATCH is answered by the session's appender: wait for it.
+		typ, terr := wire.TypeOf(frame)
+		var declared wire.Topic
+		if terr == nil && typ == wire.TypeTopic {
+			declared, _ = wire.DecodeTopic(frame)
+		}
+		if terr == nil && err == nil && (typ == wire.TypeBatch || typ == wire.TypeHello || typ == wire.TypeTopic) {
 			if reply := p.next(); reply != nil {
 				p.mu.Lock()
 				p.frames = append([][]byte{reply}, p.frames...)
 				p.mu.Unlock()
 			}
 		}
-		sent := p.take()
-		if len(sent) > 1 {
-			t.Fatalf("frame %d: %d replies", i, len(sent))
-		}
-		var reply []byte
-		var typ wire.Type
-		if len(sent) == 1 {
-			reply = sent[0]
-			var terr error
-			if typ, terr = wire.TypeOf(reply); terr != nil {
-				t.Fatalf("frame %d: invalid reply %x: %v", i, reply, terr)
-			}
-		}
-		switch {
-		case err == nil && typ == wire.TypeError:
-			// A store failure found by the appender after Handle returned.
-			if e, derr := wire.DecodeError(reply); derr != nil || e.Code == 0 {
-				t.Fatalf("frame %d: bad ERROR %s", i, testkit.DescribeFrame(reply))
-			}
-			asyncFailed = true
-		case err == nil:
-			if reply == nil {
-				t.Fatalf("frame %d: no error, no reply", i)
-			}
-		case asyncFailed && reply == nil:
-			// The failure the appender reported before.
-		case errors.Is(err, broker.ErrProtocol), errors.Is(err, broker.ErrStore):
-			e, derr := wire.DecodeError(reply)
-			if derr != nil {
-				t.Fatalf("frame %d: error %v, reply %s", i, err, testkit.DescribeFrame(reply))
-			}
-			if e.Code == 0 {
-				t.Fatalf("frame %d: ERROR with code 0", i)
-			}
-		default:
+		if err != nil && !errors.Is(err, broker.ErrProtocol) && !errors.Is(err, broker.ErrStore) && !errors.Is(err, broker.ErrSessionClosed) {
 			t.Fatalf("frame %d: unexpected error %v", i, err)
 		}
-		switch typ {
-		case wire.TypeHelloOK:
-			ok, derr := wire.DecodeHelloOK(reply)
-			if derr != nil {
-				t.Fatalf("frame %d: bad HELLO_OK: %v", i, derr)
+		for _, reply := range p.take() {
+			rtyp, rerr := wire.TypeOf(reply)
+			if rerr != nil {
+				t.Fatalf("frame %d: invalid reply %x: %v", i, reply, rerr)
 			}
-			acked = ok.LastSeq
-			if ok.MaxFrameSize > fuzzMaxFrame {
-				t.Fatalf("HELLO_OK max frame %d above the broker's %d", ok.MaxFrameSize, fuzzMaxFrame)
-			}
-			fallthrough
-		case wire.TypeReceipt:
-			last, _ := store.LastSeq(s.Topic(), s.Producer())
-			if typ == wire.TypeReceipt {
-				r, derr := wire.DecodeReceipt(reply)
+			switch rtyp {
+			case wire.TypeError:
+				if e, derr := wire.DecodeError(reply); derr != nil || e.Code == 0 {
+					t.Fatalf("frame %d: bad ERROR %s", i, testkit.DescribeFrame(reply))
+				}
+			case wire.TypeHelloOK:
+				ok, derr := wire.DecodeHelloOK(reply)
+				if derr != nil {
+					t.Fatalf("frame %d: bad HELLO_OK: %v", i, derr)
+				}
+				if ok.MaxFrameSize > fuzzMaxFrame {
+					t.Fatalf("HELLO_OK max frame %d above the broker's %d", ok.MaxFrameSize, fuzzMaxFrame)
+				}
+			case wire.TypeTopicOK:
+				ok, derr := wire.DecodeTopicOK(reply)
+				if derr != nil || ok.ID != declared.ID {
+					t.Fatalf("frame %d: bad TOPIC_OK %+v (%v) for %+v", i, ok, derr, declared)
+				}
+				st, _ := store.State(declared.Name, s.Producer())
+				if ok.LastSeq != st.LastSeq {
+					t.Fatalf("frame %d: TOPIC_OK says %d, store's last seq is %d", i, ok.LastSeq, st.LastSeq)
+				}
+				names[ok.ID], acked[ok.ID] = declared.Name, ok.LastSeq
+			case wire.TypeTopicError:
+				if _, derr := wire.DecodeTopicError(reply); derr != nil {
+					t.Fatalf("frame %d: bad TOPIC_ERROR: %v", i, derr)
+				}
+			case wire.TypeReceipt:
+				rs, derr := wire.DecodeReceipts(reply, nil)
 				if derr != nil {
 					t.Fatalf("frame %d: bad RECEIPT: %v", i, derr)
 				}
-				if r.Seq < acked {
-					t.Fatalf("frame %d: receipt %d after %d", i, r.Seq, acked)
+				for _, r := range rs {
+					name, ok := names[r.Topic]
+					if !ok {
+						t.Fatalf("frame %d: receipt for topic id %d, not open", i, r.Topic)
+					}
+					if r.Seq < acked[r.Topic] {
+						t.Fatalf("frame %d: receipt %d after %d", i, r.Seq, acked[r.Topic])
+					}
+					acked[r.Topic] = r.Seq
+					if st, _ := store.State(name, s.Producer()); r.Seq > st.LastSeq {
+						t.Fatalf("frame %d: receipt %d, store's last seq is %d", i, r.Seq, st.LastSeq)
+					}
+					checkProducer(t, store, name, s.Producer())
 				}
-				acked = r.Seq
 			}
-			if acked != last {
-				t.Fatalf("frame %d: %v says %d, store's last seq is %d", i, typ, acked, last)
-			}
-			checkProducer(t, store, s.Topic(), s.Producer())
 		}
 	}
 }
@@ -217,6 +214,7 @@ func equalSnapshots(a, b map[[2]string][]broker.Record) bool {
 // duplicate and a gap, a PING.
 func seedStream(tb testing.TB) []byte {
 	s := helloFrame(tb, "orders", wire.DefaultMaxFrameSize)
+	s = append(s, topicFrame(tb, 0, wire.DefaultTopic)...)
 	s = append(s, batchFrame(0, 1, 3)...)
 	s = append(s, batchFrame(1, 2, 4)...)
 	s = append(s, wire.AppendPing(nil, wire.Ping{Nonce: 7})...)
@@ -228,17 +226,18 @@ func seedStream(tb testing.TB) []byte {
 // seedMetaStream is a session on another topic whose records carry keys,
 // headers and event times, with a duplicate.
 func seedMetaStream(tb testing.TB) []byte {
-	h, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "orders", Topic: "eu.orders"})
+	h, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "orders"})
 	if err != nil {
 		tb.Fatal(err)
 	}
+	h = append(h, topicFrame(tb, 5, "eu.orders")...)
 	var bb wire.BatchBuilder
 	hs := []wire.Header{{Key: "trace", Value: []byte("t1")}, {Key: "trace", Value: nil}}
-	bb.Reset(nil, 1)
+	bb.Reset(nil, 5, 1)
 	bb.AddRecord([]byte("a"), []byte("k1"), hs, time.Unix(1700000000, 5))
 	bb.AddRecord(nil, nil, hs[:1], time.Time{})
 	h = append(h, bb.Finish()...)
-	bb.Reset(nil, 2)
+	bb.Reset(nil, 5, 2)
 	bb.AddRecord([]byte("b"), []byte("k2"), nil, time.Unix(0, 1))
 	bb.AddRecord([]byte("c"), nil, nil, time.Time{})
 	return append(h, bb.Finish()...)

@@ -17,7 +17,8 @@ import (
 
 // Offsets of the BATCH header fields (see wire.BatchHeaderSize).
 const (
-	offFirstSeq = wire.HeaderSize
+	offTopic    = wire.HeaderSize
+	offFirstSeq = offTopic + 4
 	offCount    = offFirstSeq + 8
 	offCodec    = offCount + 4
 	offRawLen   = offCodec + 1
@@ -35,6 +36,7 @@ func patched(frame []byte, f func(b []byte)) []byte {
 func rawBatch(first uint64, count uint32, codec wire.Codec, rawLen uint32, data []byte) []byte {
 	f := binary.BigEndian.AppendUint32(nil, uint32(wire.BatchHeaderSize-4+len(data)))
 	f = append(f, byte(wire.TypeBatch))
+	f = binary.BigEndian.AppendUint32(f, 0) // topic id 0
 	f = binary.BigEndian.AppendUint64(f, first)
 	f = binary.BigEndian.AppendUint32(f, count)
 	f = append(f, byte(codec))
@@ -54,10 +56,10 @@ func TestGarbage(t *testing.T) {
 	hello := helloFrame(t, "p", wire.DefaultMaxFrameSize)
 	batch := batchFrame(0, 1, 3)
 	var bb wire.BatchBuilder
-	bb.Reset(nil, 1)
+	bb.Reset(nil, 0, 1)
 	bb.Add(bytes.Repeat([]byte("x"), 2000))
 	big := bb.Finish()
-	badVersion, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version + 1, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "p", Topic: wire.DefaultTopic})
+	badVersion, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version + 1, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "p"})
 	require.NoError(t, err)
 	putU32 := func(off int, v uint32) func([]byte) { return func(b []byte) { binary.BigEndian.PutUint32(b[off:], v) } }
 	putU64 := func(off int, v uint64) func([]byte) { return func(b []byte) { binary.BigEndian.PutUint64(b[off:], v) } }
@@ -85,13 +87,13 @@ func TestGarbage(t *testing.T) {
 		{name: "prefix longer than frame", frame: []byte{0, 0, 0, 9, 6}, wantCode: wire.CodeProtocol, wantErr: wire.ErrTruncated},
 		{name: "zero length prefix", frame: []byte{0, 0, 0, 0}, wantCode: wire.CodeProtocol, wantErr: wire.ErrMalformed},
 		{name: "trailing bytes", frame: append(wire.AppendPing(nil, wire.Ping{}), 0), wantCode: wire.CodeProtocol, wantErr: wire.ErrMalformed},
-		{name: "unknown type", frame: rawFrame(9, 1, 2), wantCode: wire.CodeProtocol, wantErr: wire.ErrUnknownType},
+		{name: "unknown type", frame: rawFrame(11, 1, 2), wantCode: wire.CodeProtocol, wantErr: wire.ErrUnknownType},
 		{name: "type zero", frame: rawFrame(0), wantCode: wire.CodeProtocol, wantErr: wire.ErrUnknownType},
 		{name: "unknown type after hello", afterHello: true, frame: rawFrame(0xff, 1), wantCode: wire.CodeProtocol, wantErr: wire.ErrUnknownType},
 
 		{name: "truncated hello", frame: hello[:len(hello)-1], wantCode: wire.CodeProtocol, wantErr: wire.ErrTruncated},
-		{name: "hello body too short", frame: rawFrame(byte(wire.TypeHello), 0, 3, 0), wantCode: wire.CodeProtocol, wantErr: wire.ErrTruncated},
-		{name: "hello empty name", frame: rawFrame(byte(wire.TypeHello), 0, 3, 0, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 't'), wantCode: wire.CodeProtocol, wantErr: wire.ErrMalformed},
+		{name: "hello body too short", frame: rawFrame(byte(wire.TypeHello), 0, 4, 0), wantCode: wire.CodeProtocol, wantErr: wire.ErrTruncated},
+		{name: "hello empty name", frame: rawFrame(byte(wire.TypeHello), 0, 4, 0, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), wantCode: wire.CodeProtocol, wantErr: wire.ErrMalformed},
 		{name: "hello max frame too small", frame: patched(hello, putU32(wire.HeaderSize+2, wire.MinMaxFrameSize-1)), wantCode: wire.CodeProtocol, wantErr: wire.ErrMalformed},
 		{name: "hello bad version", frame: badVersion, wantCode: wire.CodeVersion, wantErr: wire.ErrVersion},
 
@@ -116,7 +118,7 @@ func TestGarbage(t *testing.T) {
 
 		// Frames only a broker sends.
 		{name: "HELLO_OK", frame: wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize, Epoch: 1}), wantCode: wire.CodeProtocol},
-		{name: "HELLO_OK after hello", afterHello: true, frame: wire.AppendHelloOK(nil, wire.HelloOK{LastSeq: 9, MaxFrameSize: wire.DefaultMaxFrameSize, Epoch: 1}), wantCode: wire.CodeProtocol},
+		{name: "HELLO_OK after hello", afterHello: true, frame: wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize, Epoch: 1}), wantCode: wire.CodeProtocol},
 		{name: "RECEIPT", frame: wire.AppendReceipt(nil, wire.Receipt{Seq: 1}), wantCode: wire.CodeProtocol},
 		{name: "RECEIPT after hello", afterHello: true, frame: wire.AppendReceipt(nil, wire.Receipt{Seq: 1}), wantCode: wire.CodeProtocol},
 

@@ -127,7 +127,7 @@ func (c conn) handle(t testing.TB, frame []byte) ([]byte, error) {
 	t.Helper()
 	var err error
 	require.NotPanics(t, func() { err = c.Handle(frame) })
-	if typ, terr := wire.TypeOf(frame); terr == nil && typ == wire.TypeBatch && err == nil {
+	if typ, terr := wire.TypeOf(frame); terr == nil && err == nil && (typ == wire.TypeBatch || typ == wire.TypeHello || typ == wire.TypeTopic) {
 		c.peer.waitSent(t, 1)
 	}
 	sent := c.peer.take()
@@ -135,15 +135,48 @@ func (c conn) handle(t testing.TB, frame []byte) ([]byte, error) {
 	if len(sent) == 0 {
 		return nil, err
 	}
+	if typ, _ := wire.TypeOf(frame); typ == wire.TypeHello && err == nil {
+		if rt, _ := wire.TypeOf(sent[0]); rt == wire.TypeError {
+			// Refused on the session's HELLO goroutine: the next Handle
+			// returns the failure.
+			err = c.Handle(wire.AppendPing(nil, wire.Ping{}))
+			require.Error(t, err, "Handle after an ERROR")
+		}
+	}
 	return sent[0], err
 }
 
-// hello sends HELLO for name and returns the HELLO_OK.
-func (c conn) hello(t testing.TB, name string) wire.HelloOK {
+// helloReply is a HELLO_OK and the TOPIC_OK of the default topic after it.
+type helloReply struct {
+	wire.HelloOK
+	LastSeq uint64 // the TOPIC_OK's
+}
+
+// hello sends HELLO for name, then TOPIC for wire.DefaultTopic as id 0
+// (the id of batchFrame), and returns the HELLO_OK and TOPIC_OK.
+func (c conn) hello(t testing.TB, name string) helloReply {
 	t.Helper()
 	reply, err := c.handle(t, helloFrame(t, name, wire.DefaultMaxFrameSize))
 	require.NoError(t, err)
-	return helloOK(t, reply)
+	return helloReply{HelloOK: helloOK(t, reply), LastSeq: c.topic(t, 0, wire.DefaultTopic)}
+}
+
+// topic declares topic as id and returns the TOPIC_OK's last seq.
+func (c conn) topic(t testing.TB, id uint32, topic string) uint64 {
+	t.Helper()
+	reply, err := c.handle(t, topicFrame(t, id, topic))
+	require.NoError(t, err)
+	ok, err := wire.DecodeTopicOK(reply)
+	require.NoError(t, err, "want TOPIC_OK, got %s", testkit.DescribeFrame(reply))
+	require.Equal(t, id, ok.ID)
+	return ok.LastSeq
+}
+
+func topicFrame(t testing.TB, id uint32, topic string) []byte {
+	t.Helper()
+	f, err := wire.AppendTopic(nil, wire.Topic{ID: id, Name: topic})
+	require.NoError(t, err)
+	return f
 }
 
 // send sends a BATCH of n records from first (payloads of generation gen)
@@ -156,18 +189,19 @@ func (c conn) send(t testing.TB, gen int, first uint64, n int) uint64 {
 }
 
 // helloEpoch sends HELLO for name with an epoch (a reconnect of that
-// incarnation) and returns the HELLO_OK.
-func (c conn) helloEpoch(t testing.TB, name string, epoch uint64) wire.HelloOK {
+// incarnation) and TOPIC for the default topic as id 0, and returns the
+// HELLO_OK and TOPIC_OK.
+func (c conn) helloEpoch(t testing.TB, name string, epoch uint64) helloReply {
 	t.Helper()
 	reply, err := c.handle(t, helloEpochFrame(t, name, epoch, false))
 	require.NoError(t, err)
-	return helloOK(t, reply)
+	return helloReply{HelloOK: helloOK(t, reply), LastSeq: c.topic(t, 0, wire.DefaultTopic)}
 }
 
 func helloEpochFrame(t testing.TB, name string, epoch uint64, yield bool) []byte {
 	t.Helper()
 	f, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize,
-		Epoch: epoch, Yield: yield, Producer: name, Topic: wire.DefaultTopic})
+		Epoch: epoch, Yield: yield, Producer: name})
 	require.NoError(t, err)
 	return f
 }
@@ -182,7 +216,7 @@ func newBroker(t testing.TB, opts ...broker.Option) (*broker.Broker, *broker.Mem
 
 func helloFrame(t testing.TB, name string, maxFrame uint32) []byte {
 	t.Helper()
-	f, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: maxFrame, Producer: name, Topic: wire.DefaultTopic})
+	f, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: maxFrame, Producer: name})
 	require.NoError(t, err)
 	return f
 }
@@ -191,10 +225,15 @@ func helloFrame(t testing.TB, name string, maxFrame uint32) []byte {
 // first write from a resend of the same seq.
 func payload(gen int, seq uint64) []byte { return fmt.Appendf(nil, "g%d-s%d", gen, seq) }
 
-// batchFrame builds a BATCH of n records with seqs first..first+n-1.
-func batchFrame(gen int, first uint64, n int) []byte {
+// batchFrame builds a BATCH of topic id 0 of n records with seqs
+// first..first+n-1.
+func batchFrame(gen int, first uint64, n int) []byte { return topicBatch(0, gen, first, n) }
+
+// topicBatch builds a BATCH of topic id of n records with seqs
+// first..first+n-1.
+func topicBatch(id uint32, gen int, first uint64, n int) []byte {
 	var bb wire.BatchBuilder
-	bb.Reset(nil, first)
+	bb.Reset(nil, id, first)
 	for i := range n {
 		bb.Add(payload(gen, first+uint64(i)))
 	}
@@ -208,11 +247,20 @@ func helloOK(t testing.TB, frame []byte) wire.HelloOK {
 	return h
 }
 
+// receipt returns the seq of a RECEIPT of one entry, for topic id 0.
 func receipt(t testing.TB, frame []byte) uint64 {
 	t.Helper()
-	r, err := wire.DecodeReceipt(frame)
+	rs := receipts(t, frame)
+	require.Len(t, rs, 1, "RECEIPT entries")
+	require.Zero(t, rs[0].Topic, "RECEIPT topic id")
+	return rs[0].Seq
+}
+
+func receipts(t testing.TB, frame []byte) []wire.Receipt {
+	t.Helper()
+	rs, err := wire.DecodeReceipts(frame, nil)
 	require.NoError(t, err, "want RECEIPT, got %s", testkit.DescribeFrame(frame))
-	return r.Seq
+	return rs
 }
 
 func errorFrame(t testing.TB, frame []byte) wire.Error {

@@ -16,7 +16,7 @@ import (
 type MemoryStore struct {
 	mu        sync.RWMutex
 	logs      map[stream][]Record
-	epochs    map[string]uint64 // by producer name
+	epochs    map[string]uint64 // per producer name, over all its topics
 	appendErr error
 }
 
@@ -40,19 +40,12 @@ func (m *MemoryStore) stateLocked(k stream) NameState {
 	return st
 }
 
-// LastSeq returns the highest sequence ID stored for (topic, producer), or
-// 0: State's LastSeq.
-func (m *MemoryStore) LastSeq(topic, producer string) (uint64, error) {
-	st, err := m.State(topic, producer)
-	return st.LastSeq, err
-}
-
 // Fence implements Store.
 func (m *MemoryStore) Fence(producer string, epoch uint64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if stored := m.epochs[producer]; epoch <= stored {
-		return fmt.Errorf("%w: %q: epoch %d, stored %d", ErrFenced, producer, epoch, stored)
+		return fmt.Errorf("%w: producer %q: epoch %d, stored %d", ErrFenced, producer, epoch, stored)
 	}
 	m.epochs[producer] = epoch
 	return nil
@@ -89,7 +82,7 @@ func (m *MemoryStore) Append(topic, producer string, epoch uint64, recs []Record
 	}
 	key := stream{topic, producer}
 	if stored := m.epochs[producer]; epoch < stored {
-		return fmt.Errorf("%w: %q/%q: epoch %d, stored %d", ErrFenced, topic, producer, epoch, stored)
+		return fmt.Errorf("%w: producer %q (topic %q): epoch %d, stored %d", ErrFenced, producer, topic, epoch, stored)
 	}
 	if len(recs) == 0 {
 		return nil // no entry: Producers lists only producers with records
@@ -175,33 +168,26 @@ func (m *MemoryStore) Streams() [][2]string {
 }
 
 // CountingStore is a Store that keeps only the last sequence ID and a record
-// count per (topic, producer): what a benchmark needs without the memory of
-// a MemoryStore. It is safe for concurrent use.
+// count per (topic, producer), and the epoch per producer name: what a
+// benchmark needs without the memory of a MemoryStore. It is safe for
+// concurrent use.
 type CountingStore struct {
 	mu     sync.Mutex
-	state  map[stream]NameState // LastSeq only
-	epochs map[string]uint64    // by producer name
+	last   map[stream]uint64
 	n      map[stream]uint64
+	epochs map[string]uint64
 }
 
 // NewCountingStore returns an empty CountingStore.
 func NewCountingStore() *CountingStore {
-	return &CountingStore{state: make(map[stream]NameState), epochs: make(map[string]uint64), n: make(map[stream]uint64)}
+	return &CountingStore{last: make(map[stream]uint64), n: make(map[stream]uint64), epochs: make(map[string]uint64)}
 }
 
 // State implements Store.
 func (c *CountingStore) State(topic, producer string) (NameState, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := c.state[stream{topic, producer}]
-	st.Epoch = c.epochs[producer]
-	return st, nil
-}
-
-// LastSeq returns State's LastSeq.
-func (c *CountingStore) LastSeq(topic, producer string) (uint64, error) {
-	st, err := c.State(topic, producer)
-	return st.LastSeq, err
+	return NameState{LastSeq: c.last[stream{topic, producer}], Epoch: c.epochs[producer]}, nil
 }
 
 // Fence implements Store.
@@ -209,7 +195,7 @@ func (c *CountingStore) Fence(producer string, epoch uint64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if stored := c.epochs[producer]; epoch <= stored {
-		return fmt.Errorf("%w: %q: epoch %d, stored %d", ErrFenced, producer, epoch, stored)
+		return fmt.Errorf("%w: producer %q: epoch %d, stored %d", ErrFenced, producer, epoch, stored)
 	}
 	c.epochs[producer] = epoch
 	return nil
@@ -220,15 +206,13 @@ func (c *CountingStore) Append(topic, producer string, epoch uint64, recs []Reco
 	k := stream{topic, producer}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := c.state[k]
 	if stored := c.epochs[producer]; epoch < stored {
-		return fmt.Errorf("%w: %q/%q: epoch %d, stored %d", ErrFenced, topic, producer, epoch, stored)
+		return fmt.Errorf("%w: producer %q (topic %q): epoch %d, stored %d", ErrFenced, producer, topic, epoch, stored)
 	}
 	if len(recs) == 0 {
 		return nil
 	}
-	st.LastSeq = recs[len(recs)-1].Seq
-	c.state[k] = st
+	c.last[k] = recs[len(recs)-1].Seq
 	c.n[k] += uint64(len(recs))
 	return nil
 }

@@ -18,7 +18,7 @@ func TestMemoryStore(t *testing.T) {
 	m := broker.NewMemoryStore()
 	var _ broker.Store = m
 
-	last, err := m.LastSeq(dflt, "a")
+	last, err := lastSeqOf(m, dflt, "a")
 	require.NoError(t, err)
 	assert.Zero(t, last)
 	assert.Zero(t, m.Len("a"))
@@ -38,10 +38,10 @@ func TestMemoryStore(t *testing.T) {
 	assert.Equal(t, []string{"a", "b", "c"}, m.Producers(), "sorted")
 	assert.Equal(t, 4, m.Len("b"))
 	assert.Zero(t, m.Len("nobody"))
-	last, err = m.LastSeq(dflt, "b")
+	last, err = lastSeqOf(m, dflt, "b")
 	require.NoError(t, err)
 	assert.Equal(t, uint64(10), last)
-	last, err = m.LastSeq(dflt, "a")
+	last, err = lastSeqOf(m, dflt, "a")
 	require.NoError(t, err)
 	assert.Equal(t, uint64(7), last)
 
@@ -72,7 +72,7 @@ func TestMemoryStoreEmptyAppend(t *testing.T) {
 	require.NoError(t, m.Append(dflt, "a", 0, seqRecs(1, [][]byte{})))
 	assert.Zero(t, m.Len("a"))
 	assert.Empty(t, m.Producers(), "Producers lists only producers with stored records")
-	last, err := m.LastSeq(dflt, "a")
+	last, err := lastSeqOf(m, dflt, "a")
 	require.NoError(t, err)
 	assert.Zero(t, last)
 }
@@ -106,7 +106,7 @@ func TestMemoryStoreConcurrent(t *testing.T) {
 	wg.Wait()
 	for _, name := range []string{"a", "b", "c", "d"} {
 		assert.Equal(t, 100, m.Len(name))
-		last, err := m.LastSeq(dflt, name)
+		last, err := lastSeqOf(m, dflt, name)
 		require.NoError(t, err)
 		assert.Equal(t, uint64(100), last)
 	}
@@ -116,7 +116,7 @@ func TestCountingStore(t *testing.T) {
 	c := broker.NewCountingStore()
 	var _ broker.Store = c
 
-	last, err := c.LastSeq(dflt, "a")
+	last, err := lastSeqOf(c, dflt, "a")
 	require.NoError(t, err)
 	assert.Zero(t, last)
 	assert.Zero(t, c.Count("a"))
@@ -131,7 +131,7 @@ func TestCountingStore(t *testing.T) {
 		last  uint64
 		count uint64
 	}{{"a", 11, 5}, {"b", 5, 1}, {"c", 0, 0}} {
-		last, err := c.LastSeq(dflt, tt.name)
+		last, err := lastSeqOf(c, dflt, tt.name)
 		require.NoError(t, err)
 		assert.Equal(t, tt.last, last, tt.name)
 		assert.Equal(t, tt.count, c.Count(tt.name), tt.name)
@@ -153,4 +153,10 @@ func TestCountingStoreBroker(t *testing.T) {
 	assert.Equal(t, uint64(10), c.hello(t, "p").LastSeq)
 	assert.Equal(t, uint64(12), c.send(t, 0, 5, 8))
 	assert.Equal(t, uint64(12), cs.Count("p"))
+}
+
+// lastSeqOf returns State's LastSeq.
+func lastSeqOf(s broker.Store, topic, producer string) (uint64, error) {
+	st, err := s.State(topic, producer)
+	return st.LastSeq, err
 }

@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"fmt"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -30,14 +31,15 @@ func TestMessageFieldsRoundTrip(t *testing.T) {
 		b, store := newBroker(t)
 		c := newConn(t, b)
 		defer c.Close()
-		h, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "p", Topic: "eu.orders"})
+		h, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "p"})
 		require.NoError(t, err)
 		reply, err := c.handle(t, h)
 		require.NoError(t, err)
 		helloOK(t, reply)
+		c.topic(t, 0, "eu.orders")
 		want := testkit.MetaRecords()[:3] // consecutive seqs, as a producer sends them
 		var bb wire.BatchBuilder
-		bb.Reset(nil, 1)
+		bb.Reset(nil, 0, 1)
 		for _, r := range want {
 			bb.AddRecord(r.Payload, r.Key, r.Headers, r.EventTime)
 		}
@@ -48,40 +50,33 @@ func TestMessageFieldsRoundTrip(t *testing.T) {
 	})
 }
 
-// TestTopicsDeduplicateSeparately: one producer name on two topics has two
-// sequences; a batch on one topic is never a duplicate of the other's.
+// TestTopicsDeduplicateSeparately: one producer name on two topics of one
+// connection has two sequences; a batch on one topic is never a duplicate
+// of the other's.
 func TestTopicsDeduplicateSeparately(t *testing.T) {
 	b, store := newBroker(t)
-	// Fencing is per name: the second topic's session is the same
-	// incarnation (it presents the first one's epoch).
-	var epoch uint64
-	hello := func(c conn, topic string) uint64 {
-		h, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "p", Topic: topic, Epoch: epoch})
-		require.NoError(t, err)
-		reply, err := c.handle(t, h)
-		require.NoError(t, err)
-		ok := helloOK(t, reply)
-		epoch = ok.Epoch
-		return ok.LastSeq
-	}
-	a, c := newConn(t, b), newConn(t, b)
-	defer a.Close()
+	c := newConn(t, b)
 	defer c.Close()
-	assert.Equal(t, uint64(0), hello(a, "a"))
-	assert.Equal(t, uint64(0), hello(c, "c"), "both sessions live: no takeover across topics")
-	assert.Equal(t, uint64(5), a.send(t, 0, 1, 5))
-	assert.Equal(t, uint64(3), c.send(t, 1, 1, 3), "seqs 1-3 on topic c are new although 1-5 are stored on a")
-	assert.Equal(t, uint64(5), a.send(t, 0, 4, 2), "a resend on a is a duplicate")
-	assert.False(t, a.peer.closed() || c.peer.closed())
+	reply, err := c.handle(t, helloFrame(t, "p", wire.DefaultMaxFrameSize))
+	require.NoError(t, err)
+	helloOK(t, reply)
+	assert.Equal(t, uint64(0), c.topic(t, 1, "a"))
+	assert.Equal(t, uint64(0), c.topic(t, 2, "c"))
+	send := func(id uint32, gen int, first uint64, n int) wire.Receipt {
+		reply, err := c.handle(t, topicBatch(id, gen, first, n))
+		require.NoError(t, err)
+		rs := receipts(t, reply)
+		require.Len(t, rs, 1)
+		return rs[0]
+	}
+	assert.Equal(t, wire.Receipt{Topic: 1, Seq: 5}, send(1, 0, 1, 5))
+	assert.Equal(t, wire.Receipt{Topic: 2, Seq: 3}, send(2, 1, 1, 3), "seqs 1-3 on topic c are new although 1-5 are stored on a")
+	assert.Equal(t, wire.Receipt{Topic: 1, Seq: 5}, send(1, 0, 4, 2), "a resend on a is a duplicate")
+	assert.False(t, c.peer.closed())
 	assert.Equal(t, 5, store.TopicLen("a", "p"))
 	assert.Equal(t, 3, store.TopicLen("c", "p"))
 	assert.Equal(t, uint64(2), b.Stats().Duplicates)
-
-	// A reconnect learns its own topic's last seq.
-	a.Close()
-	a2 := newConn(t, b)
-	defer a2.Close()
-	assert.Equal(t, uint64(5), hello(a2, "a"))
+	assert.Equal(t, int64(2), b.Stats().Topics)
 }
 
 // signalPeer drops what a session sends, without allocating, and signals
@@ -116,11 +111,13 @@ func TestAllocsSessionBatch(t *testing.T) {
 			defer s.Close()
 			require.NoError(t, s.Handle(helloFrame(t, "p", wire.DefaultMaxFrameSize)))
 			<-p.sent
+			require.NoError(t, s.Handle(topicFrame(t, 0, dflt)))
+			<-p.sent
 			const runs, per = 50, 100
 			frames := make([][]byte, runs+2)
 			for i := range frames {
 				var bb wire.BatchBuilder
-				bb.Reset(nil, uint64(i*per+1))
+				bb.Reset(nil, 0, uint64(i*per+1))
 				for range per {
 					if meta {
 						bb.AddRecord(make([]byte, 100), key, hs, time.Unix(1700000000, 0))
@@ -138,7 +135,14 @@ func TestAllocsSessionBatch(t *testing.T) {
 				<-p.sent
 				i++
 			})
-			assert.Zero(t, allocs, "allocations per batch of %d records", per)
+			// Each BATCH here finds its topic idle (the previous receipt
+			// was awaited), so the topic's goroutine starts anew: the go
+			// statement's one allocation. A producer that keeps frames in
+			// flight finds it running and costs none.
+			if raceEnabled {
+				t.Skipf("%v allocations per batch: counts do not hold under -race (sync.Pool drops one Put in four)", allocs)
+			}
+			assert.LessOrEqual(t, allocs, 1.0, "allocations per batch of %d records", per)
 		})
 	}
 }
@@ -168,7 +172,7 @@ func BenchmarkSessionBatch(b *testing.B) {
 			seq := uint64(1)
 			b.ReportAllocs()
 			for b.Loop() {
-				bb.Reset(buf, seq)
+				bb.Reset(buf, 0, seq)
 				for range per {
 					if meta {
 						bb.AddRecord(key, key, hs, time.Unix(1700000000, 0))
@@ -187,3 +191,18 @@ func BenchmarkSessionBatch(b *testing.B) {
 		})
 	}
 }
+
+// raceEnabled reports whether the test binary was built with -race, which
+// makes allocation figures meaningless (see wire's test of the same name).
+var raceEnabled = func() bool {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-race" {
+			return s.Value == "true"
+		}
+	}
+	return false
+}()

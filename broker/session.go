@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/inflightmq/inflight/transport"
@@ -13,31 +14,58 @@ import (
 // frames go (see transport.Peer: Send must be safe for concurrent use).
 type Peer = transport.Peer
 
-// Session is the broker's half of one connection. Two goroutines work for
-// it:
+// Session is the broker's half of one connection. The transport's reader
+// calls Handle for every inbound frame; the Store is called only from
+// goroutines the session owns, each started when it has work and gone when
+// it has none:
 //
-//	the transport's reader      Handle: HELLO, PING, BATCH checked and copied  -> queue
-//	the session's appender      queue -> Store.Append (many frames at once) -> RECEIPT
+//	reader (Handle)        HELLO: decode, authenticate      -> HELLO goroutine: Fence, HELLO_OK
+//	                       TOPIC: decode, authorize, table  -> topic goroutine: State, TOPIC_OK
+//	                       BATCH: check, copy, queue        -> topic goroutine: Append, receipt
+//	                       PING:  PONG
+//	topic goroutine        one per topic with work queued: takes every frame of its topic
+//	                       that waits, one Append for all of them, then its receipt
+//	receipts               whichever topic goroutine is done first sends one RECEIPT frame
+//	                       for every topic whose receipt is ready (receipts.go)
 //
-// So the Store is never called on a transport's goroutine, a connection
-// keeps reading (and answering PINGs) while an Append is in flight, and
-// every frame that arrived meanwhile goes into the next Append: one write
-// and one fsync for all of them (see appender.go). Handle and Close must be
-// called from one goroutine at a time (the connection's reader).
+// So a connection keeps reading (and answering PINGs) while its Store calls
+// are in flight, topics of one connection never wait for each other's
+// Appends, an idle topic costs no goroutine, and Appends of many topics and
+// connections run concurrently, which is how a Store commits them together.
+// Handle and Close must be called from one goroutine at a time (the
+// connection's reader).
 type Session struct {
-	b     *Broker
-	peer  Peer
-	name  string
-	topic string
-	id    Identity          // set by HELLO
-	prod  *producerState    // set by HELLO
-	epoch uint64            // set by HELLO (under the name's lock): the incarnation it serves
-	out   []byte            // the reader's outbound frames, reused
-	check wire.RecordReader // the reader's, to check records' metadata
-	keep  func()            // during HandleKeep: the frame's release, until a BATCH takes it
+	b    *Broker
+	peer Peer
+
+	// The reader's (Handle and Close):
+	name      string            // set by HELLO
+	id        Identity          // set by HELLO
+	helloSeen bool              // a HELLO was accepted for admission
+	maxFrame  uint32            // for HELLO_OK
+	topics    map[uint32]*topic // declared ids, ended ones until swept
+	byName    map[string]*topic // the live entries of topics, by name
+	out       []byte            // the reader's outbound frames, reused
+	check     wire.RecordReader // the reader's, to check records' metadata
+	keep      func()            // during HandleKeep: the frame's release, until a BATCH takes it
+
+	// Set by the HELLO goroutine before it closes helloDone; read by
+	// others after it:
+	helloDone chan struct{}
+	prod      *nameState // nil if the HELLO was refused
+	epoch     uint64     // the incarnation the session serves
 
 	closed atomic.Bool
-	q      queue // the frames handed to the appender (appender.go)
+	wg     sync.WaitGroup // the HELLO and topic goroutines; Add on the reader only
+
+	// mu guards failed, the queued bytes and every topic's queue.
+	mu      sync.Mutex
+	failed  error         // the session's failure: every later Handle returns it
+	queued  int64         // charges of the frames waiting in the topics' queues
+	room    chan struct{} // capacity 1: a topic took frames, or the session failed
+	closing bool          // Close: declarations still waiting answer nothing
+
+	acks receipts // receipts.go
 }
 
 // NewSession starts a session whose replies go to peer. Accept is the
@@ -45,40 +73,47 @@ type Session struct {
 // transport.Acceptor.
 func (b *Broker) NewSession(peer Peer) *Session {
 	b.sessions.Add(1)
-	s := &Session{b: b, peer: peer, out: make([]byte, 0, 64)}
-	s.q.init()
-	return s
+	return &Session{b: b, peer: peer, out: make([]byte, 0, 64),
+		topics: make(map[uint32]*topic), byName: make(map[string]*topic),
+		helloDone: make(chan struct{}), room: make(chan struct{}, 1)}
 }
 
 // Accept implements transport.Acceptor: it returns NewSession(peer).
 func (b *Broker) Accept(peer transport.Peer) transport.Session { return b.NewSession(peer) }
 
-// Producer returns the producer name announced by HELLO, or "".
+// Producer returns the producer name announced by HELLO, or "". Reader's
+// goroutine only.
 func (s *Session) Producer() string { return s.name }
 
-// Topic returns the topic announced by HELLO, or "".
-func (s *Session) Topic() string { return s.topic }
+// Topics returns the number of topics declared on the session and not
+// ended (TOPIC_OK sent or on its way). Reader's goroutine only.
+func (s *Session) Topics() int { return len(s.byName) }
 
-// Identity returns who the peer proved to be in an accepted HELLO
-// (anonymous before one).
+// Identity returns who the peer proved to be in a HELLO (anonymous before
+// one). Reader's goroutine only.
 func (s *Session) Identity() Identity { return s.id }
 
 // Handle processes one complete inbound frame (length prefix included),
-// valid only during the call. A HELLO is answered before Handle returns (it
-// reads the producer's last stored sequence ID from the Store); a PING too,
-// but only after an accepted HELLO: before one, a PING or a BATCH is refused
-// (ErrProtocol, ERROR code wire.CodeHelloRequired).
-// A BATCH is checked (CRC, records, limits), copied and handed to the
-// session's appender, which stores it together with whatever else is
-// waiting and then sends the RECEIPT; Handle waits only while more than
-// MaxQueuedBytes are already waiting.
+// valid only during the call. Before a HELLO, every other frame is refused
+// (ErrProtocol, ERROR code wire.CodeHelloRequired). A HELLO is checked and
+// authenticated at once, then admitted (fenced, see fence.go) on a
+// goroutine of the session, which sends HELLO_OK. A TOPIC is checked and
+// authorized at once, then opened (Store.State) on a goroutine of the
+// session, which sends TOPIC_OK or TOPIC_ERROR; the producer may send it
+// right after its HELLO, before HELLO_OK. A PING is answered at once. A
+// BATCH, for a topic whose TOPIC_OK was sent, is checked (CRC, records,
+// limits), copied and queued for its topic, which stores it together with
+// whatever else of the topic is waiting and then sends the receipt; Handle
+// waits only while more than MaxQueuedBytes are already waiting.
 //
 // A non-nil error means the connection must be closed: ErrProtocol,
 // ErrStore, ErrUnauthorized, ErrFenced, ErrNameInUse or ErrReplaced (see
 // each), or the Peer's Send error. For all but ErrReplaced the session has
-// already sent an ERROR frame saying why. A store failure is found by the
-// appender: it sends the ERROR frame, closes the Peer, and Handle returns
-// the failure from then on.
+// already sent an ERROR frame saying why. A failure found on one of the
+// session's goroutines (a refused HELLO, a takeover, a store failed for
+// good) sends its ERROR frame and closes the Peer there; Handle returns it
+// from then on. A store error of one topic ends only that topic (a
+// TOPIC_ERROR frame), not the session.
 func (s *Session) Handle(frame []byte) error {
 	if s.closed.Load() {
 		return ErrSessionClosed
@@ -90,23 +125,25 @@ func (s *Session) Handle(frame []byte) error {
 	if err != nil {
 		return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
 	}
+	if (typ == wire.TypeTopic || typ == wire.TypeBatch || typ == wire.TypePing) && !s.helloSeen {
+		// Only HELLO opens a session: nothing else may keep an
+		// unauthenticated connection alive.
+		return s.fail(fmt.Errorf("%w: %w: %v before HELLO", ErrProtocol, errHelloRequired, typ))
+	}
+	if err := s.failure(); err != nil {
+		return err
+	}
 	switch typ {
 	case wire.TypeHello:
 		return s.hello(frame)
+	case wire.TypeTopic:
+		return s.declare(frame)
 	case wire.TypeBatch:
 		return s.batch(frame)
 	case wire.TypePing:
-		if s.prod == nil {
-			// Only HELLO opens a session: a PING must not keep an
-			// unauthenticated connection alive.
-			return s.fail(fmt.Errorf("%w: %w: PING before HELLO", ErrProtocol, errHelloRequired))
-		}
 		p, err := wire.DecodePing(frame)
 		if err != nil {
 			return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
-		}
-		if err := s.q.failure(); err != nil {
-			return err
 		}
 		return s.send(wire.AppendPong(s.out[:0], wire.Pong{Nonce: p.Nonce}))
 	default:
@@ -130,11 +167,16 @@ func (s *Session) HandleKeep(frame []byte, release func()) error {
 	return err
 }
 
+// hello checks and authenticates a HELLO on the reader, and starts its
+// admission (admitHello) on a goroutine of the session.
 func (s *Session) hello(frame []byte) error {
-	if s.prod != nil {
+	if s.helloSeen {
 		return s.fail(fmt.Errorf("%w: second HELLO", ErrProtocol))
 	}
 	h, err := wire.DecodeHello(frame)
+	if errors.Is(err, wire.ErrVersion) {
+		return s.fail(fmt.Errorf("%w: %w (protocol version %d speaks many topics per connection: upgrade the producer)", ErrProtocol, err, wire.Version))
+	}
 	if err != nil {
 		return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
 	}
@@ -143,132 +185,69 @@ func (s *Session) hello(frame []byte) error {
 	}
 	id, err := s.b.identify(s.peer, &h)
 	if err != nil {
-		return s.refuse(err, id, &h, nil)
+		return s.refuse(err, id, "", h.Producer, nil)
 	}
+	s.helloSeen, s.name, s.id = true, h.Producer, id
+	s.maxFrame = min(uint32(s.b.maxFrame), h.MaxFrameSize)
+	s.wg.Add(1)
+	go s.admitHello(h)
+	return nil
+}
+
+// admitHello admits the HELLO h (see fence.go), on its own goroutine: it
+// may wait for the Store's Fence and for other HELLOs of the name. It sends
+// HELLO_OK, or an ERROR and closes the peer.
+func (s *Session) admitHello(h wire.Hello) {
+	defer s.wg.Done()
+	defer close(s.helloDone)
 	var (
-		ps       *producerState
+		ps       *nameState
 		old      *Session
 		oldEpoch uint64
 		holder   Identity
-		last     uint64
+		epoch    uint64
 	)
-	key := stream{h.Topic, h.Producer}
-	// The name's lock is held by an Append of another session of this name
-	// in flight: this waits for it, so that last counts what it stores.
-	err = s.b.withProducer(key, func(p *producerState) error {
+	err := s.b.withName(h.Producer, func(p *nameState) error {
 		ps = p
-		if p.owner != nil && p.ownerID.Name != id.Name {
+		if owner := p.owner.Load(); owner != nil && p.ownerID.Name != s.id.Name {
 			holder = p.ownerID
 			return errNameHeld
 		}
-		if err := s.b.admit(key, p, &h); err != nil {
+		if err := s.b.admit(h.Producer, p, &h); err != nil {
 			return err
 		}
-		old, last, s.epoch = p.owner, p.last, p.epoch
+		old, epoch = p.owner.Load(), p.epoch
 		if old != nil {
 			oldEpoch = old.epoch
 		}
-		p.owner, p.ownerID = s, id
+		p.ownerID = s.id
+		s.epoch = epoch
+		p.owner.Store(s)
 		return nil
 	})
 	if errors.Is(err, errNameHeld) {
 		// The holder is live and someone else: refuse rather than let
 		// anyone who can connect take a running producer's name.
-		return s.refuse(fmt.Errorf("%w: producer %q of topic %q is held by a live session of another identity", ErrUnauthorized, h.Producer, h.Topic), id, &h, &holder)
+		s.b.release(h.Producer, ps, nil) // forget the state made for this HELLO, if nobody holds it
+		err = fmt.Errorf("%w: producer %q is held by a live session of another identity", ErrUnauthorized, h.Producer)
+		_ = s.refuse(err, s.id, "", h.Producer, &holder)
+		s.abort(err)
+		_ = s.peer.Close()
+		return
 	}
 	if err != nil {
-		s.b.release(key, ps, nil) // forget the state made for this HELLO
-		return s.fail(err)        // ErrFenced, ErrNameInUse or ErrStore
+		s.b.release(h.Producer, ps, nil)
+		s.failAsync(err) // ErrFenced, ErrNameInUse or ErrStore
+		return
 	}
-	s.prod, s.name, s.topic, s.id = ps, h.Producer, h.Topic, id
-	s.q.queued = last
+	s.prod = ps
 	if old != nil {
 		s.takeOver(old, oldEpoch)
 	}
-	maxFrame := min(uint32(s.b.maxFrame), h.MaxFrameSize)
-	return s.send(wire.AppendHelloOK(s.out[:0], wire.HelloOK{LastSeq: last, MaxFrameSize: maxFrame, Epoch: s.epoch}))
-}
-
-// batch checks a BATCH, copies its records block (decompressed) into a
-// buffer of the broker's pool and queues it for the appender.
-func (s *Session) batch(frame []byte) error {
-	if s.prod == nil {
-		return s.fail(fmt.Errorf("%w: %w: BATCH before HELLO", ErrProtocol, errHelloRequired))
+	if err := s.peer.Send(wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: s.maxFrame, Epoch: epoch})); err != nil {
+		s.abort(err)
+		_ = s.peer.Close()
 	}
-	if err := s.q.failure(); err != nil {
-		return err
-	}
-	b, err := wire.DecodeBatch(frame)
-	if err != nil {
-		return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
-	}
-	last := b.LastSeq()
-	if last <= s.q.queued {
-		// Every record is stored or queued already (a resend): its
-		// receipt follows the Append of what is queued, or comes now.
-		if err := s.b.budget.acquire(frameIndex, budgetWait); err != nil {
-			return s.fail(err)
-		}
-		return s.q.push(s, queuedFrame{batch: wire.Batch{Count: b.Count}, last: last, charge: frameIndex})
-	}
-	// The broker's frame memory is charged before a byte is copied or
-	// decoded (see budget.go): a decompression bomb costs its share of it.
-	charge, err := s.b.reserve(&b)
-	if err != nil {
-		return s.fail(err)
-	}
-	f := queuedFrame{last: last, charge: charge}
-	switch {
-	case b.Codec == wire.CodecNone && s.keep != nil:
-		// The frame is ours until we release it (HandleKeep): b.Data, a
-		// view into it, is queued as it is.
-		f.keep, s.keep = s.keep, nil
-	case b.Codec == wire.CodecNone:
-		f.buf = s.b.bufs.get(int(b.RawLen))
-		*f.buf = append((*f.buf)[:0], b.Data...)
-		b.Data = *f.buf
-	default:
-		f.buf = s.b.bufs.get(int(b.RawLen))
-		if b, _, err = b.Decompress(s.b.dec, (*f.buf)[:0]); err != nil {
-			// Decoded within the frame limit, into the buffer charged for it.
-			f.drop(s.b)
-			return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
-		}
-	}
-	headers, err := checkRecords(&b, &s.check)
-	if err != nil {
-		f.drop(s.b)
-		return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
-	}
-	f.charge = s.b.refund(charge, &b, headers)
-	f.batch = b
-	if b.FirstSeq <= s.q.queued {
-		f.skip = int(s.q.queued - b.FirstSeq + 1)
-	}
-	return s.q.push(s, f)
-}
-
-// checkRecords reads every record of a CodecNone batch with rr, so that a
-// malformed one fails the session before anything of the batch is queued.
-// It returns the number of headers.
-func checkRecords(b *wire.Batch, rr *wire.RecordReader) (int, error) {
-	it, err := b.Records()
-	if err != nil {
-		return 0, err
-	}
-	headers := 0
-	for raw, ok := it.Next(); ok; raw, ok = it.Next() {
-		if _, plain := wire.PlainPayload(raw); plain {
-			continue
-		}
-		rr.Reset()
-		r, err := rr.Read(raw)
-		if err != nil {
-			return 0, err
-		}
-		headers += len(r.Headers)
-	}
-	return headers, it.Err()
 }
 
 // send sends a frame built in s.out; the reader's goroutine only.
@@ -285,6 +264,40 @@ func (s *Session) fail(err error) error {
 	return err
 }
 
+// failAsync fails the session from one of its goroutines: it counts err,
+// sends an ERROR frame saying why and closes the peer; the reader's next
+// Handle returns err.
+func (s *Session) failAsync(err error) {
+	if !s.abort(err) {
+		return // failed before: that failure spoke
+	}
+	s.b.count(err)
+	_ = s.peer.Send(wire.AppendError(nil, wire.Error{Code: codeOf(err), Text: err.Error()}))
+	_ = s.peer.Close()
+}
+
+// abort makes err the session's failure, unless it failed before (it
+// reports whether err is the failure): every later Handle returns it, the
+// topics drop what they have queued and store nothing more, and a Handle
+// waiting for room returns. It sends nothing. Any goroutine.
+func (s *Session) abort(err error) bool {
+	s.mu.Lock()
+	first := s.failed == nil
+	if first {
+		s.failed = err
+	}
+	s.mu.Unlock()
+	signal(s.room)
+	return first
+}
+
+// failure returns the session's failure, or nil.
+func (s *Session) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed
+}
+
 // count counts a session's failure in Stats.
 func (b *Broker) count(err error) {
 	switch {
@@ -297,19 +310,23 @@ func (b *Broker) count(err error) {
 	}
 }
 
-// refuse answers a HELLO refused for its identity (err wraps
-// ErrUnauthorized): it counts it, tells OnRefused, sends an ERROR frame and
-// returns err. holder is the identity holding the name, for a takeover.
-func (s *Session) refuse(err error, id Identity, h *wire.Hello, holder *Identity) error {
+// refuse answers a HELLO or TOPIC refused for its identity (err wraps
+// ErrUnauthorized): it counts it and tells OnRefused. For a HELLO (topic
+// "") it sends an ERROR frame and returns err; for a TOPIC the caller
+// sends the TOPIC_ERROR. holder is the identity holding the name, for a
+// takeover.
+func (s *Session) refuse(err error, id Identity, topic, producer string, holder *Identity) error {
 	if holder != nil {
 		s.b.refusedTakes.Add(1)
 	} else {
 		s.b.unauthorized.Add(1)
 	}
 	if fn := s.b.cfg.onRefused; fn != nil {
-		fn(Refusal{Identity: id, Topic: h.Topic, Producer: h.Producer, Holder: holder, Err: err})
+		fn(Refusal{Identity: id, Topic: topic, Producer: producer, Holder: holder, Err: err})
 	}
-	_ = s.send(wire.AppendError(s.out[:0], wire.Error{Code: wire.CodeUnauthorized, Text: err.Error()}))
+	if topic == "" {
+		_ = s.peer.Send(wire.AppendError(nil, wire.Error{Code: wire.CodeUnauthorized, Text: err.Error()}))
+	}
 	return err
 }
 
@@ -340,18 +357,25 @@ func codeOf(err error) wire.ErrorCode {
 	return wire.CodeOf(err)
 }
 
-// Close ends the session: the appender stores what is queued (a producer
-// that reconnects learns from HELLO_OK what was stored), then stops, and
-// the session releases its producer name if it still holds it. Close
-// returns when the appender has stopped: after the Append in flight, if
-// any, returned. Idempotent; not concurrent with Handle.
+// Close ends the session: every topic stores what it has queued (a
+// producer that reconnects learns from TOPIC_OK what was stored), then
+// the session's goroutines stop, and the session releases its producer
+// name if it still holds it. Close returns when they have stopped: after
+// the Store calls in flight, if any, returned. Idempotent; not concurrent
+// with Handle.
 func (s *Session) Close() {
 	if s.closed.Swap(true) {
 		return
 	}
-	s.q.stop()
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	s.wg.Wait()
+	for _, t := range s.topics {
+		s.end(t)
+	}
 	s.b.sessions.Add(-1)
-	if s.prod != nil {
-		s.b.release(stream{s.topic, s.name}, s.prod, s)
+	if s.prod != nil { // the HELLO goroutine is done: wg
+		s.b.release(s.name, s.prod, s)
 	}
 }

@@ -47,7 +47,7 @@ func TestHelloOK(t *testing.T) {
 			reply, err := c.handle(t, helloFrame(t, "p", tt.producerMax))
 			require.NoError(t, err)
 			ok := helloOK(t, reply)
-			assert.Equal(t, tt.wantLast, ok.LastSeq)
+			assert.Equal(t, tt.wantLast, c.topic(t, 0, dflt))
 			assert.Equal(t, tt.wantMax, ok.MaxFrameSize)
 			assert.Equal(t, "p", c.Producer())
 			assert.False(t, c.peer.closed())
@@ -160,7 +160,7 @@ func TestDedupBrief(t *testing.T) {
 	assert.Equal(t, []uint64{10, 15, 15, 25}, receipts)
 	assert.Equal(t, append(seqRange(1, 15), seqRange(20, 25)...), seqs(store, "p"))
 	st := b.Stats()
-	assert.Equal(t, broker.Stats{Sessions: 1, Batches: 4, Stored: 21, Duplicates: 16}, st)
+	assert.Equal(t, broker.Stats{Sessions: 1, Topics: 1, Batches: 4, Stored: 21, Duplicates: 16}, st)
 }
 
 func TestPing(t *testing.T) {
@@ -263,32 +263,31 @@ func TestStoreFailure(t *testing.T) {
 
 	diskFull := errors.New("disk full")
 	store.FailAppends(diskFull)
-	// The appender finds the failure: it answers the BATCH with an ERROR,
-	// closes the peer, and the session's next frame returns the failure.
+	// The topic's goroutine finds the failure: it ends the topic with a
+	// TOPIC_ERROR; the connection goes on.
 	reply, err := c.handle(t, batchFrame(1, 4, 6)) // 4..9
 	require.NoError(t, err)
-	e := errorFrame(t, reply) // the only reply: no receipt
-	assert.Equal(t, wire.CodeStore, e.Code)
+	e, err := wire.DecodeTopicError(reply) // the only reply: no receipt
+	require.NoError(t, err, "want TOPIC_ERROR, got %s", testkit.DescribeFrame(reply))
+	assert.Equal(t, wire.TopicError{ID: 0, Code: wire.CodeStore, Text: e.Text}, e)
 	assert.Contains(t, e.Text, "disk full")
-	waitUntil(t, "the peer closed", c.peer.closed)
-	_, err = c.handle(t, wire.AppendPing(nil, wire.Ping{Nonce: 1}))
-	require.ErrorIs(t, err, broker.ErrStore)
-	require.ErrorIs(t, err, diskFull)
-	assert.NotErrorIs(t, err, broker.ErrProtocol)
+	assert.False(t, c.peer.closed())
+	// A BATCH the producer sent before it read the TOPIC_ERROR is dropped.
+	require.NoError(t, c.Handle(batchFrame(1, 10, 1)))
 	assert.Equal(t, seqRange(1, 5), seqs(store, "p"))
-	c.Close() // the transport closes the connection
 
+	// The producer declares the topic again (the id is free) and resends.
 	store.FailAppends(nil)
-	c2 := newConn(t, b)
-	defer c2.Close()
-	require.Equal(t, uint64(5), c2.hello(t, "p").LastSeq)
-	require.Equal(t, uint64(9), c2.send(t, 1, 4, 6))
+	require.Equal(t, uint64(5), c.topic(t, 0, dflt))
+	require.Equal(t, uint64(9), c.send(t, 1, 4, 6))
 	assert.Equal(t, seqRange(1, 9), seqs(store, "p"))
 	st := b.Stats()
 	assert.Equal(t, uint64(5+4), st.Stored)
 	assert.Equal(t, uint64(2), st.Duplicates)
 	assert.Equal(t, uint64(2), st.Batches, "the failed batch is not counted")
-	assert.Equal(t, uint64(1), st.ProtocolErrors)
+	assert.Equal(t, uint64(1), st.TopicErrors)
+	assert.Zero(t, st.ProtocolErrors)
+	assert.Equal(t, int64(1), st.Topics)
 }
 
 // failingStore fails LastSeq.
@@ -312,10 +311,11 @@ func TestStoreLastSeqFailure(t *testing.T) {
 	require.ErrorIs(t, err, boom)
 	assert.Equal(t, wire.CodeStore, errorFrame(t, reply).Code)
 
-	// The failed HELLO did not bind the session to the name.
-	reply, err = c.handle(t, batchFrame(0, 1, 1))
-	require.ErrorIs(t, err, broker.ErrProtocol)
-	assert.Equal(t, wire.CodeHelloRequired, errorFrame(t, reply).Code)
+	// The failed HELLO did not bind the session to the name: its peer is
+	// closed and every later frame gets the failure.
+	assert.True(t, c.peer.closed())
+	_, err = c.handle(t, batchFrame(0, 1, 1))
+	require.ErrorIs(t, err, broker.ErrStore)
 }
 
 func TestPeerSendError(t *testing.T) {
@@ -400,6 +400,10 @@ func TestConcurrentProducers(t *testing.T) {
 			if err := s.Handle(helloFrame(t, name, wire.DefaultMaxFrameSize)); !assert.NoError(t, err) {
 				return
 			}
+			if err := s.Handle(topicFrame(t, 0, dflt)); !assert.NoError(t, err) {
+				return
+			}
+			p.waitSent(t, 2) // HELLO_OK, TOPIC_OK: then BATCHes may come
 			for k := range batches {
 				first := uint64(k*perBatch) + 1
 				// Every fourth batch resends the previous one too.
@@ -419,11 +423,12 @@ func TestConcurrentProducers(t *testing.T) {
 			// receipts increase, each at a frame's end, up to the last.
 			frames := p.take()
 			var last uint64
-			for _, f := range frames[1:] {
-				r, err := wire.DecodeReceipt(f)
-				if !assert.NoError(t, err) {
+			for _, f := range frames[2:] {
+				rs, err := wire.DecodeReceipts(f, nil)
+				if !assert.NoError(t, err) || !assert.Len(t, rs, 1) {
 					return
 				}
+				r := rs[0]
 				assert.Greater(t, r.Seq, last, name)
 				assert.Zero(t, r.Seq%perBatch, name)
 				last = r.Seq
@@ -492,24 +497,38 @@ func session(b *broker.Broker, w, lastSeq, overlap, perBatch int) (uint64, error
 	p := &fakePeer{}
 	s := b.NewSession(p)
 	defer s.Close()
-	hello, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "shared", Topic: wire.DefaultTopic})
+	hello, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "shared"})
 	if err != nil {
 		return 0, err
 	}
 	if err := s.Handle(hello); err != nil {
 		return 0, err
 	}
-	// A new incarnation taking over right after the HELLO may send its
-	// ERROR before this session sent its HELLO_OK.
-	first := p.take()[0]
-	if e, err := wire.DecodeError(first); err == nil && e.Code == wire.CodeFenced {
-		return 0, broker.ErrFenced
-	}
-	ok, err := wire.DecodeHelloOK(first)
+	topic, err := wire.AppendTopic(nil, wire.Topic{Name: wire.DefaultTopic})
 	if err != nil {
 		return 0, err
 	}
-	acked := ok.LastSeq
+	if err := s.Handle(topic); err != nil {
+		return 0, err
+	}
+	// A new incarnation taking over right after the HELLO may send its
+	// ERROR before this session sent its HELLO_OK or TOPIC_OK.
+	var acked uint64
+	for _, want := range []wire.Type{wire.TypeHelloOK, wire.TypeTopicOK} {
+		reply := p.next()
+		if reply == nil {
+			return 0, broker.ErrReplaced
+		}
+		if e, err := wire.DecodeError(reply); err == nil && e.Code == wire.CodeFenced {
+			return 0, broker.ErrFenced
+		}
+		if typ, _ := wire.TypeOf(reply); typ != want {
+			return 0, fmt.Errorf("worker %d: %s, want %v", w, testkit.DescribeFrame(reply), want)
+		}
+		if ok, err := wire.DecodeTopicOK(reply); err == nil {
+			acked = ok.LastSeq
+		}
+	}
 	for next := uint64(max(int(acked)-overlap, 0)) + 1; next <= uint64(lastSeq); {
 		n := min(perBatch, lastSeq-int(next)+1)
 		if err := s.Handle(batchFrame(0, next, n)); err != nil {
@@ -524,10 +543,11 @@ func session(b *broker.Broker, w, lastSeq, overlap, perBatch int) (uint64, error
 		if e, err := wire.DecodeError(reply); err == nil && e.Code == wire.CodeFenced {
 			return acked, broker.ErrFenced
 		}
-		r, err := wire.DecodeReceipt(reply)
+		rs, err := wire.DecodeReceipts(reply, nil)
 		if err != nil {
-			return acked, err
+			return acked, fmt.Errorf("worker %d: %s: %w", w, testkit.DescribeFrame(reply), err)
 		}
+		r := rs[0]
 		if r.Seq < acked || r.Seq < next+uint64(n)-1 {
 			return acked, fmt.Errorf("worker %d: receipt %d after batch %d..%d, previous %d", w, r.Seq, next, next+uint64(n)-1, acked)
 		}
@@ -565,6 +585,10 @@ func TestHandleKeep(t *testing.T) {
 	require.NoError(t, keep(hello))
 	require.Equal(t, hello, take("HELLO"))
 	helloOK(t, c.peer.next())
+	topic := topicFrame(t, 0, dflt)
+	require.NoError(t, keep(topic))
+	require.Equal(t, topic, take("TOPIC"))
+	topicOK(t, c.peer.next())
 
 	batch := batchFrame(0, 1, 3)
 	require.NoError(t, keep(batch))

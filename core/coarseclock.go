@@ -202,7 +202,7 @@ func (c *coarseClock) busy() bool {
 	c.usersMu.Lock()
 	defer c.usersMu.Unlock()
 	for p := range c.users {
-		if n, _ := p.led.pending(); n != 0 {
+		if p.budget.count.Load() != 0 {
 			return true
 		}
 	}

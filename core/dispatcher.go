@@ -7,8 +7,8 @@ import (
 	"github.com/inflightmq/inflight/ringbuf"
 )
 
-// dispatcher is the state of the callback goroutine. There is one such
-// goroutine at a time: New starts it, and if a callback ends it with
+// dispatcher is a lane's state of the callback goroutine. There is one
+// such goroutine at a time: New starts it, and if a callback ends it with
 // runtime.Goexit, a new one takes over this state where the old one stopped
 // (see call). Only the current dispatcher goroutine touches these fields.
 type dispatcher struct {
@@ -17,7 +17,14 @@ type dispatcher struct {
 	spare []uint64 // the backing array of the last taken queue, for reuse
 }
 
-// runDispatcher runs every callback, on this one goroutine:
+// dispLanes is the callback goroutine's list of lanes to serve, kept
+// across a Goexit (see call).
+type dispLanes struct {
+	work []*lane
+}
+
+// runDispatcher runs every callback, on this one goroutine, for every lane
+// its ledger woke it for (see wakeDispatcher):
 //
 //   - in order from head: each position that is resolved (acked, rejected
 //     or failed) gets its callback, then head moves past it; it stops at the
@@ -27,32 +34,71 @@ type dispatcher struct {
 //     callback at once, then are marked Done so the in-order walk skips
 //     them.
 //
-// After Close closed stopDisp, it delivers what is left (everything is
-// resolved by then), closes closed and returns.
+// Lanes are independent: a lane whose oldest message waits for its receipt
+// holds up no other lane's callbacks. After Close closed stopDisp, it
+// delivers what is left (everything is resolved by then), closes closed
+// and returns.
 func (p *Producer) runDispatcher() {
 	p.dispGoid.Store(goid())
 	d := &p.disp
+	// A goroutine that took over from one a callback ended (see call)
+	// resumes every lane: the lane it was serving left the list.
+	for _, l := range p.lanesSnapshot() {
+		p.serveLane(l)
+	}
 	for {
-		p.led.deliverFails(&d.fails, d.next, p.deliver) // left by a goroutine that exited
-		d.fails = p.led.takeFails(d.spare)
-		d.spare = d.fails
-		p.led.deliverFails(&d.fails, d.next, p.deliver)
-		p.led.walk(&d.next, p.deliver)
-
+		d.work = p.dispDirty.take(d.work)
+		for len(d.work) > 0 {
+			l := d.work[0]
+			d.work[0] = nil
+			d.work = d.work[1:]
+			l.dispQueued.Store(false) // a wake from now on queues it again
+			p.serveLane(l)
+		}
+		d.work = d.work[:0]
 		select {
 		case <-p.stopDisp:
-			if head, tail := p.led.bounds(); head >= tail {
+			if p.idle() {
 				close(p.closed)
 				return
 			}
-			continue
+			// A lane whose wake was taken by a goroutine that exited:
+			// serve every lane once more.
+			for _, l := range p.lanesSnapshot() {
+				p.serveLane(l)
+			}
+			if p.idle() {
+				close(p.closed)
+				return
+			}
 		default:
 		}
 		select {
-		case <-p.led.dispatchWake:
+		case <-p.dispatchWake:
 		case <-p.stopDisp:
 		}
 	}
+}
+
+// serveLane delivers what l has ready.
+func (p *Producer) serveLane(l *lane) {
+	d := &l.disp
+	deliver := func(pos uint64, st ringbuf.State) { p.deliver(l, pos, st) }
+	l.led.deliverFails(&d.fails, d.next, deliver) // left by a goroutine that exited
+	d.fails = l.led.takeFails(d.spare)
+	d.spare = d.fails
+	l.led.deliverFails(&d.fails, d.next, deliver)
+	l.led.walk(&d.next, deliver)
+}
+
+// idle reports whether no lane holds a message.
+func (p *Producer) idle() bool {
+	for _, l := range p.lanesSnapshot() {
+		if head, tail := l.led.bounds(); head < tail {
+			return false
+		}
+	}
+	return true
 }
 
 // onDispatcher reports whether the caller runs on the callback goroutine,
@@ -62,10 +108,10 @@ func (p *Producer) onDispatcher() bool { return goid() == p.dispGoid.Load() }
 // outcome returns what a message resolved in state st reports; ctx is the
 // message's context (nil if it could not end). A timeout or ErrClosed names
 // the last connection failure if the producer has no connection now.
-func (p *Producer) outcome(pos uint64, st ringbuf.State, ctx context.Context) (MessageID, error) {
+func (p *Producer) outcome(l *lane, pos uint64, st ringbuf.State, ctx context.Context) (MessageID, error) {
 	switch st {
 	case ringbuf.Acked:
-		return MessageID(p.led.seq(pos)), nil
+		return MessageID(l.led.seq(pos)), nil
 	case ringbuf.Expired:
 		if f := p.lastFail.Load(); f != nil {
 			return 0, f.timeout
@@ -76,7 +122,7 @@ func (p *Producer) outcome(pos uint64, st ringbuf.State, ctx context.Context) (M
 	case ringbuf.Rejected:
 		return 0, ErrMessageTooLarge
 	case ringbuf.Aborted:
-		return 0, *p.abortErr.Load()
+		return 0, *l.abortErr.Load()
 	default:
 		if f := p.lastFail.Load(); f != nil {
 			return 0, f.closed
@@ -87,12 +133,12 @@ func (p *Producer) outcome(pos uint64, st ringbuf.State, ctx context.Context) (M
 
 // deliver runs the callback of pos, resolved in state st, and counts it. A
 // Send's position has no callback: its Send was notified when it resolved.
-func (p *Producer) deliver(pos uint64, st ringbuf.State) {
-	e := p.led.entryAt(pos)
+func (p *Producer) deliver(l *lane, pos uint64, st ringbuf.State) {
+	e := l.led.entryAt(pos)
 	if e.stopCancel != nil {
 		e.stopCancel()
 	}
-	id, err := p.outcome(pos, st, e.ctx)
+	id, err := p.outcome(l, pos, st, e.ctx)
 	switch st {
 	case ringbuf.Acked:
 		p.stats.acked.Add(1)
@@ -104,7 +150,7 @@ func (p *Producer) deliver(pos uint64, st ringbuf.State) {
 		p.stats.failed.Add(1)
 	}
 	if e.cb == nil {
-		p.led.waitNotified(pos)
+		l.led.waitNotified(pos)
 		return
 	}
 	p.call(e.cb, id, e.msg, err)

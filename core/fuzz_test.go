@@ -16,18 +16,21 @@ import (
 // (split into frames the way a transport would), the producer must not
 // panic, must keep every message's callback promise, and must close.
 func FuzzProducerInbound(f *testing.F) {
-	ok := wire.AppendHelloOK(nil, wire.HelloOK{LastSeq: 0, MaxFrameSize: wire.DefaultMaxFrameSize, Epoch: 1})
-	f.Add(append(ok, wire.AppendReceipt(nil, wire.Receipt{Seq: 1})...))
-	f.Add(append(ok, wire.AppendReceipt(nil, wire.Receipt{Seq: 1 << 40})...))
-	f.Add(wire.AppendHelloOK(nil, wire.HelloOK{LastSeq: 99, MaxFrameSize: wire.MinMaxFrameSize, Epoch: 1}))
+	ok := wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize, Epoch: 1})
+	topicOK := func(last uint64) []byte { return wire.AppendTopicOK(nil, wire.TopicOK{ID: 1, LastSeq: last}) }
+	f.Add(append(append(ok, topicOK(0)...), wire.AppendReceipt(nil, wire.Receipt{Topic: 1, Seq: 1})...))
+	f.Add(append(ok, wire.AppendReceipt(nil, wire.Receipt{Topic: 1, Seq: 1 << 40})...))
+	f.Add(append(ok, topicOK(99)...))
+	f.Add(append(ok, wire.AppendTopicError(nil, wire.TopicError{ID: 1, Code: wire.CodeUnauthorized, Text: "no"})...))
+	f.Add(append(ok, wire.AppendReceipts(nil, []wire.Receipt{{Topic: 1, Seq: 1}, {Topic: 2, Seq: 5}})...))
 	f.Add(append(ok, wire.AppendError(nil, wire.Error{Code: wire.CodeStore, Text: "disk"})...))
 	f.Add(append(append(ok, ok...), wire.AppendPong(nil, wire.Pong{Nonce: 3})...))
 	f.Add([]byte{0, 0, 0, 1, 99})
 	f.Add(append(ok, wire.AppendError(nil, wire.Error{Code: wire.CodeFenced, Text: "epoch 2 took the name over"})...))
 	f.Add(wire.AppendError(nil, wire.Error{Code: wire.CodeNameInUse}))
-	f.Add(wire.AppendHelloOK(nil, wire.HelloOK{LastSeq: wire.MaxSeq, MaxFrameSize: wire.MinMaxFrameSize, Epoch: 3}))
-	f.Add(append(wire.AppendHelloOK(nil, wire.HelloOK{LastSeq: wire.MaxSeq - 2, MaxFrameSize: wire.MinMaxFrameSize, Epoch: 1}),
-		wire.AppendReceipt(nil, wire.Receipt{Seq: wire.MaxSeq})...))
+	f.Add(append(wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.MinMaxFrameSize, Epoch: 3}), topicOK(wire.MaxSeq)...))
+	f.Add(append(append(wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.MinMaxFrameSize, Epoch: 1}), topicOK(wire.MaxSeq-2)...),
+		wire.AppendReceipt(nil, wire.Receipt{Topic: 1, Seq: wire.MaxSeq})...))
 	f.Fuzz(func(t *testing.T, reply []byte) {
 		d := &scriptedDialer{reply: reply}
 		p, err := core.New(d, core.SendTimeout(50*time.Millisecond), core.HandshakeTimeout(20*time.Millisecond),

@@ -58,3 +58,10 @@ func (q *lateQueue) due(now int64, dst []lateEntry) ([]lateEntry, int64) {
 	}
 	return dst, q.h[0].at
 }
+
+// empty reports whether the queue holds nothing.
+func (q *lateQueue) empty() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.h) == 0
+}

@@ -56,17 +56,24 @@ import (
 //   - unacked is the number of positions written and not yet resolved:
 //     the pump adds what it writes for the first time, resolvers take off
 //     what they resolve from Written.
-//   - waits[pos] holds the waiter of a Send at a live pos until pos is
+//   - entry.w of a live pos holds the waiter of a Send until pos is
 //     settled; the dispatcher does not release a Send's position before.
+//   - Every live position holds its share of the producer's budget (see
+//     budget), taken by claim before the ring's and given back by walk
+//     when the dispatcher releases it.
+//
+// A producer has one ledger per topic (see lane): sequence IDs, cursors and
+// order are per topic. The dispatcher's and sweeper's wake-ups are the
+// producer's, shared by its ledgers: wake tells the lane's owner which
+// ledger has something for the dispatcher.
 //
 // Slot states and their transitions are drawn in ringbuf.State.
 type ledger struct {
 	ring    *ringbuf.Ring[entry]
+	budget  *budget      // the producer's, shared by its ledgers
 	timeout int64        // SendTimeout, ns
 	coarse  *coarseClock // deadlines are stamped from it (see due); nil: from the precise clock
-
-	waits    []atomic.Pointer[waiter]
-	waitMask uint64
+	wake    func()       // tells the dispatcher this ledger has something to deliver
 
 	seqBase    atomic.Uint64
 	acked      atomic.Uint64
@@ -76,33 +83,34 @@ type ledger struct {
 	failMu sync.Mutex
 	fails  []uint64 // failed positions for the dispatcher, out of order
 
-	late         lateQueue     // positions that entered out of deadline order
-	dispatchWake chan struct{} // capacity 1: something is ready to deliver
-	sweepWake    chan struct{} // capacity 1: the late queue has an earlier deadline
+	late      lateQueue     // positions that entered out of deadline order
+	sweepWake chan struct{} // the producer's, capacity 1: the late queue has an earlier deadline
 }
 
 // entry is what the ring holds for one message.
 type entry struct {
 	msg        *Message
 	payload    []byte
-	cb         Callback        // nil for a Send: its waiter is in ledger.waits
-	ctx        context.Context // nil when the context can never be done
-	stopCancel func() bool     // stops ctx's AfterFunc; nil without one
+	cb         Callback               // nil for a Send: its waiter is in ledger.waits
+	ctx        context.Context        // nil when the context can never be done
+	stopCancel func() bool            // stops ctx's AfterFunc; nil without one
+	w          atomic.Pointer[waiter] // a Send's, until notified (see notify)
 }
 
-func newLedger(maxPending int, maxBytes int64, timeout time.Duration, coarse *coarseClock) (*ledger, error) {
+// newLedger returns a ledger whose ring holds maxPending messages and
+// maxBytes bytes (a topic's share), within budget b.
+func newLedger(maxPending int, maxBytes int64, timeout time.Duration, coarse *coarseClock, b *budget, wake func(), sweepWake chan struct{}) (*ledger, error) {
 	ring, err := ringbuf.New[entry](maxPending, maxBytes)
 	if err != nil {
 		return nil, err
 	}
 	return &ledger{
-		ring:         ring,
-		timeout:      int64(timeout),
-		coarse:       coarse,
-		waits:        make([]atomic.Pointer[waiter], ring.Cap()),
-		waitMask:     uint64(ring.Cap() - 1),
-		dispatchWake: make(chan struct{}, 1),
-		sweepWake:    make(chan struct{}, 1),
+		ring:      ring,
+		budget:    b,
+		timeout:   int64(timeout),
+		coarse:    coarse,
+		wake:      wake,
+		sweepWake: sweepWake,
 	}, nil
 }
 
@@ -149,16 +157,43 @@ func claimError(err error) error {
 	return err
 }
 
-// tryClaim is the ring's TryClaimN, or TryClaim for a single message.
+// tryClaim takes room in the producer's budget, then the ring's TryClaimN,
+// or TryClaim for a single message, and gives back the budget of what the
+// ring did not take.
 func (l *ledger) tryClaim(sizes []int64) (uint64, int, error) {
 	if len(sizes) == 1 {
+		if !l.budget.take(1, sizes[0]) {
+			if l.ring.Closed() {
+				return 0, 0, ringbuf.ErrClosed
+			}
+			return 0, 0, ringbuf.ErrFull
+		}
 		pos, err := l.ring.TryClaim(sizes[0])
 		if err != nil {
+			l.budget.give(1, sizes[0])
 			return 0, 0, err
 		}
 		return pos, 1, nil
 	}
-	return l.ring.TryClaimN(sizes)
+	var total int64
+	for _, s := range sizes {
+		total += s
+	}
+	if !l.budget.take(len(sizes), total) {
+		// The whole run does not fit: the first message alone may.
+		return l.tryClaim(sizes[:1])
+	}
+	pos, n, err := l.ring.TryClaimN(sizes)
+	taken := int64(0)
+	if err == nil {
+		for _, s := range sizes[:n] {
+			taken += s
+		}
+	} else {
+		n = 0
+	}
+	l.budget.give(len(sizes)-n, total-taken)
+	return pos, n, err
 }
 
 // claimWait waits until at least the first of sizes fits and claims as many
@@ -185,20 +220,26 @@ func (l *ledger) claimWait(ctx context.Context, sizes []int64, d int64, now func
 			return 0, 0, ErrTimeout
 		}
 		room := l.ring.ArmRoom()
+		own, shared := l.budget.arm()
 		pos, n, err := l.tryClaim(sizes)
 		if err != ringbuf.ErrFull {
 			l.ring.DisarmRoom()
+			l.budget.disarm()
 			return pos, n, err
 		}
 		select {
 		case <-room:
-			l.ring.DisarmRoom()
+		case <-own:
+		case <-shared:
 		case <-ctx.Done():
-			l.ring.DisarmRoom()
-			return 0, 0, ctx.Err()
+			err = ctx.Err()
 		case <-expired:
-			l.ring.DisarmRoom()
-			return 0, 0, ErrTimeout
+			err = ErrTimeout
+		}
+		l.ring.DisarmRoom()
+		l.budget.disarm()
+		if err != ringbuf.ErrFull {
+			return 0, 0, err
 		}
 	}
 }
@@ -211,7 +252,7 @@ func (l *ledger) claimWait(ctx context.Context, sizes []int64, d int64, now func
 func (l *ledger) publish(first uint64, msgs []*Message, cb Callback, ctx context.Context, d int64, w *waiter) {
 	if w != nil {
 		w.pos.Store(first)
-		l.waits[first&l.waitMask].Store(w)
+		l.ring.Slot(first).Value.w.Store(w)
 	}
 	for i, m := range msgs {
 		pos := first + uint64(i)
@@ -330,6 +371,7 @@ func (l *ledger) waitPublished(pos uint64, dead <-chan struct{}, until <-chan ti
 
 // batchLimits are a connection's limits for nextBatch.
 type batchLimits struct {
+	topic    uint32 // the topic's id on the connection
 	messages int    // records per batch
 	bytes    int    // raw bytes per batch
 	frame    int    // the connection's frame limit
@@ -359,7 +401,7 @@ const writeRun = 32
 func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, now int64) (uint64, int) {
 	limit := min(lim.bytes, lim.frame)
 	maxRecord := lim.frame - wire.BatchHeaderSize - wire.RecordOverhead(lim.frame)
-	bb.Reset(bb.Bytes(), l.seq(pos))
+	bb.Reset(bb.Bytes(), lim.topic, l.seq(pos))
 	size := bb.Size() // of the frame with the run taken so far
 	n := 0
 	fresh := int64(0) // written for the first time
@@ -377,7 +419,7 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 				}
 				pos++
 				first = pos
-				bb.Reset(bb.Bytes(), l.seq(pos))
+				bb.Reset(bb.Bytes(), lim.topic, l.seq(pos))
 				continue
 			}
 			// Into Writing before the slot is read: until then the sweeper
@@ -410,7 +452,7 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 					break
 				}
 				first = pos
-				bb.Reset(bb.Bytes(), l.seq(pos))
+				bb.Reset(bb.Bytes(), lim.topic, l.seq(pos))
 				continue
 			}
 			if st == ringbuf.Pending {
@@ -562,12 +604,7 @@ func (l *ledger) releasedBelow(tail uint64, done <-chan struct{}) bool {
 	return l.ring.WaitHead(tail, done) == nil
 }
 
-func (l *ledger) wakeDispatcher() {
-	select {
-	case l.dispatchWake <- struct{}{}:
-	default:
-	}
-}
+func (l *ledger) wakeDispatcher() { l.wake() }
 
 // ---- deadlines (the sweeper) ----
 
@@ -697,7 +734,7 @@ var waiters = sync.Pool{New: func() any { return &waiter{ch: make(chan ringbuf.S
 // cannot have been reused for a later position of a Send meanwhile; a later
 // SendAsync position never sets it.
 func (l *ledger) notify(pos uint64, st ringbuf.State) {
-	ref := &l.waits[pos&l.waitMask]
+	ref := &l.ring.Slot(pos).Value.w
 	w := ref.Load()
 	if w == nil || w.pos.Load() != pos {
 		return
@@ -714,7 +751,7 @@ func (l *ledger) notify(pos uint64, st ringbuf.State) {
 // waitNotified waits until the Send of pos, resolved, has been notified:
 // the goroutine that resolved it calls notify right after.
 func (l *ledger) waitNotified(pos uint64) {
-	ref := &l.waits[pos&l.waitMask]
+	ref := &l.ring.Slot(pos).Value.w
 	for {
 		w := ref.Load()
 		if w == nil || w.pos.Load() != pos {
@@ -776,11 +813,18 @@ func (l *ledger) walk(next *uint64, deliver func(uint64, ringbuf.State)) {
 			deliver(pos, st)
 		}
 		if *next-head >= releaseEvery {
-			l.ring.Release(*next)
+			l.release(*next)
 			head = *next
 		}
 	}
-	l.ring.Release(*next)
+	l.release(*next)
+}
+
+// release releases every position below upto and gives their budget back.
+func (l *ledger) release(upto uint64) {
+	if n, bytes := l.ring.Release(upto); n > 0 {
+		l.budget.give(n, bytes)
+	}
 }
 
 // entryAt returns the entry of a resolved, unreleased position (the

@@ -20,7 +20,7 @@ func BenchmarkLedger(b *testing.B) {
 	const round, size = 1024, 100
 	for _, run := range []int{1, 64} {
 		b.Run(fmt.Sprintf("run=%d", run), func(b *testing.B) {
-			l, err := newLedger(4*round, 1<<30, int64Max, nil)
+			l, _, err := newTestLedger(4*round, 1<<30, int64Max, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -29,6 +29,7 @@ const ledgerTimeout = 100
 type ledgerRig struct {
 	t         *testing.T
 	l         *ledger
+	wake      chan struct{} // the dispatcher's wake-up
 	bb        wire.BatchBuilder
 	next      uint64 // the dispatcher's walk cursor
 	fails     []uint64
@@ -37,11 +38,11 @@ type ledgerRig struct {
 }
 
 func newLedgerRig(t *testing.T, maxPending int) *ledgerRig {
-	l, err := newLedger(maxPending, 1<<20, ledgerTimeout, nil)
+	l, wake, err := newTestLedger(maxPending, 1<<20, ledgerTimeout, nil)
 	require.NoError(t, err)
 	_, err = l.handshake(0, true) // fixes seqBase
 	require.NoError(t, err)
-	return &ledgerRig{t: t, l: l, delivered: map[uint64]ringbuf.State{}}
+	return &ledgerRig{t: t, l: l, wake: wake, delivered: map[uint64]ringbuf.State{}}
 }
 
 // claim claims one position for size bytes without waiting.
@@ -132,7 +133,7 @@ func TestLedgerTransitions(t *testing.T) {
 		assert.Equal(t, 1, r.l.unackedNow())
 		assert.Equal(t, uint64(2), r.l.acked.Load())
 		select {
-		case <-r.l.dispatchWake:
+		case <-r.wake:
 		default:
 			t.Fatal("an ack wakes the dispatcher")
 		}
@@ -537,4 +538,17 @@ func ledgerProperty(t *testing.T, seed uint64) {
 	head, _ := r.l.bounds()
 	require.Equal(t, tail, head, "everything released at the end")
 	require.Len(t, r.delivered, int(tail), "every position delivered exactly once")
+}
+
+// newTestLedger is a ledger alone, as a producer's lane has it: a budget of
+// its own limits, and a dispatcher wake-up the test reads from wake.
+func newTestLedger(maxPending int, maxBytes int64, timeout time.Duration, c *coarseClock) (l *ledger, wake chan struct{}, err error) {
+	wake = make(chan struct{}, 1)
+	l, err = newLedger(maxPending, maxBytes, timeout, c, newBudget(maxPending, maxBytes, nil), func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}, make(chan struct{}, 1))
+	return l, wake, err
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // Message is what SendAsync sends: a payload and optional metadata, all
-// stored with it by the broker under the producer's topic (see Topic).
+// stored with it by the broker under its Topic.
 //
 // Ownership: the producer keeps references to Payload, Key and the Headers
 // slice with its values (it copies none of them) from SendAsync until the
@@ -22,6 +22,12 @@ import (
 // frame (ErrMessageTooLarge, see Producer.MaxMessageSize), and counts
 // against MaxPendingBytes.
 type Message struct {
+	// Topic is the topic the message goes to; empty: the producer's Topic
+	// option. A topic is 1 to 255 bytes of ASCII letters, digits, '.', '_'
+	// and '-' (ErrInvalidMessage otherwise). One producer writes any
+	// number of topics: sequence IDs, order and deduplication are per
+	// (topic, producer name).
+	Topic   string
 	Payload []byte
 	// Key is an optional record key, for example to route or partition.
 	// nil or empty: none.
@@ -38,9 +44,11 @@ type Message struct {
 // so headers pass to the wire and the broker without a copy.
 type Header = wire.Header
 
-// MessageID identifies a stored message: its sequence ID, unique and
-// increasing per producer name. Sequence IDs are assigned in SendAsync call
-// order (for one goroutine); IDs of messages that failed are skipped.
+// MessageID identifies a stored message within its topic: its sequence ID,
+// unique and increasing per (topic, producer name), so (Message.Topic,
+// MessageID) identifies it for the producer's Name. Sequence IDs of a topic
+// are assigned in SendAsync call order (for one goroutine); IDs of
+// messages that failed may be skipped.
 type MessageID uint64
 
 // Callback receives the outcome of one message: err == nil and the message's

@@ -34,6 +34,7 @@ const (
 	DefaultHeartbeat        = 2 * time.Second
 	DefaultFramesInFlight   = 4
 	DefaultMaxRefusals      = 3
+	DefaultTopicIdleTimeout = time.Minute
 	DefaultTopic            = wire.DefaultTopic // "default"
 )
 
@@ -41,6 +42,10 @@ type config struct {
 	sendTimeout      time.Duration
 	maxPending       int
 	maxPendingBytes  int64
+	topicPendingN    int   // 0: half of maxPending (see topicPending)
+	topicPendingB    int64 // 0: half of maxPendingBytes
+	memoryLimit      *MemoryLimit
+	topicIdle        time.Duration
 	blockIfFull      bool
 	name             string
 	topic            string
@@ -72,6 +77,7 @@ func defaultConfig() config {
 		maxPending:       DefaultMaxPending,
 		maxPendingBytes:  DefaultMaxPendingBytes,
 		blockIfFull:      true,
+		topicIdle:        DefaultTopicIdleTimeout,
 		topic:            DefaultTopic,
 		backoffMin:       DefaultBackoffMin,
 		backoffMax:       DefaultBackoffMax,
@@ -137,6 +143,72 @@ func MaxPendingBytes(n int64) Option {
 		c.maxPendingBytes = n
 		return nil
 	})
+}
+
+// MaxPendingPerTopic sets how many messages one topic may have pending, its
+// share of MaxPending (default: half of MaxPending, at least 1). A topic the
+// broker does not acknowledge (a store that refuses it, a full JetStream
+// subject, a slow Append) holds at most its share, so the other topics
+// keep the rest; raise it to MaxPending for a producer that writes one
+// topic and wants the whole budget for it.
+func MaxPendingPerTopic(n int) Option {
+	return optionFunc(func(c *config) error {
+		if n <= 0 || n > 1<<30 {
+			return invalid("MaxPendingPerTopic", n, "must be in [1, 2^30]")
+		}
+		c.topicPendingN = n
+		return nil
+	})
+}
+
+// MaxPendingBytesPerTopic sets how many bytes one topic may have pending,
+// its share of MaxPendingBytes (default: half of MaxPendingBytes). See
+// MaxPendingPerTopic.
+func MaxPendingBytesPerTopic(n int64) Option {
+	return optionFunc(func(c *config) error {
+		if n <= 0 {
+			return invalid("MaxPendingBytesPerTopic", n, "must be positive")
+		}
+		c.topicPendingB = n
+		return nil
+	})
+}
+
+// topicPending returns a topic's share of MaxPending.
+func (c *config) topicPending() int {
+	if c.topicPendingN > 0 {
+		return min(c.topicPendingN, c.maxPending)
+	}
+	return max(c.maxPending/2, 1)
+}
+
+// topicPendingBytes returns a topic's share of MaxPendingBytes.
+func (c *config) topicPendingBytes() int64 {
+	if c.topicPendingB > 0 {
+		return min(c.topicPendingB, c.maxPendingBytes)
+	}
+	return max(c.maxPendingBytes/2, 1)
+}
+
+// WithMemoryLimit makes the producer count its pending bytes against m too,
+// a limit it shares with every other producer given m (see MemoryLimit).
+func WithMemoryLimit(m *MemoryLimit) Option {
+	return optionFunc(func(c *config) error {
+		if m == nil {
+			return invalid("WithMemoryLimit", m, "must not be nil")
+		}
+		c.memoryLimit = m
+		return nil
+	})
+}
+
+// TopicIdleTimeout sets how long a topic other than the producer's Topic
+// may have nothing pending before the producer forgets its state (default
+// one minute): its ring, its sequence counter. The topic's next message
+// costs one round trip to the broker, which says where its sequence IDs
+// go on: a forgotten topic never reuses a sequence ID.
+func TopicIdleTimeout(d time.Duration) Option {
+	return durationOption("TopicIdleTimeout", d, func(c *config, d time.Duration) { c.topicIdle = d })
 }
 
 // BlockIfFull sets whether SendAsync waits for room when the queue is full
@@ -235,10 +307,11 @@ func Access(m AccessMode) Option {
 	})
 }
 
-// Topic sets the topic the producer writes (default DefaultTopic,
-// "default"): every message of a producer goes to its one topic.
-// Deduplication is per (topic, Name). A topic is 1 to 255 bytes of ASCII
-// letters, digits, '.', '_' and '-'.
+// Topic sets the producer's default topic (default DefaultTopic,
+// "default"): the topic of every message whose Message.Topic is empty. A
+// producer writes any topic, each message naming its own; sequence IDs,
+// order and deduplication are per (topic, Name). A topic is 1 to 255 bytes
+// of ASCII letters, digits, '.', '_' and '-'.
 func Topic(name string) Option {
 	return optionFunc(func(c *config) error {
 		if err := wire.CheckTopic(name); err != nil {

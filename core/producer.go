@@ -26,7 +26,8 @@ import (
 type Producer struct {
 	cfg    config
 	dialer transport.Dialer
-	led    *ledger
+	def    *lane // the lane of the producer's Topic, never forgotten
+	budget *budget
 	clock  clock.Clock
 	epoch  time.Time
 	coarse *coarseClock // on the system clock, the shared coarse clock SendAsync reads; else nil
@@ -34,12 +35,25 @@ type Producer struct {
 	comp   *wire.Compressor // nil without compression; pump only
 	events *notifier        // nil without OnEvent and Logger
 
+	// The lanes, one per topic: lanes maps a topic to its *lane, all
+	// lists them (copy on write, under lanesMu).
+	lanesMu sync.Mutex
+	lanes   sync.Map
+	all     atomic.Pointer[[]*lane]
+
+	pumpDirty    laneList      // lanes that may have something to write
+	pumpParked   atomic.Bool   // the pump waits on pumpWake
+	pumpWake     chan struct{} // capacity 1
+	dispDirty    laneList      // lanes that have something to deliver
+	dispatchWake chan struct{} // capacity 1
+	sweepWake    chan struct{} // capacity 1: a late queue has an earlier deadline
+
 	// The callback goroutine writes disp for every message it delivers,
 	// and every SendAsync reads the fields above: the padding keeps them on
 	// separate cache lines, or a sender and the dispatcher running on two
 	// cores would pass one line back and forth for each message.
 	_        [64]byte
-	disp     dispatcher // the callback goroutine's state
+	disp     dispLanes // the callback goroutine's state
 	_        [64]byte
 	dispGoid atomic.Uint64 // the callback goroutine's ID
 
@@ -57,7 +71,6 @@ type Producer struct {
 	// ready (nil while one is, and before the first attempt ends): the
 	// pump stores it, the dispatcher names it in timeouts and ErrClosed.
 	lastFail atomic.Pointer[connFailure]
-	abortErr atomic.Pointer[error] // why the pump last aborted (see abort)
 	fenced   atomic.Pointer[error] // why sends fail: the producer was fenced for good (see fence)
 
 	// incarnation is the producer's epoch: its incarnation of its name,
@@ -90,21 +103,27 @@ func New(dialer transport.Dialer, opts ...Option) (*Producer, error) {
 	if clock.IsSystem(cfg.clock) {
 		cc = coarse
 	}
-	led, err := newLedger(cfg.maxPending, cfg.maxPendingBytes, cfg.sendTimeout, cc)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
-	}
 	p := &Producer{
-		cfg:      cfg,
-		dialer:   dialer,
-		led:      led,
-		clock:    cfg.clock,
-		epoch:    cfg.clock.Now(),
-		coarse:   cc,
-		stop:     make(chan struct{}),
-		stopDisp: make(chan struct{}),
-		closed:   make(chan struct{}),
+		cfg:          cfg,
+		dialer:       dialer,
+		budget:       newBudget(cfg.maxPending, cfg.maxPendingBytes, cfg.memoryLimit),
+		clock:        cfg.clock,
+		epoch:        cfg.clock.Now(),
+		coarse:       cc,
+		pumpWake:     make(chan struct{}, 1),
+		dispatchWake: make(chan struct{}, 1),
+		sweepWake:    make(chan struct{}, 1),
+		stop:         make(chan struct{}),
+		stopDisp:     make(chan struct{}),
+		closed:       make(chan struct{}),
 	}
+	def, err := p.makeLane(cfg.topic)
+	if err != nil {
+		return nil, err
+	}
+	p.def = def
+	all := []*lane{def}
+	p.all.Store(&all)
 	if cfg.codec != wire.CodecNone {
 		if p.comp, err = wire.NewCompressor(cfg.codec, cfg.level); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
@@ -158,15 +177,24 @@ func (p *Producer) Flush(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
 	}
-	head, tail := p.led.bounds()
-	if head >= tail {
+	lanes := p.lanesSnapshot()
+	tails := make([]uint64, len(lanes))
+	busy := false
+	for i, l := range lanes {
+		head, tail := l.led.bounds()
+		tails[i] = tail
+		busy = busy || head < tail
+	}
+	if !busy {
 		return nil
 	}
 	if p.onDispatcher() {
 		return ErrInCallback
 	}
-	if !p.led.releasedBelow(tail, ctx.Done()) {
-		return ctx.Err()
+	for i, l := range lanes {
+		if !l.led.releasedBelow(tails[i], ctx.Done()) {
+			return ctx.Err()
+		}
 	}
 	return nil
 }
@@ -215,12 +243,25 @@ func (p *Producer) Close(ctx context.Context) error {
 		}
 	}
 
-	p.led.close()
-	_, tail := p.led.bounds()
+	p.lanesMu.Lock() // no lane is made from now on (see newLane)
+	lanes := p.lanesSnapshot()
+	p.lanesMu.Unlock()
+	tails := make([]uint64, len(lanes))
+	for i, l := range lanes {
+		l.led.close()
+		_, tails[i] = l.led.bounds()
+	}
 	var err error
-	if !p.drain(ctx, tail, inCallback) {
-		err = ctx.Err()
-		p.led.failBelow(tail, ringbuf.Closed)
+	for i, l := range lanes {
+		if !p.drain(ctx, l, tails[i], inCallback) {
+			err = ctx.Err()
+			break
+		}
+	}
+	if err != nil {
+		for i, l := range lanes {
+			l.led.failBelow(tails[i], ringbuf.Closed)
+		}
 	}
 	close(p.stop)
 	p.cutSession()
@@ -288,14 +329,14 @@ func (p *Producer) awaitCallbacks(ctx context.Context) error {
 // reached tail). Inside one the dispatcher cannot release: it waits for the
 // states instead, woken by each resolution (the wake is the dispatcher's,
 // and the caller is the dispatcher).
-func (p *Producer) drain(ctx context.Context, tail uint64, inCallback bool) bool {
+func (p *Producer) drain(ctx context.Context, l *lane, tail uint64, inCallback bool) bool {
 	if !inCallback {
-		return p.led.releasedBelow(tail, ctx.Done())
+		return l.led.releasedBelow(tail, ctx.Done())
 	}
-	defer p.led.wakeDispatcher() // the woken-for work is still to be done
-	for !p.led.resolvedBelow(tail) {
+	defer p.signalDispatcher() // the woken-for work is still to be done
+	for !l.led.resolvedBelow(tail) {
 		select {
-		case <-p.led.dispatchWake:
+		case <-p.dispatchWake:
 		case <-ctx.Done():
 			return false
 		}

@@ -49,7 +49,7 @@ func (p *Producer) runPump() {
 		if connected {
 			p.stats.reconnects.Add(1)
 		}
-		p.event(Event{Kind: EventConnected, LastSeq: s.lastSeq, Epoch: s.epoch, Reconnect: connected})
+		p.event(Event{Kind: EventConnected, Epoch: s.epoch, Reconnect: connected})
 		connected = true
 		var hb sync.WaitGroup
 		hb.Go(s.heartbeat)
@@ -172,20 +172,11 @@ func (p *Producer) handshake(s *session) error {
 		return ErrClosed
 	}
 
-	fresh := p.incarnation == 0
-	if !fresh && ok.Epoch != p.incarnation {
+	if p.incarnation != 0 && ok.Epoch != p.incarnation {
 		return fmt.Errorf("%w: HELLO_OK of epoch %d answers a HELLO of epoch %d", ErrHandshake, ok.Epoch, p.incarnation)
 	}
-	lost, err := p.led.handshake(ok.LastSeq, fresh)
-	if err != nil {
-		return err
-	}
-	if lost != nil {
-		p.report(lost)
-	}
 	p.incarnation = ok.Epoch
-	s.lastSeq, s.epoch = ok.LastSeq, ok.Epoch
-	s.endPos = wire.MaxSeq - p.led.seqBase.Load() // seq(endPos) = MaxSeq+1 (see ledger.seqBase)
+	s.epoch = ok.Epoch
 	s.maxFrame = min(int(ok.MaxFrameSize), p.cfg.maxFrameSize)
 	s.inbound.Store(p.preciseNow())
 	s.ready.Store(true)
@@ -193,12 +184,20 @@ func (p *Producer) handshake(s *session) error {
 	return nil
 }
 
-// abort fails every message pending now with err, before its deadline: the
-// broker refused the producer in a way that cannot heal by waiting.
+// abort fails every message pending now, in every lane, with err, before
+// its deadline: the broker refused the producer in a way that cannot heal
+// by waiting.
 func (p *Producer) abort(err error) {
-	p.abortErr.Store(&err)
-	_, tail := p.led.bounds()
-	p.led.failBelow(tail, ringbuf.Aborted)
+	for _, l := range p.lanesSnapshot() {
+		l.abort(err)
+	}
+}
+
+// abort fails every message pending in l now with err.
+func (l *lane) abort(err error) {
+	l.abortErr.Store(&err)
+	_, tail := l.led.bounds()
+	l.led.failBelow(tail, ringbuf.Aborted)
 }
 
 // afterFailure acts on why a connection attempt failed or a connection
@@ -234,136 +233,361 @@ func (p *Producer) afterFailure(err error) bool {
 // that later sends fail at once (enqueue returns err for the closed
 // ledger's ErrClosed until Close).
 func (p *Producer) fence(err error) {
+	p.lanesMu.Lock() // no lane is made from now on (see newLane)
 	p.fenced.Store(&err)
-	p.led.close() // before the tail is read: a send either fails or is below it
-	p.abort(err)
+	lanes := p.lanesSnapshot()
+	p.lanesMu.Unlock()
+	for _, l := range lanes {
+		l.led.close() // before the tail is read: a send either fails or is below it
+		l.abort(err)
+	}
 }
 
-// yield gives the name up under WaitForName after a fence: the messages
-// written under the fenced epoch and not acknowledged fail with err (the
-// broker may have stored them: resending them under a new epoch could
-// store them twice); once the dispatcher delivered every position below
-// maxWritten, the next HELLO asks for a new epoch, and its HELLO_OK moves
-// seqBase so that the messages never written get sequence IDs after the
-// name's last stored one (ledger.handshake). It reports false if the
-// producer is stopping.
+// yield gives the name up under WaitForName after a fence: in every lane,
+// the messages written under the fenced epoch and not acknowledged fail
+// with err (the broker may have stored them: resending them under a new
+// epoch could store them twice); once the dispatcher delivered every
+// position below maxWritten, the next HELLO asks for a new epoch, and each
+// lane's next TOPIC_OK moves its seqBase so that the messages never
+// written get sequence IDs after the topic's last stored one
+// (ledger.handshake). It reports false if the producer is stopping.
 func (p *Producer) yield(err error) bool {
-	p.abortErr.Store(&err)
-	written := p.led.maxWritten.Load()
-	p.led.failBelow(written, ringbuf.Aborted)
+	lanes := p.lanesSnapshot()
+	written := make([]uint64, len(lanes))
+	for i, l := range lanes {
+		l.abortErr.Store(&err)
+		written[i] = l.led.maxWritten.Load()
+		l.led.failBelow(written[i], ringbuf.Aborted)
+		l.fresh = true
+	}
 	p.incarnation = 0
 	select {
 	case <-p.stop:
 		return false
 	default:
 	}
-	return p.led.releasedBelow(written, p.stop)
+	for i, l := range lanes {
+		if !l.led.releasedBelow(written[i], p.stop) {
+			return false
+		}
+	}
+	return true
 }
 
-// writeLoop writes batches from the oldest unresolved position on, until the
-// session dies or the producer stops.
+// writeLoop serves every lane with something to write, one batch per lane
+// in turn, until the session dies or the producer stops. A lane is
+// declared on the connection (TOPIC) the first time it has something to
+// write there; its batches follow its TOPIC_OK. Lanes are independent: a
+// lane whose window is full, whose declaration is pending or refused, or
+// that lingers, waits on its own while the others are written.
 func (p *Producer) writeLoop(s *session, bufs chan *transport.Buffer) {
 	var bb wire.BatchBuilder
-	lim := batchLimits{messages: p.cfg.maxBatchMessages, bytes: p.cfg.maxBatchBytes, frame: s.maxFrame, end: s.endPos}
-	var pos uint64
+	var work, later []*lane
+	// Every lane that holds messages may have some to (re)send here.
+	for _, l := range p.lanesSnapshot() {
+		if head, tail := l.led.bounds(); head < tail {
+			l.pumpQueued.Store(true)
+			work = p.enter(work, l)
+		}
+	}
+	var answers []topicAnswer
+	lastForget := p.preciseNow()
 	for {
-		// Start, and go on, at the oldest position that may be unresolved:
-		// positions below head were resolved and may already hold newer
-		// messages, so never look below it.
-		pos = max(pos, p.led.resendFrom())
-		switch p.led.waitPublished(pos, s.dead, nil) {
-		case waitEnded:
+		if s.isDead() || p.stopping() {
+			p.leave(work, later)
 			return
-		case ledgerDone:
-			// Closed and everything written: wait for the end.
-			select {
-			case <-s.dead:
-			case <-p.stop:
+		}
+		answers = s.takeAnswers(answers[:0])
+		for _, a := range answers {
+			if l := p.answered(s, a); l != nil {
+				work = p.enter(work, l)
 			}
+		}
+		for _, l := range p.pumpDirty.take(nil) {
+			work = p.enter(work, l)
+		}
+		now := p.preciseNow()
+		if len(later) > 0 {
+			kept := later[:0]
+			for _, l := range later {
+				if l.notBefore <= now {
+					work = p.enter(work, l)
+				} else {
+					kept = append(kept, l)
+				}
+			}
+			later = kept
+		}
+		kept := work[:0]
+		for _, l := range work {
+			switch p.serve(s, l, &bb, bufs, now) {
+			case keep:
+				kept = append(kept, l)
+			case wait:
+				l.inWork = false
+				later = append(later, l)
+			case drop:
+				l.inWork = false
+			case dead:
+				p.leave(work, later)
+				return
+			}
+		}
+		clear(work[len(kept):])
+		work = kept
+		if now-lastForget >= int64(p.cfg.topicIdle)/2 {
+			p.forgetIdle(now)
+			lastForget = now
+		}
+		if len(work) == 0 && !p.parkPump(s, later) {
+			p.leave(work, later)
 			return
 		}
-		if pos >= s.endPos {
-			// A message is published whose sequence ID would be beyond
-			// wire.MaxSeq: nothing more can be sent under this name.
-			s.fail(fmt.Errorf("%w: sequence IDs of this name reached %d", ErrSequenceExhausted, uint64(wire.MaxSeq)))
-			return
+	}
+}
+
+// enter adds l to the pump's work list unless it is in it.
+func (p *Producer) enter(work []*lane, l *lane) []*lane {
+	if l.inWork {
+		return work
+	}
+	l.inWork = true
+	l.pumpQueued.Store(true)
+	return append(work, l)
+}
+
+// leave clears the pump's hold on the lanes of a session that ended: their
+// flags are set again when the next session puts them to work.
+func (p *Producer) leave(work, later []*lane) {
+	for _, l := range work {
+		l.inWork = false
+		l.pumpQueued.Store(false)
+	}
+	for _, l := range later {
+		l.pumpQueued.Store(false)
+	}
+}
+
+// served says what the pump does with a lane after serving it.
+type served uint8
+
+const (
+	keep served = iota // it has more to write now
+	wait               // it has more, not before l.notBefore
+	drop               // nothing to do until a kick (publish, receipt) or an answer
+	dead               // the session died
+)
+
+// serve writes at most one batch of l on s.
+func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs chan *transport.Buffer, now int64) served {
+	if l.conn != s {
+		l.conn, l.state, l.pos = s, undeclared, 0
+		l.inFlight = l.inFlight[:0]
+	}
+	l.pos = max(l.pos, l.led.resendFrom())
+	if !l.led.ring.Published(l.pos) {
+		return p.idleLane(l, func() bool { return l.led.ring.Published(l.pos) })
+	}
+	switch l.state {
+	case declaring:
+		return drop // its answer puts it back
+	case undeclared:
+		if l.notBefore > now {
+			return wait
 		}
-		if !p.awaitWindow(s) {
-			return
+		if err := p.declare(s, l); err != nil {
+			s.fail(err)
+			return dead
 		}
-		var buf *transport.Buffer
+		return drop
+	}
+	if l.pos >= l.endPos {
+		// A message is published whose sequence ID would be beyond
+		// wire.MaxSeq: nothing more can be sent on this topic under this
+		// name.
+		l.abort(fmt.Errorf("%w: sequence IDs of topic %q reached %d", ErrSequenceExhausted, l.topic, uint64(wire.MaxSeq)))
+		return drop
+	}
+	if !p.windowOpen(l) {
+		return p.idleLane(l, func() bool { return p.windowOpen(l) })
+	}
+	if p.cfg.linger > 0 && !l.led.ring.Published(l.pos+uint64(p.cfg.maxBatchMessages)-1) {
+		if l.notBefore == 0 {
+			l.notBefore = now + int64(p.cfg.linger)
+		}
+		if now < l.notBefore {
+			return wait
+		}
+	}
+	l.notBefore = 0
+	var buf *transport.Buffer
+	select {
+	case buf = <-bufs:
+	default:
 		select {
 		case buf = <-bufs:
-		default:
-			select {
-			case buf = <-bufs:
-			case <-s.dead:
-				return
-			case <-p.stop:
-				return
-			}
+		case <-s.dead:
+			return dead
+		case <-p.stop:
+			return dead
 		}
-		if p.cfg.linger > 0 && !p.linger(s, pos) {
-			giveBack(bufs, buf)
-			return
+	}
+	lim := batchLimits{topic: l.id, messages: p.cfg.maxBatchMessages, bytes: p.cfg.maxBatchBytes, frame: s.maxFrame, end: l.endPos}
+	var n int
+	l.pos, n = l.led.nextBatch(bb, l.pos, lim, p.preciseNow())
+	if n == 0 {
+		giveBack(bufs, buf)
+		return keep
+	}
+	rawLen := bb.Size()
+	buf.Bytes = bb.Take(p.comp, buf.Bytes)
+	p.stats.sent.Add(uint64(n))
+	p.stats.batches.Add(1)
+	p.stats.bytesRaw.Add(uint64(rawLen))
+	p.stats.bytesWire.Add(uint64(len(buf.Bytes)))
+	if err := s.conn.WriteFrame(buf); err != nil {
+		s.fail(err)
+		return dead
+	}
+	l.inFlight = append(l.inFlight, l.pos)
+	return keep
+}
+
+// idleLane takes l out of the pump's work until a kick: it clears l's flag,
+// then looks again (ready), so that a kick between the pump's look and the
+// clear is not lost.
+func (p *Producer) idleLane(l *lane, ready func() bool) served {
+	l.pumpQueued.Store(false)
+	if ready() && l.pumpQueued.CompareAndSwap(false, true) {
+		return keep
+	}
+	return drop
+}
+
+// windowOpen reports whether l has fewer than MaxFramesInFlight frames
+// written on its connection and not yet acknowledged. A frame is
+// acknowledged once the lane's acked cursor reached its end (receipts are
+// cumulative).
+func (p *Producer) windowOpen(l *lane) bool {
+	acked := l.led.acked.Load()
+	done := 0
+	for done < len(l.inFlight) && l.inFlight[done] <= acked {
+		done++
+	}
+	if done > 0 {
+		l.inFlight = l.inFlight[:copy(l.inFlight, l.inFlight[done:])]
+	}
+	return len(l.inFlight) < p.cfg.framesInFlight
+}
+
+// declare sends l's TOPIC on s: its id on s is the one it had there, or a
+// new one.
+func (p *Producer) declare(s *session, l *lane) error {
+	id, ok := s.ids[l.topic]
+	if !ok {
+		id = uint32(len(s.ids) + 1)
+		s.ids[l.topic] = id
+	}
+	l.id = id
+	s.byID.Store(id, l)
+	frame, err := wire.AppendTopic(nil, wire.Topic{ID: id, Name: l.topic})
+	if err != nil {
+		return err
+	}
+	l.state = declaring
+	return s.conn.WriteFrame(&transport.Buffer{Bytes: frame})
+}
+
+// answered acts on the broker's answer to a TOPIC and returns the lane to
+// put to work, if any.
+func (p *Producer) answered(s *session, a topicAnswer) *lane {
+	v, ok := s.byID.Load(a.id)
+	if !ok {
+		s.fail(fmt.Errorf("%w: %v for topic id %d, never declared", ErrProtocol, a.typ, a.id))
+		return nil
+	}
+	l := v.(*lane)
+	if l.conn != s || l.state != declaring || l.retired.Load() {
+		s.fail(fmt.Errorf("%w: %v for topic %q, not declaring", ErrProtocol, a.typ, l.topic))
+		return nil
+	}
+	if a.err != nil {
+		l.state = undeclared
+		if a.err.kind == ErrUnauthorized || a.err.kind == ErrFenced {
+			// It cannot heal by waiting: the topic's messages fail now;
+			// its next message declares it again.
+			p.report(a.err)
+			l.abort(a.err)
+			l.retries = 0
+			return l
 		}
-		var n int
-		pos, n = p.led.nextBatch(&bb, pos, lim, p.preciseNow())
-		if n == 0 {
-			giveBack(bufs, buf)
+		// Store trouble: declare it again after a backoff; its messages
+		// wait, within their deadlines.
+		p.report(a.err)
+		l.retries++
+		l.notBefore = p.preciseNow() + int64(min(p.cfg.backoffMin<<min(l.retries, 16), p.cfg.backoffMax))
+		return l
+	}
+	lost, err := l.led.handshake(a.lastSeq, l.fresh)
+	if err != nil {
+		if errors.Is(err, ErrSequenceExhausted) {
+			l.state = undeclared
+			l.abort(err)
+			return l
+		}
+		s.fail(err)
+		return nil
+	}
+	if lost != nil {
+		p.report(fmt.Errorf("topic %q: %w", l.topic, lost))
+	}
+	l.fresh, l.retries = false, 0
+	l.endPos = wire.MaxSeq - l.led.seqBase.Load() // seq(endPos) = MaxSeq+1 (see ledger.seqBase)
+	l.state = declared
+	l.pumpQueued.Store(true)
+	return l
+}
+
+// forgetIdle forgets the lanes that have had nothing pending for
+// TopicIdleTimeout (see retire).
+func (p *Producer) forgetIdle(now int64) {
+	idle := int64(p.cfg.topicIdle)
+	for _, l := range p.lanesSnapshot() {
+		if l == p.def || l.inWork || l.state == declaring || now-l.lastUsed.Load() < idle {
 			continue
 		}
-		rawLen := bb.Size()
-		buf.Bytes = bb.Take(p.comp, buf.Bytes)
-		p.stats.sent.Add(uint64(n))
-		p.stats.batches.Add(1)
-		p.stats.bytesRaw.Add(uint64(rawLen))
-		p.stats.bytesWire.Add(uint64(len(buf.Bytes)))
-		if err := s.conn.WriteFrame(buf); err != nil {
-			s.fail(err)
-			return
-		}
-		s.inFlight = append(s.inFlight, pos)
+		p.retire(l)
 	}
 }
 
-// awaitWindow waits until fewer than MaxFramesInFlight frames written on s
-// wait for their receipt. A frame is acknowledged once the ledger's acked
-// cursor reached its end (receipts are cumulative). It returns false if the
-// session died or the producer is stopping.
-func (p *Producer) awaitWindow(s *session) bool {
-	for {
-		acked := p.led.acked.Load()
-		done := 0
-		for done < len(s.inFlight) && s.inFlight[done] <= acked {
-			done++
-		}
-		if done > 0 {
-			s.inFlight = s.inFlight[:copy(s.inFlight, s.inFlight[done:])]
-		}
-		if len(s.inFlight) < p.cfg.framesInFlight {
-			return true
-		}
-		// A receipt arriving after the load above leaves a token: no
-		// wake-up is lost.
-		select {
-		case <-s.receipt:
-		case <-s.dead:
-			return false
-		case <-p.stop:
-			return false
+// parkPump waits until a lane may have work, an answer arrives, a lane in
+// later is due, or (false) the session dies or the producer stops.
+func (p *Producer) parkPump(s *session, later []*lane) bool {
+	var due int64
+	for _, l := range later {
+		if due == 0 || l.notBefore < due {
+			due = l.notBefore
 		}
 	}
-}
-
-// linger waits, up to Linger, until a full batch is published from pos. It
-// returns false if the session died or the producer is stopping.
-func (p *Producer) linger(s *session, pos uint64) bool {
-	last := pos + uint64(p.cfg.maxBatchMessages) - 1
-	t := p.clock.NewTimer(p.cfg.linger)
+	forget := p.cfg.topicIdle / 2
+	wait := forget
+	if due != 0 {
+		wait = min(wait, max(time.Duration(due-p.preciseNow()), 0))
+	}
+	p.pumpParked.Store(true)
+	defer p.pumpParked.Store(false)
+	if !p.pumpDirty.empty() || s.hasAnswers() {
+		return true
+	}
+	t := p.clock.NewTimer(wait)
 	defer t.Stop()
-	if p.led.waitPublished(last, s.dead, t.C()) == waitEnded {
+	select {
+	case <-p.pumpWake:
+	case <-t.C():
+	case <-s.dead:
+		return false
+	case <-p.stop:
 		return false
 	}
-	return !p.stopping()
+	return true
 }

@@ -29,7 +29,7 @@ func (p *Producer) SendAsync(ctx context.Context, msg *Message, cb Callback) err
 	if cb == nil {
 		return ErrNilCallback
 	}
-	_, err := p.send(ctx, msg, cb, nil, p.cfg.blockIfFull)
+	_, _, err := p.send(ctx, msg, cb, nil, p.cfg.blockIfFull)
 	return err
 }
 
@@ -39,7 +39,7 @@ func (p *Producer) TrySendAsync(ctx context.Context, msg *Message, cb Callback) 
 	if cb == nil {
 		return ErrNilCallback
 	}
-	_, err := p.send(ctx, msg, cb, nil, false)
+	_, _, err := p.send(ctx, msg, cb, nil, false)
 	return err
 }
 
@@ -53,7 +53,7 @@ func (p *Producer) TrySendAsync(ctx context.Context, msg *Message, cb Callback) 
 func (p *Producer) Send(ctx context.Context, msg *Message) (MessageID, error) {
 	w := waiters.Get().(*waiter)
 	defer waiters.Put(w)
-	pos, err := p.send(ctx, msg, nil, w, p.cfg.blockIfFull)
+	l, pos, err := p.send(ctx, msg, nil, w, p.cfg.blockIfFull)
 	if err != nil {
 		return 0, err
 	}
@@ -61,57 +61,70 @@ func (p *Producer) Send(ctx context.Context, msg *Message) (MessageID, error) {
 	if st == ringbuf.Acked {
 		return w.id, nil // the ID when it was acknowledged (see ledger.notify)
 	}
-	return p.outcome(pos, st, ctx)
+	return p.outcome(l, pos, st, ctx)
 }
 
 // send enqueues msg with either a callback or a Send's waiter and returns
-// its position.
-func (p *Producer) send(ctx context.Context, msg *Message, cb Callback, w *waiter, block bool) (uint64, error) {
+// its lane and position.
+func (p *Producer) send(ctx context.Context, msg *Message, cb Callback, w *waiter, block bool) (*lane, uint64, error) {
 	switch {
 	case ctx == nil:
-		return 0, ErrNilContext
+		return nil, 0, ErrNilContext
 	case msg == nil:
-		return 0, ErrNilMessage
+		return nil, 0, ErrNilMessage
 	}
 	size, err := p.cfg.validate(msg)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	msgs, sizes := [1]*Message{msg}, [1]int64{int64(size)}
-	pos, _, err := p.enqueue(ctx, msgs[:], sizes[:], cb, w, block)
-	return pos, err
+	l, pos, _, err := p.enqueue(ctx, msg.Topic, msgs[:], sizes[:], cb, w, block)
+	return l, pos, err
 }
 
-// enqueue puts a run of validated messages (sizes[i] bytes for msgs[i])
-// into the ledger for SendAsync, Send and SendBatch: as many as there is
-// room for, at least one unless it returns an error, all with the deadline
-// counted from now, callback cb or (for one message) Send's waiter w. With
-// block it waits for room while not even the first fits. It returns the
-// first position and how many it enqueued.
-func (p *Producer) enqueue(ctx context.Context, msgs []*Message, sizes []int64, cb Callback, w *waiter, block bool) (uint64, int, error) {
+// enqueue puts a run of validated messages of one topic (sizes[i] bytes
+// for msgs[i]) into its lane's ledger for SendAsync, Send and SendBatch: as
+// many as there is room for, at least one unless it returns an error, all
+// with the deadline counted from now, callback cb or (for one message)
+// Send's waiter w. With block it waits for room while not even the first
+// fits. It returns the lane, the first position and how many it enqueued.
+func (p *Producer) enqueue(ctx context.Context, topic string, msgs []*Message, sizes []int64, cb Callback, w *waiter, block bool) (*lane, uint64, int, error) {
 	var cctx context.Context // what the entries keep: nil when ctx can never end
 	if ctx.Done() != nil {
 		if err := ctx.Err(); err != nil {
-			return 0, 0, err
+			return nil, 0, 0, err
 		}
 		cctx = ctx
 	}
 	deadline := p.now() + int64(p.cfg.sendTimeout)
-	first, n, waited, err := p.led.claim(ctx, sizes, deadline, block, p.preciseNow, p.newTimer)
-	if err != nil {
-		if f := p.fenced.Load(); f != nil && err == ErrClosed && !p.closing.Load() {
-			err = *f // the ledger was closed by the fence, not by Close
+	for {
+		l, err := p.laneFor(topic)
+		if err != nil {
+			return nil, 0, 0, err
 		}
-		return 0, 0, err
-	}
-	p.led.publish(first, msgs[:n], cb, cctx, deadline, w)
-	if waited {
-		now := p.preciseNow()
-		for pos := first; pos < first+uint64(n); pos++ {
-			p.led.enteredLate(pos, deadline, now)
+		first, n, waited, err := l.led.claim(ctx, sizes, deadline, block, p.preciseNow, p.newTimer)
+		if err == ErrClosed && l.retired.Load() {
+			continue // forgotten meanwhile (see retire): its successor takes it
 		}
+		if err != nil {
+			if f := p.fenced.Load(); f != nil && err == ErrClosed && !p.closing.Load() {
+				err = *f // the ledger was closed by the fence, not by Close
+			}
+			return nil, 0, 0, err
+		}
+		l.led.publish(first, msgs[:n], cb, cctx, deadline, w)
+		if l != p.def {
+			l.lastUsed.Store(deadline - int64(p.cfg.sendTimeout))
+		}
+		p.kickPump(l)
+		if waited {
+			now := p.preciseNow()
+			for pos := first; pos < first+uint64(n); pos++ {
+				l.led.enteredLate(pos, deadline, now)
+			}
+		}
+		return l, first, n, nil
 	}
-	return first, n, nil
 }
 
 // newTimer starts a timer on the producer's clock: its channel and its stop.

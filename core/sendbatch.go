@@ -39,12 +39,20 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*Message, cb Callback) 
 	var sizes [batchClaim]int64
 	for n < len(msgs) {
 		// Validate the next run; verr stops it at the first bad message.
+		// A run is of one topic: it ends where the next message's begins.
 		k := 0
 		var verr error
+		topic := ""
+		if m := msgs[n]; m != nil {
+			topic = m.Topic
+		}
 		for ; k < len(sizes) && n+k < len(msgs); k++ {
 			m := msgs[n+k]
 			if m == nil {
 				verr = ErrNilMessage
+				break
+			}
+			if m.Topic != topic && !(p.isDefault(m.Topic) && p.isDefault(topic)) {
 				break
 			}
 			size, err := p.cfg.validate(m)
@@ -57,7 +65,7 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*Message, cb Callback) 
 		if k == 0 {
 			return n, verr
 		}
-		_, got, err := p.enqueue(ctx, msgs[n:n+k], sizes[:k], cb, nil, p.cfg.blockIfFull)
+		_, _, got, err := p.enqueue(ctx, topic, msgs[n:n+k], sizes[:k], cb, nil, p.cfg.blockIfFull)
 		if err != nil {
 			return n, err
 		}
@@ -68,3 +76,6 @@ func (p *Producer) SendBatch(ctx context.Context, msgs []*Message, cb Callback) 
 	}
 	return n, nil
 }
+
+// isDefault reports whether a message's topic is the producer's Topic.
+func (p *Producer) isDefault(topic string) bool { return topic == "" || topic == p.cfg.topic }

@@ -18,17 +18,20 @@ type session struct {
 	helloOK  chan wire.HelloOK
 	ready    atomic.Bool  // HELLO_OK processed: receipts may be resolved
 	maxFrame int          // negotiated; pump only
-	lastSeq  uint64       // the broker's, from HELLO_OK; pump only
 	epoch    uint64       // the producer's, from HELLO_OK; pump only
-	endPos   uint64       // the first position whose sequence ID would be beyond wire.MaxSeq; pump only
 	inbound  atomic.Int64 // when the last frame arrived (producer ns)
 
-	// The window (see MaxFramesInFlight): the end position of every BATCH
-	// frame written on this connection and not yet known to be
-	// acknowledged, oldest first (pump only); receipt has a token after
-	// each RECEIPT, for a pump waiting for room.
-	inFlight []uint64
-	receipt  chan struct{} // capacity 1
+	// The topics declared on this connection: ids by topic (the pump's; a
+	// topic keeps its id for the life of the connection, also when its
+	// lane is forgotten and made anew), lanes by id (the pump stores, the
+	// transport's goroutine reads receipts with it).
+	ids  map[string]uint32
+	byID sync.Map // uint32 -> *lane
+
+	// The broker's answers to TOPIC, for the pump.
+	answersMu sync.Mutex
+	answers   []topicAnswer
+	receipts  []wire.Receipt // OnFrame's, reused
 
 	once sync.Once
 	dead chan struct{} // closed by fail
@@ -36,8 +39,38 @@ type session struct {
 }
 
 func newSession(p *Producer) *session {
-	return &session{p: p, helloOK: make(chan wire.HelloOK, 1), dead: make(chan struct{}),
-		inFlight: make([]uint64, 0, p.cfg.framesInFlight), receipt: make(chan struct{}, 1)}
+	return &session{p: p, helloOK: make(chan wire.HelloOK, 1), dead: make(chan struct{}), ids: make(map[string]uint32)}
+}
+
+// topicAnswer is a TOPIC_OK (err nil) or a TOPIC_ERROR.
+type topicAnswer struct {
+	typ     wire.Type
+	id      uint32
+	lastSeq uint64
+	err     *brokerError
+}
+
+// answer queues a for the pump and wakes it.
+func (s *session) answer(a topicAnswer) {
+	s.answersMu.Lock()
+	s.answers = append(s.answers, a)
+	s.answersMu.Unlock()
+	s.p.wakePump()
+}
+
+// takeAnswers appends the queued answers to dst and empties the queue.
+func (s *session) takeAnswers(dst []topicAnswer) []topicAnswer {
+	s.answersMu.Lock()
+	dst = append(dst, s.answers...)
+	s.answers = s.answers[:0]
+	s.answersMu.Unlock()
+	return dst
+}
+
+func (s *session) hasAnswers() bool {
+	s.answersMu.Lock()
+	defer s.answersMu.Unlock()
+	return len(s.answers) > 0
 }
 
 // fail marks the session dead (the first reason wins). Safe from any
@@ -82,16 +115,36 @@ func (s *session) OnFrame(frame []byte) {
 			s.fail(fmt.Errorf("%w: RECEIPT before HELLO_OK", ErrProtocol))
 			return
 		}
-		r, err := wire.DecodeReceipt(frame)
+		rs, err := wire.DecodeReceipts(frame, s.receipts[:0])
+		s.receipts = rs
 		if err != nil {
 			s.fail(wrap(ErrProtocol, fmt.Errorf("bad RECEIPT: %w", err)))
 			return
 		}
-		s.p.led.ackThrough(r.Seq)
-		select {
-		case s.receipt <- struct{}{}:
-		default:
+		for _, r := range rs {
+			v, ok := s.byID.Load(r.Topic)
+			if !ok {
+				s.fail(fmt.Errorf("%w: RECEIPT for topic id %d, never declared", ErrProtocol, r.Topic))
+				return
+			}
+			l := v.(*lane)
+			l.led.ackThrough(r.Seq)
+			s.p.kickPump(l) // its window may have room now
 		}
+	case wire.TypeTopicOK:
+		t, err := wire.DecodeTopicOK(frame)
+		if err != nil {
+			s.fail(wrap(ErrProtocol, err))
+			return
+		}
+		s.answer(topicAnswer{typ: typ, id: t.ID, lastSeq: t.LastSeq})
+	case wire.TypeTopicError:
+		t, err := wire.DecodeTopicError(frame)
+		if err != nil {
+			s.fail(wrap(ErrProtocol, err))
+			return
+		}
+		s.answer(topicAnswer{typ: typ, id: t.ID, err: newBrokerError(wire.Error{Code: t.Code, Text: t.Text})})
 	case wire.TypeHelloOK:
 		h, err := wire.DecodeHelloOK(frame)
 		if err != nil {
@@ -131,7 +184,7 @@ func (s *session) OnClose(err error) {
 func (s *session) hello(epoch uint64) ([]byte, error) {
 	c := &s.p.cfg
 	h := wire.Hello{Version: wire.Version, MaxFrameSize: uint32(c.maxFrameSize), Epoch: epoch,
-		Yield: c.access != Fencing, Producer: c.name, Topic: c.topic}
+		Yield: c.access != Fencing, Producer: c.name}
 	if c.token != nil {
 		h.Token = *c.token
 	}

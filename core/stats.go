@@ -22,8 +22,9 @@ func (c *counters) delivered() uint64 {
 
 // Stats is a snapshot of a Producer's counters.
 type Stats struct {
-	Pending      int    // messages enqueued and not yet released (callback not yet run)
+	Pending      int    // messages enqueued and not yet released (callback not yet run), every topic
 	PendingBytes int64  // their bytes: payload plus metadata, as MaxPendingBytes counts them
+	Topics       int    // topics the producer holds state for (see TopicIdleTimeout)
 	Unacked      int    // messages written to a connection and not yet resolved (no receipt, no failure)
 	Sent         uint64 // messages written to a connection, resends included
 	Acked        uint64 // success callbacks
@@ -40,11 +41,15 @@ type Stats struct {
 // cheap (atomic loads); the fields are read one by one, so they are not a
 // single consistent instant.
 func (p *Producer) Stats() Stats {
-	pending, bytes := p.led.pending()
+	unacked := 0
+	for _, l := range p.lanesSnapshot() {
+		unacked += l.led.unackedNow()
+	}
 	return Stats{
-		Pending:      pending,
-		PendingBytes: bytes,
-		Unacked:      p.led.unackedNow(),
+		Pending:      int(p.budget.count.Load()),
+		PendingBytes: p.budget.bytes.Load(),
+		Topics:       len(p.lanesSnapshot()),
+		Unacked:      unacked,
 		Sent:         p.stats.sent.Load(),
 		Acked:        p.stats.acked.Load(),
 		TimedOut:     p.stats.timedOut.Load(),

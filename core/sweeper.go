@@ -17,18 +17,26 @@ const minSweep = 200 * time.Microsecond
 func (p *Producer) runSweeper() {
 	t := p.clock.NewTimer(p.cfg.sendTimeout)
 	defer t.Stop()
-	var from uint64 // every position below is known to be resolved
 	var due []lateEntry
 	for {
 		select {
 		case <-t.C():
-		case <-p.led.sweepWake:
+		case <-p.sweepWake:
 		case <-p.stop:
 			return
 		}
 		now := p.preciseNow()
 		var next int64
-		from, next, due = p.led.expireDue(from, now, due)
+		for _, l := range p.lanesSnapshot() {
+			if head, tail := l.led.bounds(); head >= tail && l.led.late.empty() {
+				continue
+			}
+			var n int64
+			l.sweepFrom, n, due = l.led.expireDue(l.sweepFrom, now, due)
+			if n != 0 {
+				next = minDeadline(next, n)
+			}
+		}
 		wait := p.cfg.sendTimeout
 		if next != 0 {
 			wait = max(time.Duration(next-now), minSweep)

@@ -65,7 +65,8 @@ type watchHandler struct {
 
 func (h *watchHandler) OnFrame(frame []byte) {
 	if t, err := wire.TypeOf(frame); err == nil && t == wire.TypeReceipt {
-		if r, err := wire.DecodeReceipt(frame); err == nil {
+		if rs, err := wire.DecodeReceipts(frame, nil); err == nil && len(rs) == 1 {
+			r := rs[0]
 			h.w.mu.Lock()
 			i := 0
 			for i < len(h.w.lasts) && h.w.lasts[i] <= r.Seq {

@@ -72,7 +72,7 @@ func (r *Ring[T]) TryClaimN(sizes []int64) (uint64, int, error) {
 		}
 		if r.tail.CompareAndSwap(t, t+uint64(k)) {
 			for i, s := range sizes[:k] {
-				r.slots[(t+uint64(i))&r.mask].size = s
+				r.alloc(t + uint64(i)).size = s
 			}
 			return t, k, nil
 		}
@@ -135,7 +135,7 @@ func (r *Ring[T]) ClaimN(sizes []int64, done <-chan struct{}) (uint64, int, erro
 // deadline must be set before.
 func (r *Ring[T]) PublishN(first uint64, n int) {
 	for pos := first; pos < first+uint64(n); pos++ {
-		r.slots[pos&r.mask].state.Store(word(pos, Pending))
+		r.slot(pos).state.Store(word(pos, Pending))
 	}
 	r.consumer.wake()
 }

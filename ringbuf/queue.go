@@ -18,7 +18,7 @@ func (r *Ring[T]) Drain(dst []T, max int, done <-chan struct{}) ([]T, error) {
 	}
 	p := h
 	for n := 0; n < max && r.Published(p); n++ {
-		dst = append(dst, r.slots[p&r.mask].Value)
+		dst = append(dst, r.slot(p).Value)
 		p++
 	}
 	r.Release(p)

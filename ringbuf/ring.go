@@ -48,10 +48,18 @@ type Ring[T any] struct {
 	limit    uint64
 	maxBytes int64
 	mask     uint64
-	slots    []Slot[T]
+	// pages hold the slots, pageLen each, allocated by the first claim
+	// that lands in them: a ring that never fills costs the pages it used,
+	// not its capacity (many rings, one per topic, most of them small).
+	// A page, once there, stays until the ring is dropped.
+	pages    []atomic.Pointer[[pageLen]Slot[T]]
 	space    event  // head moved, bytes freed, or closed
 	consumer parker // the consumer waits here for a publish
 }
+
+// pageLen is the number of slots allocated at once (a ring smaller than
+// that uses the first Cap slots of its one page).
+const pageLen = 16
 
 // New returns a ring that holds at most limit positions and maxBytes bytes
 // reserved by their claims (a single claim larger than maxBytes is admitted
@@ -70,14 +78,46 @@ func New[T any](limit int, maxBytes int64) (*Ring[T], error) {
 		limit:    uint64(limit),
 		maxBytes: maxBytes,
 		mask:     capacity - 1,
-		slots:    make([]Slot[T], capacity),
+		pages:    make([]atomic.Pointer[[pageLen]Slot[T]], (capacity+pageLen-1)/pageLen),
 		consumer: newParker(),
 	}
 	return r, nil
 }
 
 // Cap returns the number of slots: a power of two at least New's limit.
-func (r *Ring[T]) Cap() int { return len(r.slots) }
+func (r *Ring[T]) Cap() int { return int(r.mask + 1) }
+
+// slot returns the slot of a position that was claimed: its page exists.
+func (r *Ring[T]) slot(pos uint64) *Slot[T] {
+	i := pos & r.mask
+	return &r.pages[i/pageLen].Load()[i%pageLen]
+}
+
+// peek returns the slot of pos, or nil while no claim has reached its page.
+func (r *Ring[T]) peek(pos uint64) *Slot[T] {
+	i := pos & r.mask
+	pg := r.pages[i/pageLen].Load()
+	if pg == nil {
+		return nil
+	}
+	return &pg[i%pageLen]
+}
+
+// alloc returns the slot of pos, which the caller just claimed, allocating
+// its page if no claim did before. Claimers racing for one page agree on
+// the first one stored.
+func (r *Ring[T]) alloc(pos uint64) *Slot[T] {
+	i := pos & r.mask
+	pp := &r.pages[i/pageLen]
+	pg := pp.Load()
+	if pg == nil {
+		pg = new([pageLen]Slot[T])
+		if !pp.CompareAndSwap(nil, pg) {
+			pg = pp.Load()
+		}
+	}
+	return &pg[i%pageLen]
+}
 
 // Head returns the oldest position not yet released.
 func (r *Ring[T]) Head() uint64 { return r.head.Load() }
@@ -136,7 +176,7 @@ func (r *Ring[T]) TryClaim(size int64) (uint64, error) {
 			reserved = true
 		}
 		if r.tail.CompareAndSwap(t, t+1) {
-			r.slots[t&r.mask].size = size
+			r.alloc(t).size = size
 			return t, nil
 		}
 	}
@@ -201,19 +241,23 @@ func (r *Ring[T]) unreserve(size int64) {
 
 // Slot returns the slot of position pos. Whoever holds pos in a given state
 // decides what may be read or written; see Slot.
-func (r *Ring[T]) Slot(pos uint64) *Slot[T] { return &r.slots[pos&r.mask] }
+func (r *Ring[T]) Slot(pos uint64) *Slot[T] { return r.slot(pos) }
 
 // Publish makes a claimed position visible to the consumer in state Pending.
 // The slot's Value and deadline must be set before.
 func (r *Ring[T]) Publish(pos uint64) {
-	r.slots[pos&r.mask].state.Store(word(pos, Pending))
+	r.slot(pos).state.Store(word(pos, Pending))
 	r.consumer.wake()
 }
 
 // State returns the state of position pos, or Unpublished if its slot does
 // not hold pos (not yet published, or already recycled).
 func (r *Ring[T]) State(pos uint64) State {
-	w := r.slots[pos&r.mask].state.Load()
+	s := r.peek(pos)
+	if s == nil {
+		return Unpublished
+	}
+	w := s.state.Load()
 	if w>>stateBits != stamp(pos) {
 		return Unpublished
 	}
@@ -222,14 +266,16 @@ func (r *Ring[T]) State(pos uint64) State {
 
 // Published reports whether position pos is published and not recycled.
 func (r *Ring[T]) Published(pos uint64) bool {
-	return r.slots[pos&r.mask].state.Load()>>stateBits == stamp(pos)
+	s := r.peek(pos)
+	return s != nil && s.state.Load()>>stateBits == stamp(pos)
 }
 
 // Transition moves position pos from state from to state to and reports
 // whether it did. It fails if pos is in another state or its slot was
 // recycled.
 func (r *Ring[T]) Transition(pos uint64, from, to State) bool {
-	return r.slots[pos&r.mask].state.CompareAndSwap(word(pos, from), word(pos, to))
+	s := r.peek(pos)
+	return s != nil && s.state.CompareAndSwap(word(pos, from), word(pos, to))
 }
 
 // Resolve moves position pos from Pending or Written to the resolved state
@@ -238,9 +284,12 @@ func (r *Ring[T]) Transition(pos uint64, from, to State) bool {
 // Resolve yields until that ends (both are short and owned by running
 // goroutines). to must be a resolved state.
 func (r *Ring[T]) Resolve(pos uint64, to State) (State, bool) {
-	s := &r.slots[pos&r.mask]
 	for {
-		w := s.state.Load()
+		s := r.peek(pos)
+		var w uint64
+		if s != nil {
+			w = s.state.Load()
+		}
 		if w>>stateBits != stamp(pos) {
 			if pos < r.head.Load() || pos >= r.Tail() {
 				return Unpublished, false
@@ -307,17 +356,17 @@ func (r *Ring[T]) WaitPublishedUntil(pos uint64, done <-chan struct{}, timeout <
 
 // Release frees every position below upto: their values are zeroed (so the
 // ring keeps no references), their bytes are returned, and claimers waiting
-// for room are woken. The consumer must have finished with them. Consumer
-// only.
-func (r *Ring[T]) Release(upto uint64) {
+// for room are woken. The consumer must have finished with them. It
+// returns how many positions and bytes it freed. Consumer only.
+func (r *Ring[T]) Release(upto uint64) (int, int64) {
 	h := r.head.Load()
 	if upto <= h {
-		return
+		return 0, 0
 	}
 	var freed int64
 	var zero T
 	for p := h; p < upto; p++ {
-		s := &r.slots[p&r.mask]
+		s := r.slot(p)
 		freed += s.size
 		s.Value = zero
 	}
@@ -326,6 +375,7 @@ func (r *Ring[T]) Release(upto uint64) {
 	}
 	r.head.Store(upto)
 	r.space.broadcast()
+	return int(upto - h), freed
 }
 
 // WaitHead waits until every position below target is released. It returns
@@ -361,3 +411,20 @@ func (r *Ring[T]) Close() {
 	r.consumer.parked.Store(false)
 	r.consumer.kick()
 }
+
+// CloseIfEmpty is Close for a ring that holds no live position: it closes
+// the ring and reports true only if every claimed position was released
+// (head equals tail) at the instant it closed, so no claim can have
+// succeeded in between. It reports false, and changes nothing, otherwise or
+// if the ring is closed already.
+func (r *Ring[T]) CloseIfEmpty() bool {
+	t := r.tail.Load()
+	if t&closedBit != 0 || r.head.Load() != t || !r.tail.CompareAndSwap(t, t|closedBit) {
+		return false
+	}
+	r.Close()
+	return true
+}
+
+// Closed reports whether Close (or CloseIfEmpty) closed the ring.
+func (r *Ring[T]) Closed() bool { return r.tail.Load()&closedBit != 0 }

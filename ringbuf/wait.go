@@ -64,3 +64,20 @@ func (p *parker) kick() {
 	default:
 	}
 }
+
+// Signal wakes every goroutine waiting for a condition that another
+// goroutine makes true, for conditions kept beside rings (a memory budget
+// several rings share). Waiters Arm, re-check their condition, then block
+// on the returned channel, and Disarm once after every Arm; the signaller
+// changes the condition, then calls Broadcast, which costs one atomic load
+// when nobody waits. The zero value is ready to use.
+type Signal struct{ e event }
+
+// Arm starts a wait: the channel is closed by the next Broadcast.
+func (s *Signal) Arm() <-chan struct{} { return s.e.arm() }
+
+// Disarm ends a wait begun with Arm.
+func (s *Signal) Disarm() { s.e.disarm() }
+
+// Broadcast wakes every armed waiter.
+func (s *Signal) Broadcast() { s.e.broadcast() }

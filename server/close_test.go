@@ -43,7 +43,7 @@ func TestCloseLeavesNoHalfOpenConns(t *testing.T) {
 				total.Add(1)
 				wg.Go(func() {
 					defer c.Close()
-					h, _ := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "racer", Topic: wire.DefaultTopic})
+					h, _ := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "racer"})
 					_, _ = c.Write(h)
 					_ = c.SetReadDeadline(time.Now().Add(time.Second))
 					_, err := c.Read(make([]byte, 64))

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inflightmq/inflight/broker"
-	"github.com/inflightmq/inflight/core"
 	"github.com/inflightmq/inflight/internal/testcert"
 	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/server"
@@ -83,15 +82,6 @@ func (e *env) dialOpts() []stdnet.DialOption {
 	return []stdnet.DialOption{stdnet.ClientTLS(e.ca.ClientConfig())}
 }
 
-// newProducer dials addr with a stdnet.Dialer and returns a producer
-// closed, with its dialer, at the end of the test.
-func newProducer(t *testing.T, addr string, dopts []stdnet.DialOption, opts ...core.Option) (*core.Producer, *testkit.ErrLog) {
-	t.Helper()
-	d, err := stdnet.NewDialer(addr, dopts...)
-	require.NoError(t, err)
-	return testkit.NewProducer(t, d, d.Close, uniqueName(t.Name()), opts...)
-}
-
 var nameSeq atomic.Int64
 
 func uniqueName(base string) string { return fmt.Sprintf("%s-%d", base, nameSeq.Add(1)) }
@@ -128,7 +118,7 @@ func (r *rawConn) write(b []byte) {
 
 func (r *rawConn) hello(name string) {
 	r.t.Helper()
-	h, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: name, Topic: wire.DefaultTopic})
+	h, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: name})
 	require.NoError(r.t, err)
 	r.write(h)
 	typ, err := wire.TypeOf(r.read())
@@ -181,7 +171,7 @@ func isTimeout(err error) bool {
 
 func batchFrame(first uint64, recs ...[]byte) []byte {
 	var bb wire.BatchBuilder
-	bb.Reset(nil, first)
+	bb.Reset(nil, 0, first)
 	for _, r := range recs {
 		bb.Add(r)
 	}

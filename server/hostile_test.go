@@ -103,7 +103,7 @@ func dialTLS(t *testing.T, addr string, cfg *tls.Config) *rawConn {
 
 func helloBytes(t *testing.T, name string) []byte {
 	t.Helper()
-	h, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: name, Topic: wire.DefaultTopic})
+	h, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: name})
 	require.NoError(t, err)
 	return h
 }
@@ -185,7 +185,7 @@ func TestPreHelloConnectionClosed(t *testing.T) {
 		// keep it open.
 		r := dialTLS(t, srv.Addr().String(), cfg)
 		r.write(func() []byte {
-			h, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "till-1", Topic: "orders"})
+			h, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "till-1"})
 			require.NoError(t, err)
 			return h
 		}())

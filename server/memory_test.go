@@ -27,7 +27,7 @@ func (discardStore) Append(string, string, uint64, []broker.Record) error { retu
 func bombFrame(t *testing.T) []byte {
 	t.Helper()
 	var bb wire.BatchBuilder
-	bb.Reset(nil, 1)
+	bb.Reset(nil, 0, 1)
 	rec := make([]byte, 1000)
 	for bb.Size()+wire.RecordOverhead(len(rec))+len(rec) <= wire.DefaultMaxFrameSize-64 {
 		bb.Add(rec)

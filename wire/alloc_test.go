@@ -14,7 +14,7 @@ func TestAllocsBatchBuild(t *testing.T) {
 	var bb wire.BatchBuilder
 	buf := make([]byte, 0, 16<<10)
 	allocs := testing.AllocsPerRun(100, func() {
-		bb.Reset(buf, 1)
+		bb.Reset(buf, 0, 1)
 		for range 100 {
 			bb.Add(rec)
 		}
@@ -51,13 +51,15 @@ func TestAllocsBatchDecode(t *testing.T) {
 
 func TestAllocsReceipt(t *testing.T) {
 	buf := make([]byte, 0, 64)
+	rs := make([]wire.Receipt, 0, 4)
 	var seq uint64
 	allocs := testing.AllocsPerRun(100, func() {
 		seq++
-		frame := wire.AppendReceipt(buf[:0], wire.Receipt{Seq: seq})
-		r, err := wire.DecodeReceipt(frame)
-		if err != nil || r.Seq != seq {
-			t.Fatal(r, err)
+		in := []wire.Receipt{{Topic: 1, Seq: seq}, {Topic: 7, Seq: seq + 1}}
+		frame := wire.AppendReceipts(buf[:0], in)
+		out, err := wire.DecodeReceipts(frame, rs[:0])
+		if err != nil || len(out) != 2 || out[0] != in[0] || out[1] != in[1] {
+			t.Fatal(out, err)
 		}
 	})
 	if allocs != 0 {

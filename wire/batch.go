@@ -7,13 +7,14 @@ import (
 )
 
 // BatchHeaderSize is the size of a BATCH frame before its data: the frame
-// header (5 bytes) and the batch header (21 bytes).
+// header (5 bytes) and the batch header (25 bytes). topic is the id a TOPIC
+// frame declared on the connection; the records are that topic's.
 //
-//	 0      4    5          13      17    18      22    26
-//	+------+----+----------+-------+-----+-------+-----+---------+
-//	|length|type| firstSeq | count |codec|rawLen | crc | data... |
-//	+------+----+----------+-------+-----+-------+-----+---------+
-const BatchHeaderSize = 4 + 1 + 21
+//	 0      4    5       9          17      21    22      26    30
+//	+------+----+-------+----------+-------+-----+-------+-----+---------+
+//	|length|type| topic | firstSeq | count |codec|rawLen | crc | data... |
+//	+------+----+-------+----------+-------+-----+-------+-----+---------+
+const BatchHeaderSize = 4 + 1 + 25
 
 // MaxSeq is the highest sequence id a record may have: 2^63-1. A BATCH
 // whose last record would be beyond it is malformed, which a broker
@@ -25,7 +26,8 @@ const MaxSeq = 1<<63 - 1
 
 // Offsets of the batch header fields within a BATCH frame.
 const (
-	offFirstSeq = HeaderSize
+	offTopic    = HeaderSize
+	offFirstSeq = offTopic + 4
 	offCount    = offFirstSeq + 8
 	offCodec    = offCount + 4
 	offRawLen   = offCodec + 1
@@ -39,6 +41,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // Batch is a decoded BATCH frame. Data aliases the frame it was decoded
 // from and is valid only as long as that frame is.
 type Batch struct {
+	Topic    uint32 // the topic's id on the connection (see Topic)
 	FirstSeq uint64 // sequence id of the first record, at least 1
 	Count    uint32 // number of records, at least 1
 	Codec    Codec  // compression of Data
@@ -61,6 +64,7 @@ func DecodeBatch(frame []byte) (Batch, error) {
 			ErrTruncated, len(b), BatchHeaderSize-HeaderSize)
 	}
 	bt := Batch{
+		Topic:    binary.BigEndian.Uint32(frame[offTopic:]),
 		FirstSeq: binary.BigEndian.Uint64(frame[offFirstSeq:]),
 		Count:    binary.BigEndian.Uint32(frame[offCount:]),
 		Codec:    Codec(frame[offCodec]),

@@ -73,7 +73,7 @@ func TestBatchRoundTrip(t *testing.T) {
 func patched(frame []byte, edit func(f []byte)) []byte {
 	f := append([]byte(nil), frame...)
 	edit(f)
-	binary.BigEndian.PutUint32(f[22:], crc32.Checksum(f[wire.BatchHeaderSize:], castagnoli))
+	binary.BigEndian.PutUint32(f[26:], crc32.Checksum(f[wire.BatchHeaderSize:], castagnoli))
 	return f
 }
 
@@ -83,24 +83,25 @@ func TestDecodeBatchErrors(t *testing.T) {
 	flipped := append([]byte(nil), valid...)
 	flipped[wire.BatchHeaderSize+1] ^= 0x01 // a data byte; CRC left stale
 	badCRC := append([]byte(nil), valid...)
-	badCRC[23] ^= 0x80
+	badCRC[27] ^= 0x80
 
 	for _, tc := range []struct {
 		name  string
 		frame []byte
 		want  error
 	}{
-		{"zero count", patched(valid, func(f []byte) { be.PutUint32(f[13:], 0) }), wire.ErrMalformed},
-		{"zero first seq", patched(valid, func(f []byte) { be.PutUint64(f[5:], 0) }), wire.ErrMalformed},
-		{"seq overflow", patched(valid, func(f []byte) { be.PutUint64(f[5:], math.MaxUint64) }), wire.ErrMalformed},
+		{"zero count", patched(valid, func(f []byte) { be.PutUint32(f[17:], 0) }), wire.ErrMalformed},
+		{"zero first seq", patched(valid, func(f []byte) { be.PutUint64(f[9:], 0) }), wire.ErrMalformed},
+		{"seq overflow", patched(valid, func(f []byte) { be.PutUint64(f[9:], math.MaxUint64) }), wire.ErrMalformed},
 		{"raw len below count", rawBatch(1, 5, wire.CodecZstd, 4, []byte("data")), wire.ErrMalformed},
-		{"raw len mismatch", patched(valid, func(f []byte) { be.PutUint32(f[18:], 4) }), wire.ErrMalformed},
-		{"raw len too big", patched(valid, func(f []byte) { be.PutUint32(f[18:], 1<<20) }), wire.ErrMalformed},
-		{"codec 4", patched(valid, func(f []byte) { f[17] = 4 }), wire.ErrUnsupportedCodec},
-		{"codec 9", patched(valid, func(f []byte) { f[17] = 9 }), wire.ErrUnsupportedCodec},
+		{"raw len mismatch", patched(valid, func(f []byte) { be.PutUint32(f[22:], 4) }), wire.ErrMalformed},
+		{"raw len too big", patched(valid, func(f []byte) { be.PutUint32(f[22:], 1<<20) }), wire.ErrMalformed},
+		{"codec 4", patched(valid, func(f []byte) { f[21] = 4 }), wire.ErrUnsupportedCodec},
+		{"codec 9", patched(valid, func(f []byte) { f[21] = 9 }), wire.ErrUnsupportedCodec},
 		{"flipped data byte", flipped, wire.ErrChecksum},
 		{"flipped crc", badCRC, wire.ErrChecksum},
-		{"header only", frameOf(wire.TypeBatch, make([]byte, 20)), wire.ErrTruncated},
+		{"any topic id", patched(valid, func(f []byte) { be.PutUint32(f[5:], math.MaxUint32) }), nil},
+		{"header only", frameOf(wire.TypeBatch, make([]byte, 24)), wire.ErrTruncated},
 	} {
 		_, err := wire.DecodeBatch(tc.frame)
 		if !errors.Is(err, tc.want) {
@@ -192,7 +193,7 @@ func TestRecordsCodec(t *testing.T) {
 func TestBatchMaxFrame(t *testing.T) {
 	rec := bytes.Repeat([]byte("r"), 1000)
 	var bb wire.BatchBuilder
-	bb.Reset(make([]byte, 0, wire.DefaultMaxFrameSize), 1)
+	bb.Reset(make([]byte, 0, wire.DefaultMaxFrameSize), 0, 1)
 	for bb.Size()+2*(wire.RecordOverhead(len(rec))+len(rec)) <= wire.DefaultMaxFrameSize {
 		bb.Add(rec)
 	}
@@ -247,7 +248,7 @@ func TestBatchBuilder(t *testing.T) {
 	}
 
 	buf := make([]byte, 0, 4096)
-	bb.Reset(buf, 77)
+	bb.Reset(buf, 0, 77)
 	if bb.FirstSeq() != 77 || bb.Size() != wire.BatchHeaderSize || bb.Count() != 0 {
 		t.Fatalf("after Reset: FirstSeq %d Size %d Count %d", bb.FirstSeq(), bb.Size(), bb.Count())
 	}
@@ -267,7 +268,7 @@ func TestBatchBuilder(t *testing.T) {
 	}
 
 	// Reuse the returned frame's memory for the next batch.
-	bb.Reset(frame, 82)
+	bb.Reset(frame, 0, 82)
 	bb.Add([]byte("again"))
 	next := bb.Finish()
 	if &next[0] != &buf[:1][0] {
@@ -278,7 +279,7 @@ func TestBatchBuilder(t *testing.T) {
 	}
 
 	// Finish with nothing added still yields a whole (if invalid) frame.
-	bb.Reset(nil, 5)
+	bb.Reset(nil, 0, 5)
 	empty := bb.Finish()
 	if len(empty) != wire.BatchHeaderSize {
 		t.Fatalf("empty frame is %d bytes", len(empty))
@@ -306,5 +307,39 @@ func TestCRCKnownAnswer(t *testing.T) {
 	// The CRC-32C check value; guards against a wrong polynomial.
 	if got := crc32.Checksum([]byte("123456789"), castagnoli); got != 0xE3069283 {
 		t.Fatalf("CRC-32C check value %08x", got)
+	}
+}
+
+// TestBatchTopic: the topic id given to Reset is in the frame, compressed
+// or not, and DecodeBatch reads it back.
+func TestBatchTopic(t *testing.T) {
+	c, err := wire.NewCompressor(wire.CodecS2, wire.LevelDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []uint32{0, 1, 0xdeadbeef, math.MaxUint32} {
+		var bb wire.BatchBuilder
+		bb.Reset(nil, id, 5)
+		for range 20 {
+			bb.Add(bytes.Repeat([]byte("compressible "), 10))
+		}
+		if bb.Topic() != id {
+			t.Fatalf("Topic() = %d, want %d", bb.Topic(), id)
+		}
+		for _, compress := range []bool{false, true} {
+			var frame []byte
+			if compress {
+				var ok bool
+				if frame, ok = bb.FinishCompressed(c, nil); !ok {
+					t.Fatal("not compressed")
+				}
+			} else {
+				frame = bb.Finish()
+			}
+			b, err := wire.DecodeBatch(frame)
+			if err != nil || b.Topic != id || b.FirstSeq != 5 || b.Count != 20 {
+				t.Errorf("topic %d, compressed %v: %+v, %v", id, compress, b, err)
+			}
+		}
 	}
 }

@@ -26,25 +26,28 @@ func uvarintLen(x uint64) int {
 // concurrent use.
 //
 //	var bb BatchBuilder
-//	bb.Reset(buf, firstSeq)
+//	bb.Reset(buf, topic, firstSeq)
 //	for ... { if bb.Size()+RecordOverhead(n)+n > limit { break }; bb.AddRecord(p, key, headers, t) }
 //	frame := bb.Finish()
 //	... write frame ...
-//	bb.Reset(frame, nextSeq) // reuses frame's memory
+//	bb.Reset(frame, topic, nextSeq) // reuses frame's memory
 //
-// The zero value behaves as if Reset(nil, 0) had been called.
+// The zero value behaves as if Reset(nil, 0, 0) had been called.
 type BatchBuilder struct {
 	buf      []byte
+	topic    uint32
 	firstSeq uint64
 	count    int
 }
 
-// Reset starts a new batch in buf[:0] whose first record gets sequence id
-// firstSeq (which must be at least 1 for the frame to be valid). It reserves
-// BatchHeaderSize bytes for the header, allocating only if buf lacks capacity.
-func (b *BatchBuilder) Reset(buf []byte, firstSeq uint64) {
+// Reset starts a new batch of the topic declared as topic in buf[:0] whose
+// first record gets sequence id firstSeq (which must be at least 1 for the
+// frame to be valid). It reserves BatchHeaderSize bytes for the header,
+// allocating only if buf lacks capacity.
+func (b *BatchBuilder) Reset(buf []byte, topic uint32, firstSeq uint64) {
 	var hdr [BatchHeaderSize]byte
 	b.buf = append(buf[:0], hdr[:]...)
+	b.topic = topic
 	b.firstSeq = firstSeq
 	b.count = 0
 }
@@ -53,7 +56,7 @@ func (b *BatchBuilder) Reset(buf []byte, firstSeq uint64) {
 // time.Time{}).
 func (b *BatchBuilder) Add(payload []byte) {
 	if len(b.buf) < BatchHeaderSize {
-		b.Reset(b.buf, b.firstSeq)
+		b.Reset(b.buf, b.topic, b.firstSeq)
 	}
 	b.buf = append(binary.AppendUvarint(b.buf, uint64(len(payload))), 0) // flags 0: no metadata
 	b.buf = append(b.buf, payload...)
@@ -79,7 +82,7 @@ func (b *BatchBuilder) AddRecord(payload, key []byte, headers []Header, eventTim
 // AddRecord stays small enough to inline.
 func (b *BatchBuilder) addMeta(payload, key []byte, headers []Header, eventTime time.Time) {
 	if len(b.buf) < BatchHeaderSize {
-		b.Reset(b.buf, b.firstSeq)
+		b.Reset(b.buf, b.topic, b.firstSeq)
 	}
 	n := metaLen(key, headers, eventTime) + len(payload)
 	b.buf = binary.AppendUvarint(b.buf, uint64(n))
@@ -100,6 +103,9 @@ func (b *BatchBuilder) Size() int { return max(len(b.buf), BatchHeaderSize) }
 // capacity in a later Reset.
 func (b *BatchBuilder) Bytes() []byte { return b.buf }
 
+// Topic returns the topic id given to Reset.
+func (b *BatchBuilder) Topic() uint32 { return b.topic }
+
 // FirstSeq returns the sequence id given to Reset.
 func (b *BatchBuilder) FirstSeq() uint64 { return b.firstSeq }
 
@@ -112,9 +118,9 @@ func (b *BatchBuilder) FirstSeq() uint64 { return b.firstSeq }
 // it), before building the next batch.
 func (b *BatchBuilder) Finish() []byte {
 	if len(b.buf) < BatchHeaderSize {
-		b.Reset(b.buf, b.firstSeq)
+		b.Reset(b.buf, b.topic, b.firstSeq)
 	}
-	putBatchHeader(b.buf, b.firstSeq, b.count, CodecNone, len(b.buf)-BatchHeaderSize)
+	putBatchHeader(b.buf, b.topic, b.firstSeq, b.count, CodecNone, len(b.buf)-BatchHeaderSize)
 	return b.buf
 }
 
@@ -126,7 +132,7 @@ func (b *BatchBuilder) Finish() []byte {
 // capacity.
 func (b *BatchBuilder) FinishCompressed(c *Compressor, dst []byte) (frame []byte, compressed bool) {
 	if len(b.buf) < BatchHeaderSize {
-		b.Reset(b.buf, b.firstSeq)
+		b.Reset(b.buf, b.topic, b.firstSeq)
 	}
 	raw := b.buf[BatchHeaderSize:]
 	if c == nil || c.codec == CodecNone || len(raw) < minCompress {
@@ -138,7 +144,7 @@ func (b *BatchBuilder) FinishCompressed(c *Compressor, dst []byte) (frame []byte
 	if len(data) > len(raw)-len(raw)/8 {
 		return b.Finish(), false
 	}
-	putBatchHeader(f, b.firstSeq, b.count, c.codec, len(raw))
+	putBatchHeader(f, b.topic, b.firstSeq, b.count, c.codec, len(raw))
 	return f, true
 }
 
@@ -148,9 +154,10 @@ const minCompress = 64
 
 // putBatchHeader fills the header of the BATCH frame f, whose data follows
 // BatchHeaderSize, CRC included.
-func putBatchHeader(f []byte, firstSeq uint64, count int, codec Codec, rawLen int) {
+func putBatchHeader(f []byte, topic uint32, firstSeq uint64, count int, codec Codec, rawLen int) {
 	binary.BigEndian.PutUint32(f, uint32(len(f)-prefixSize))
 	f[prefixSize] = byte(TypeBatch)
+	binary.BigEndian.PutUint32(f[offTopic:], topic)
 	binary.BigEndian.PutUint64(f[offFirstSeq:], firstSeq)
 	binary.BigEndian.PutUint32(f[offCount:], uint32(count))
 	f[offCodec] = byte(codec)
@@ -164,7 +171,7 @@ func putBatchHeader(f []byte, firstSeq uint64, count int, codec Codec, rawLen in
 // caller owns the returned frame (the builder never writes it again) and
 // may pass it back as dst once it is written, so a pool of buffers and one
 // builder trade memory without copies or allocations. Start the next batch
-// with Reset(b.Bytes(), seq).
+// with Reset(b.Bytes(), topic, seq).
 func (b *BatchBuilder) Take(c *Compressor, dst []byte) []byte {
 	frame, compressed := b.FinishCompressed(c, dst)
 	if compressed {

@@ -23,7 +23,7 @@ const fuzzLimit = 1 << 20
 func batchFrame(codec Codec, count, rawLen int, data []byte) []byte {
 	f := make([]byte, BatchHeaderSize, BatchHeaderSize+len(data))
 	f = append(f, data...)
-	putBatchHeader(f, 1, count, codec, rawLen)
+	putBatchHeader(f, 0, 1, count, codec, rawLen)
 	return f
 }
 
@@ -31,7 +31,7 @@ func batchFrame(codec Codec, count, rawLen int, data []byte) []byte {
 // compresses.
 func seedBlock() []byte {
 	var bb BatchBuilder
-	bb.Reset(nil, 1)
+	bb.Reset(nil, 0, 1)
 	for i := range 50 {
 		bb.Add([]byte("level=info msg=\"request served\" path=/v1/items/" + string(rune('a'+i%26)) + " status=200"))
 	}
@@ -197,7 +197,7 @@ func FuzzCompressRoundTrip(f *testing.F) {
 			if cp.level != Level(level%3) {
 				continue
 			}
-			bb.Reset(buf, 1)
+			bb.Reset(buf, 0, 1)
 			for _, r := range recs {
 				bb.Add(r)
 			}

@@ -242,7 +242,7 @@ func TestFinishCompressedBuffers(t *testing.T) {
 	}
 
 	rnd := randomBytes(4, 1000)
-	bb.Reset(buf, 1)
+	bb.Reset(buf, 0, 1)
 	bb.Add(rnd)
 	frame, ok = bb.FinishCompressed(c, dst)
 	if ok || &frame[0] != &buf[:1][0] {
@@ -254,7 +254,7 @@ func TestFinishCompressedBuffers(t *testing.T) {
 
 	// A nil compressor, an empty builder and a block under the threshold
 	// are all sent as is.
-	bb.Reset(buf, 1)
+	bb.Reset(buf, 0, 1)
 	bb.Add(bytes.Repeat([]byte("a"), 40))
 	if _, ok := bb.FinishCompressed(nil, dst); ok {
 		t.Error("nil compressor compressed")
@@ -522,7 +522,7 @@ func TestCompressedCorruption(t *testing.T) {
 			// With the CRC fixed up, damage reaches the decoder, which must
 			// refuse it. (Data damaged in a literal may decode to other
 			// bytes of the right size: only the CRC catches that.)
-			raw := int(binary.BigEndian.Uint32(frame[18:]))
+			raw := int(binary.BigEndian.Uint32(frame[22:]))
 			data := frame[wire.BatchHeaderSize:]
 			for name, bad := range map[string][]byte{
 				"truncated":     data[:len(data)/2],

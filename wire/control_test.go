@@ -28,20 +28,26 @@ func TestControlRoundTrip(t *testing.T) {
 		decode func([]byte) (any, error)
 		want   any
 	}{
-		{"hello", mustHello(wire.Hello{Version: wire.Version, MaxFrameSize: wire.MinMaxFrameSize, Producer: "p", Topic: wire.DefaultTopic}),
-			decoders[wire.TypeHello], wire.Hello{Version: wire.Version, MaxFrameSize: wire.MinMaxFrameSize, Producer: "p", Topic: wire.DefaultTopic}},
-		{"hello long name", mustHello(wire.Hello{Version: wire.Version, MaxFrameSize: math.MaxUint32, Producer: strings.Repeat("n", 255), Topic: wire.DefaultTopic}),
-			decoders[wire.TypeHello], wire.Hello{Version: wire.Version, MaxFrameSize: math.MaxUint32, Producer: strings.Repeat("n", 255), Topic: wire.DefaultTopic}},
-		{"hello epoch and yield", mustHello(wire.Hello{Version: wire.Version, MaxFrameSize: wire.MinMaxFrameSize, Epoch: math.MaxUint64, Yield: true, Producer: "p", Topic: "t"}),
-			decoders[wire.TypeHello], wire.Hello{Version: wire.Version, MaxFrameSize: wire.MinMaxFrameSize, Epoch: math.MaxUint64, Yield: true, Producer: "p", Topic: "t"}},
+		{"hello", mustHello(wire.Hello{Version: wire.Version, MaxFrameSize: wire.MinMaxFrameSize, Producer: "p"}),
+			decoders[wire.TypeHello], wire.Hello{Version: wire.Version, MaxFrameSize: wire.MinMaxFrameSize, Producer: "p"}},
+		{"hello long name", mustHello(wire.Hello{Version: wire.Version, MaxFrameSize: math.MaxUint32, Producer: strings.Repeat("n", 255)}),
+			decoders[wire.TypeHello], wire.Hello{Version: wire.Version, MaxFrameSize: math.MaxUint32, Producer: strings.Repeat("n", 255)}},
+		{"hello epoch and yield", mustHello(wire.Hello{Version: wire.Version, MaxFrameSize: wire.MinMaxFrameSize, Epoch: math.MaxUint64, Yield: true, Producer: "p"}),
+			decoders[wire.TypeHello], wire.Hello{Version: wire.Version, MaxFrameSize: wire.MinMaxFrameSize, Epoch: math.MaxUint64, Yield: true, Producer: "p"}},
 		{"hello_ok zero seq", wire.AppendHelloOK([]byte("prefix"), wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize, Epoch: 1}),
 			decoders[wire.TypeHelloOK], wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize, Epoch: 1}},
-		{"hello_ok max seq", wire.AppendHelloOK([]byte("prefix"), wire.HelloOK{LastSeq: math.MaxUint64, MaxFrameSize: 1 << 10, Epoch: math.MaxUint64}),
-			decoders[wire.TypeHelloOK], wire.HelloOK{LastSeq: math.MaxUint64, MaxFrameSize: 1 << 10, Epoch: math.MaxUint64}},
-		{"receipt", wire.AppendReceipt([]byte("prefix"), wire.Receipt{Seq: 1 << 40}),
-			decoders[wire.TypeReceipt], wire.Receipt{Seq: 1 << 40}},
+		{"hello_ok max seq", wire.AppendHelloOK([]byte("prefix"), wire.HelloOK{MaxFrameSize: 1 << 10, Epoch: math.MaxUint64}),
+			decoders[wire.TypeHelloOK], wire.HelloOK{MaxFrameSize: 1 << 10, Epoch: math.MaxUint64}},
+		{"receipt", wire.AppendReceipt([]byte("prefix"), wire.Receipt{Topic: 3, Seq: 1 << 40}),
+			decoders[wire.TypeReceipt], []wire.Receipt{{Topic: 3, Seq: 1 << 40}}},
 		{"receipt zero", wire.AppendReceipt([]byte("prefix"), wire.Receipt{}),
-			decoders[wire.TypeReceipt], wire.Receipt{}},
+			decoders[wire.TypeReceipt], []wire.Receipt{{}}},
+		{"receipts", wire.AppendReceipts([]byte("prefix"), []wire.Receipt{{Topic: 1, Seq: 2}, {Topic: math.MaxUint32, Seq: math.MaxUint64}}),
+			decoders[wire.TypeReceipt], []wire.Receipt{{Topic: 1, Seq: 2}, {Topic: math.MaxUint32, Seq: math.MaxUint64}}},
+		{"topic", wire.AppendTopicOK([]byte("prefix"), wire.TopicOK{ID: 9, LastSeq: 77}),
+			decoders[wire.TypeTopicOK], wire.TopicOK{ID: 9, LastSeq: 77}},
+		{"topic_error", wire.AppendTopicError([]byte("prefix"), wire.TopicError{ID: 9, Code: wire.CodeUnauthorized, Text: "no"}),
+			decoders[wire.TypeTopicError], wire.TopicError{ID: 9, Code: wire.CodeUnauthorized, Text: "no"}},
 		{"error", wire.AppendError([]byte("prefix"), wire.Error{Code: wire.CodeChecksum, Text: "crc mismatch in batch 9"}),
 			decoders[wire.TypeError], wire.Error{Code: wire.CodeChecksum, Text: "crc mismatch in batch 9"}},
 		{"error unknown code", wire.AppendError([]byte("prefix"), wire.Error{Code: 4242}),
@@ -88,7 +94,15 @@ func TestTruncations(t *testing.T) {
 		for n := range bodyLen {
 			f := withBodyLen(s.frame, n)
 			_, err := decoders[s.typ](f)
-			if s.typ == wire.TypeError && n >= 2 {
+			if s.typ == wire.TypeError && n >= 2 || s.typ == wire.TypeTopicError && n >= 6 {
+				// The text runs to the end: a shorter text.
+				if err != nil {
+					t.Errorf("%s body cut to %d: %v", s.name, n, err)
+				}
+				continue
+			}
+			if s.name == "receipts" && n > 0 && n%12 == 0 {
+				// Fewer whole entries.
 				if err != nil {
 					t.Errorf("%s body cut to %d: %v", s.name, n, err)
 				}
@@ -96,6 +110,13 @@ func TestTruncations(t *testing.T) {
 			}
 			if err == nil {
 				t.Errorf("%s body cut to %d: decoded", s.name, n)
+			}
+			if s.typ == wire.TypeReceipt {
+				// Not a whole number of entries: malformed.
+				if !errors.Is(err, wire.ErrMalformed) {
+					t.Errorf("%s body cut to %d: %v, want ErrMalformed", s.name, n, err)
+				}
+				continue
 			}
 			if s.typ != wire.TypeBatch && s.typ != wire.TypeError && !errors.Is(err, wire.ErrTruncated) {
 				t.Errorf("%s body cut to %d: %v, want ErrTruncated", s.name, n, err)
@@ -112,7 +133,7 @@ func TestTrailingBytes(t *testing.T) {
 		if _, err := decoders[s.typ](f); !errors.Is(err, wire.ErrMalformed) {
 			t.Errorf("%s + byte after frame: %v, want ErrMalformed", s.name, err)
 		}
-		if s.typ == wire.TypeError {
+		if s.typ == wire.TypeError || s.typ == wire.TypeTopicError {
 			continue // text runs to the end
 		}
 		f = withBodyLen(s.frame, len(s.frame)-wire.HeaderSize+1)
@@ -145,7 +166,7 @@ func TestDecodeUnexpectedType(t *testing.T) {
 }
 
 func TestHelloErrors(t *testing.T) {
-	valid := wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "p", Topic: wire.DefaultTopic}
+	valid := wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "p"}
 	for _, tc := range []struct {
 		name string
 		edit func(*wire.Hello)
@@ -154,10 +175,6 @@ func TestHelloErrors(t *testing.T) {
 		{"long name", func(h *wire.Hello) { h.Producer = strings.Repeat("n", 256) }},
 		{"small limit", func(h *wire.Hello) { h.MaxFrameSize = wire.MinMaxFrameSize - 1 }},
 		{"zero limit", func(h *wire.Hello) { h.MaxFrameSize = 0 }},
-		{"empty topic", func(h *wire.Hello) { h.Topic = "" }},
-		{"long topic", func(h *wire.Hello) { h.Topic = strings.Repeat("t", wire.MaxTopicLen+1) }},
-		{"topic with a space", func(h *wire.Hello) { h.Topic = "a b" }},
-		{"topic with a wildcard", func(h *wire.Hello) { h.Topic = "a.>" }},
 	} {
 		h := valid
 		tc.edit(&h)
@@ -175,21 +192,17 @@ func TestHelloErrors(t *testing.T) {
 	}{
 		{"version 1 (its layout, no topic)", []byte{0, 1, 0, 0x40, 0, 0, 1, 'p'}, wire.ErrVersion},
 		{"version 2 (its layout, no epoch)", []byte{0, 2, 0, 0x40, 0, 0, 1, 'p', 1, 't'}, wire.ErrVersion},
-		{"version 4", []byte{0, 4, 0, 0x40, 0, 0, 1, 'p', 1, 't'}, wire.ErrVersion},
+		{"version 3 (its layout, a topic)", append([]byte{0, 3, 0, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0}, 1, 'p', 1, 't'), wire.ErrVersion},
+		{"version 5", []byte{0, 5, 0, 0x40, 0, 0, 1, 'p'}, wire.ErrVersion},
 		{"version 0", []byte{0, 0, 0, 0x40, 0, 0, 1, 'p', 1, 't'}, wire.ErrVersion},
-		{"version 4 other layout", []byte{0, 4}, wire.ErrVersion},
+		{"version 3 other layout", []byte{0, 3}, wire.ErrVersion},
 		{"one byte", []byte{0}, wire.ErrTruncated},
-		{"no epoch", []byte{0, 3, 0, 0x40, 0, 0, 1, 'p', 1, 't'}, wire.ErrTruncated},
+		{"no epoch", []byte{0, 4, 0, 0x40, 0, 0, 1, 'p'}, wire.ErrTruncated},
 		{"no name length", hb(0), wire.ErrTruncated},
-		{"no topic length", hb(0, 1, 'p'), wire.ErrTruncated},
-		{"empty name", hb(0, 0, 1, 't'), wire.ErrMalformed},
-		{"name short", hb(0, 3, 'p', 'q', 1), wire.ErrTruncated},
-		{"topic short", hb(0, 1, 'p', 2, 't'), wire.ErrTruncated},
-		{"topic long", hb(0, 1, 'p', 1, 't', 'u'), wire.ErrMalformed},
-		{"empty topic", hb(0, 1, 'p', 0), wire.ErrMalformed},
-		{"topic charset", hb(0, 1, 'p', 1, '*'), wire.ErrMalformed},
-		{"unknown flag", hb(2, 1, 'p', 1, 't'), wire.ErrMalformed},
-		{"small limit", append([]byte{0, 3, 0, 0, 3, 0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0}, 1, 'p', 1, 't'), wire.ErrMalformed},
+		{"empty name", hb(0, 0), wire.ErrMalformed},
+		{"name short", hb(0, 3, 'p', 'q'), wire.ErrTruncated},
+		{"unknown flag", hb(2, 1, 'p'), wire.ErrMalformed},
+		{"small limit", append([]byte{0, 4, 0, 0, 3, 0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0}, 1, 'p'), wire.ErrMalformed},
 	} {
 		if _, err := wire.DecodeHello(frameOf(wire.TypeHello, tc.body)); !errors.Is(err, tc.want) {
 			t.Errorf("%s: DecodeHello: %v, want %v", tc.name, err, tc.want)
@@ -197,16 +210,16 @@ func TestHelloErrors(t *testing.T) {
 	}
 }
 
-// hb is the body of a version 3 HELLO with a 4 MiB limit and epoch 7, whose
+// hb is the body of a version 4 HELLO with a 4 MiB limit and epoch 7, whose
 // flags byte and the rest are given.
 func hb(flags byte, rest ...byte) []byte {
-	return append([]byte{0, 3, 0, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, flags}, rest...)
+	return append([]byte{0, 4, 0, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, flags}, rest...)
 }
 
 func TestHelloOKMalformed(t *testing.T) {
 	for _, h := range []wire.HelloOK{
-		{LastSeq: 1, MaxFrameSize: wire.MinMaxFrameSize - 1, Epoch: 1},
-		{LastSeq: 1, MaxFrameSize: wire.MinMaxFrameSize},
+		{MaxFrameSize: wire.MinMaxFrameSize - 1, Epoch: 1},
+		{MaxFrameSize: wire.MinMaxFrameSize},
 	} {
 		if _, err := wire.DecodeHelloOK(wire.AppendHelloOK(nil, h)); !errors.Is(err, wire.ErrMalformed) {
 			t.Errorf("DecodeHelloOK(%+v): %v, want ErrMalformed", h, err)
@@ -284,7 +297,7 @@ func TestCodeOf(t *testing.T) {
 }
 
 func TestHelloToken(t *testing.T) {
-	h := wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "p", Topic: wire.DefaultTopic}
+	h := wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "p"}
 	plain, err := wire.AppendHello(nil, h)
 	if err != nil {
 		t.Fatal(err)
@@ -327,7 +340,7 @@ func TestHelloToken(t *testing.T) {
 
 func TestTokenNeverPrints(t *testing.T) {
 	const secret = "s3cret-token-value"
-	h := wire.Hello{Producer: "p", Topic: "t", Token: secret}
+	h := wire.Hello{Producer: "p", Token: secret}
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	log.Info("hello", "token", h.Token, "hello", h)
@@ -342,5 +355,131 @@ func TestTokenNeverPrints(t *testing.T) {
 	}
 	if string(h.Token) != secret {
 		t.Errorf("the token's bytes changed")
+	}
+}
+
+func TestTopicFrames(t *testing.T) {
+	long := strings.Repeat("t", wire.MaxTopicLen)
+	for _, tp := range []wire.Topic{{ID: 0, Name: "a"}, {ID: math.MaxUint32, Name: long}, {ID: 7, Name: "orders.eu-1_x"}} {
+		f, err := wire.AppendTopic([]byte("prefix"), tp)
+		if err != nil {
+			t.Fatalf("AppendTopic(%+v): %v", tp, err)
+		}
+		got, err := wire.DecodeTopic(f[len("prefix"):])
+		if err != nil || got != tp {
+			t.Errorf("DecodeTopic: %+v, %v; want %+v", got, err, tp)
+		}
+	}
+	for _, name := range []string{"", strings.Repeat("t", wire.MaxTopicLen+1), "a b", "a.>", "a*"} {
+		dst := []byte("keep")
+		if got, err := wire.AppendTopic(dst, wire.Topic{ID: 1, Name: name}); !errors.Is(err, wire.ErrMalformed) || string(got) != "keep" {
+			t.Errorf("AppendTopic(%q) = %q, %v; want dst unchanged, ErrMalformed", name, got, err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		body []byte
+		want error
+	}{
+		{"empty", nil, wire.ErrTruncated},
+		{"no name length", []byte{0, 0, 0, 1}, wire.ErrTruncated},
+		{"name short", []byte{0, 0, 0, 1, 2, 't'}, wire.ErrTruncated},
+		{"name long", []byte{0, 0, 0, 1, 1, 't', 'u'}, wire.ErrMalformed},
+		{"empty name", []byte{0, 0, 0, 1, 0}, wire.ErrMalformed},
+		{"name charset", []byte{0, 0, 0, 1, 1, '*'}, wire.ErrMalformed},
+	} {
+		if _, err := wire.DecodeTopic(frameOf(wire.TypeTopic, tc.body)); !errors.Is(err, tc.want) {
+			t.Errorf("%s: DecodeTopic: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if _, err := wire.DecodeTopic(wire.AppendTopicOK(nil, wire.TopicOK{ID: 1})); !errors.Is(err, wire.ErrUnexpectedType) {
+		t.Errorf("DecodeTopic of a TOPIC_OK: %v, want ErrUnexpectedType", err)
+	}
+}
+
+func TestTopicOKFrames(t *testing.T) {
+	for _, ok := range []wire.TopicOK{{}, {ID: math.MaxUint32, LastSeq: math.MaxUint64}, {ID: 3, LastSeq: 42}} {
+		got, err := wire.DecodeTopicOK(wire.AppendTopicOK(nil, ok))
+		if err != nil || got != ok {
+			t.Errorf("DecodeTopicOK: %+v, %v; want %+v", got, err, ok)
+		}
+	}
+	for _, body := range [][]byte{nil, make([]byte, 11), make([]byte, 13)} {
+		if _, err := wire.DecodeTopicOK(frameOf(wire.TypeTopicOK, body)); !errors.Is(err, wire.ErrTruncated) && !errors.Is(err, wire.ErrMalformed) {
+			t.Errorf("DecodeTopicOK of a %d-byte body: %v, want ErrTruncated or ErrMalformed", len(body), err)
+		}
+	}
+}
+
+func TestTopicErrorFrames(t *testing.T) {
+	for _, e := range []wire.TopicError{
+		{ID: 1, Code: wire.CodeUnauthorized, Text: "alice may not write topic x"},
+		{ID: math.MaxUint32, Code: wire.ErrorCode(999)},
+		{ID: 0, Code: wire.CodeStore, Text: strings.Repeat("x", wire.MaxErrorTextLen)},
+	} {
+		got, err := wire.DecodeTopicError(wire.AppendTopicError(nil, e))
+		if err != nil || got != e {
+			t.Errorf("DecodeTopicError: %+v, %v; want %+v", got, err, e)
+		}
+	}
+	// A longer text is cut on the wire.
+	got, err := wire.DecodeTopicError(wire.AppendTopicError(nil, wire.TopicError{ID: 2, Code: wire.CodeStore, Text: strings.Repeat("y", wire.MaxErrorTextLen+10)}))
+	if err != nil || len(got.Text) > wire.MaxErrorTextLen {
+		t.Errorf("long text: %d bytes, %v", len(got.Text), err)
+	}
+	for _, tc := range []struct {
+		name string
+		body []byte
+		want error
+	}{
+		{"empty", nil, wire.ErrTruncated},
+		{"no code", []byte{0, 0, 0, 1}, wire.ErrTruncated},
+		{"text too long", append([]byte{0, 0, 0, 1, 0, 7}, strings.Repeat("z", wire.MaxErrorTextLen+1)...), wire.ErrMalformed},
+	} {
+		if _, err := wire.DecodeTopicError(frameOf(wire.TypeTopicError, tc.body)); !errors.Is(err, tc.want) {
+			t.Errorf("%s: DecodeTopicError: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestReceiptEntries(t *testing.T) {
+	many := make([]wire.Receipt, wire.MaxReceiptEntries)
+	for i := range many {
+		many[i] = wire.Receipt{Topic: uint32(i), Seq: uint64(i) * 3}
+	}
+	for _, rs := range [][]wire.Receipt{
+		{{Topic: 0, Seq: 1}},
+		{{Topic: 1, Seq: 5}, {Topic: math.MaxUint32, Seq: math.MaxUint64}, {Topic: 9, Seq: 0}},
+		many,
+	} {
+		dst := []wire.Receipt{{Topic: 42, Seq: 42}}
+		got, err := wire.DecodeReceipts(wire.AppendReceipts(nil, rs), dst)
+		if err != nil || len(got) != 1+len(rs) || got[0] != dst[0] {
+			t.Fatalf("DecodeReceipts of %d entries: %d, %v", len(rs), len(got), err)
+		}
+		for i, r := range rs {
+			if got[1+i] != r {
+				t.Fatalf("entry %d: %+v, want %+v", i, got[1+i], r)
+			}
+		}
+	}
+	if got, err := wire.DecodeReceipts(wire.AppendReceipt(nil, wire.Receipt{Topic: 3, Seq: 8}), nil); err != nil || len(got) != 1 || got[0] != (wire.Receipt{Topic: 3, Seq: 8}) {
+		t.Errorf("AppendReceipt: %+v, %v", got, err)
+	}
+	tooMany := append(many, wire.Receipt{Topic: 1})
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+	}{
+		{"no entry", frameOf(wire.TypeReceipt, nil)},
+		{"part of an entry", frameOf(wire.TypeReceipt, make([]byte, 11))},
+		{"an entry and a half", frameOf(wire.TypeReceipt, make([]byte, 18))},
+		{"too many entries", wire.AppendReceipts(nil, tooMany)},
+	} {
+		dst := []wire.Receipt{{Topic: 1}}
+		got, err := wire.DecodeReceipts(tc.frame, dst)
+		if !errors.Is(err, wire.ErrMalformed) || len(got) != 1 {
+			t.Errorf("%s: DecodeReceipts: %d entries, %v; want dst unchanged, ErrMalformed", tc.name, len(got), err)
+		}
 	}
 }

@@ -24,9 +24,11 @@ const (
 	// Version is the protocol version this package speaks, sent in HELLO.
 	// Version 2 added the topic to HELLO and the metadata (key, headers,
 	// event time) to each record; version 3 the epoch to HELLO and
-	// HELLO_OK (fencing, see Hello). A broker answers a HELLO of another
-	// version with an ERROR frame of code CodeVersion.
-	Version uint16 = 3
+	// HELLO_OK (fencing, see Hello); version 4 many topics per connection
+	// (TOPIC, TOPIC_OK and TOPIC_ERROR; a topic id in BATCH and RECEIPT;
+	// no topic in HELLO, no sequence ID in HELLO_OK). A broker answers a
+	// HELLO of another version with an ERROR frame of code CodeVersion.
+	Version uint16 = 4
 )
 
 // prefixSize is the size of the length prefix.
@@ -37,23 +39,29 @@ type Type uint8
 
 // Frame types.
 const (
-	TypeHello   Type = 1 // producer -> broker: version, limit, producer name, epoch
-	TypeHelloOK Type = 2 // broker -> producer: last stored seq, limit, epoch
-	TypeBatch   Type = 3 // producer -> broker: records
-	TypeReceipt Type = 4 // broker -> producer: highest stored seq
-	TypeError   Type = 5 // broker -> producer: code and text, then close
-	TypePing    Type = 6 // producer -> broker: liveness probe (after HELLO only)
-	TypePong    Type = 7 // broker -> producer: answer to PING with its nonce
+	TypeHello      Type = 1  // producer -> broker: version, limit, producer name, epoch
+	TypeHelloOK    Type = 2  // broker -> producer: limit, epoch
+	TypeBatch      Type = 3  // producer -> broker: records of one declared topic
+	TypeReceipt    Type = 4  // broker -> producer: highest stored seq, per topic
+	TypeError      Type = 5  // broker -> producer: code and text, then close
+	TypePing       Type = 6  // producer -> broker: liveness probe (after HELLO only)
+	TypePong       Type = 7  // broker -> producer: answer to PING with its nonce
+	TypeTopic      Type = 8  // producer -> broker: declares a topic id for this connection
+	TypeTopicOK    Type = 9  // broker -> producer: the topic's last stored seq
+	TypeTopicError Type = 10 // broker -> producer: the topic is refused; the connection goes on
 )
 
 var typeNames = [...]string{
-	TypeHello:   "HELLO",
-	TypeHelloOK: "HELLO_OK",
-	TypeBatch:   "BATCH",
-	TypeReceipt: "RECEIPT",
-	TypeError:   "ERROR",
-	TypePing:    "PING",
-	TypePong:    "PONG",
+	TypeHello:      "HELLO",
+	TypeHelloOK:    "HELLO_OK",
+	TypeBatch:      "BATCH",
+	TypeReceipt:    "RECEIPT",
+	TypeError:      "ERROR",
+	TypePing:       "PING",
+	TypePong:       "PONG",
+	TypeTopic:      "TOPIC",
+	TypeTopicOK:    "TOPIC_OK",
+	TypeTopicError: "TOPIC_ERROR",
 }
 
 // String returns the type's name as the protocol spells it ("HELLO_OK"),
@@ -66,7 +74,7 @@ func (t Type) String() string {
 }
 
 // known reports whether t is one of the Type constants.
-func (t Type) known() bool { return t >= TypeHello && t <= TypePong }
+func (t Type) known() bool { return t >= TypeHello && t <= TypeTopicError }
 
 // FrameSize returns the total size of the frame whose first bytes are
 // prefix, length prefix included, and false if prefix holds fewer than 4

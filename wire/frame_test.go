@@ -47,7 +47,7 @@ func TestStrings(t *testing.T) {
 
 // TestGoldenFrames pins the byte layout other packages are written against.
 func TestGoldenFrames(t *testing.T) {
-	hello, err := wire.AppendHello(nil, wire.Hello{Version: 3, MaxFrameSize: 4 << 20, Epoch: 0x0102, Yield: true, Producer: "ab", Topic: "t"})
+	hello, err := wire.AppendHello(nil, wire.Hello{Version: 4, MaxFrameSize: 4 << 20, Epoch: 0x0102, Yield: true, Producer: "ab"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,11 +56,16 @@ func TestGoldenFrames(t *testing.T) {
 		got  []byte
 		want string
 	}{
-		{"hello", hello, "00000015 01 0003 00400000 0000000000000102 01 02 6162 01 74"},
-		{"hello_ok", wire.AppendHelloOK(nil, wire.HelloOK{LastSeq: 5, MaxFrameSize: 4 << 20, Epoch: 3}),
-			"00000015 02 0000000000000005 00400000 0000000000000003"},
-		{"receipt", wire.AppendReceipt(nil, wire.Receipt{Seq: 0x0102030405060708}),
-			"00000009 04 0102030405060708"},
+		{"hello", hello, "00000013 01 0004 00400000 0000000000000102 01 02 6162"},
+		{"hello_ok", wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: 4 << 20, Epoch: 3}),
+			"0000000d 02 00400000 0000000000000003"},
+		{"receipt", wire.AppendReceipt(nil, wire.Receipt{Topic: 1, Seq: 0x0102030405060708}),
+			"0000000d 04 00000001 0102030405060708"},
+		{"receipts", wire.AppendReceipts(nil, []wire.Receipt{{Topic: 2, Seq: 3}, {Topic: 0x0a0b0c0d, Seq: 1}}),
+			"00000019 04 00000002 0000000000000003 0a0b0c0d 0000000000000001"},
+		{"topic", mustTopic(t, wire.Topic{ID: 5, Name: "ab"}), "00000008 08 00000005 02 6162"},
+		{"topic_ok", wire.AppendTopicOK(nil, wire.TopicOK{ID: 5, LastSeq: 9}), "0000000d 09 00000005 0000000000000009"},
+		{"topic_error", wire.AppendTopicError(nil, wire.TopicError{ID: 5, Code: wire.CodeUnauthorized, Text: "x"}), "00000008 0a 00000005 000b 78"},
 		{"error", wire.AppendError(nil, wire.Error{Code: wire.CodeReplaced, Text: "x"}), "00000004 05 0006 78"},
 		{"error fenced", wire.AppendError(nil, wire.Error{Code: wire.CodeFenced}), "00000003 05 000c"},
 		{"ping", wire.AppendPing(nil, wire.Ping{Nonce: 1}), "00000009 06 0000000000000001"},
@@ -69,9 +74,9 @@ func TestGoldenFrames(t *testing.T) {
 		// the flags byte), flags byte (1 key, 2 headers, 4 event time), the
 		// fields flagged, the payload.
 		{"batch", buildBatch(7, []byte("hi"), nil),
-			"0000001c 03 0000000000000007 00000002 00 00000006 bd5023b5 02 00 6869 00 00"},
+			"00000020 03 00000000 0000000000000007 00000002 00 00000006 bd5023b5 02 00 6869 00 00"},
 		{"batch with metadata", metaBatch(),
-			"00000028 03 0000000000000001 00000001 00 00000012 c4d9cba3 10 07 01 6b 01 01 68 01 76 0000000000000001 70"},
+			"0000002c 03 00000000 0000000000000001 00000001 00 00000012 c4d9cba3 10 07 01 6b 01 01 68 01 76 0000000000000001 70"},
 	} {
 		want := strings.ReplaceAll(tc.want, " ", "")
 		if got := hex.EncodeToString(tc.got); got != want {
@@ -197,7 +202,7 @@ func TestTypeOf(t *testing.T) {
 		{"trailing byte", append(append([]byte(nil), ping...), 0), wire.ErrMalformed},
 		{"zero length", []byte{0, 0, 0, 0}, wire.ErrMalformed},
 		{"type 0", []byte{0, 0, 0, 1, 0}, wire.ErrUnknownType},
-		{"type 8", []byte{0, 0, 0, 1, 8}, wire.ErrUnknownType},
+		{"type 11", []byte{0, 0, 0, 1, 11}, wire.ErrUnknownType},
 		{"type 255", []byte{0, 0, 0, 1, 255}, wire.ErrUnknownType},
 	} {
 		if _, err := wire.TypeOf(tc.frame); !errors.Is(err, tc.want) {
@@ -215,7 +220,7 @@ func TestTypeOf(t *testing.T) {
 // event time 1 ns after the Unix epoch, payload "p".
 func metaBatch() []byte {
 	var bb wire.BatchBuilder
-	bb.Reset(nil, 1)
+	bb.Reset(nil, 0, 1)
 	bb.AddRecord([]byte("p"), []byte("k"), []wire.Header{{Key: "h", Value: []byte("v")}}, time.Unix(0, 1))
 	return bb.Finish()
 }

@@ -89,11 +89,31 @@ func checkFrame(t *testing.T, frame []byte) {
 		}
 		re = wire.AppendHelloOK(nil, h)
 	case wire.TypeReceipt:
-		r, err := wire.DecodeReceipt(frame)
+		rs, err := wire.DecodeReceipts(frame, nil)
 		if err != nil {
 			return
 		}
-		re = wire.AppendReceipt(nil, r)
+		re = wire.AppendReceipts(nil, rs)
+	case wire.TypeTopic:
+		tp, err := wire.DecodeTopic(frame)
+		if err != nil {
+			return
+		}
+		if re, err = wire.AppendTopic(nil, tp); err != nil {
+			t.Fatalf("re-encoding decoded %+v: %v", tp, err)
+		}
+	case wire.TypeTopicOK:
+		ok, err := wire.DecodeTopicOK(frame)
+		if err != nil {
+			return
+		}
+		re = wire.AppendTopicOK(nil, ok)
+	case wire.TypeTopicError:
+		e, err := wire.DecodeTopicError(frame)
+		if err != nil {
+			return
+		}
+		re = wire.AppendTopicError(nil, e)
 	case wire.TypeError:
 		e, err := wire.DecodeError(frame)
 		if err != nil {
@@ -161,7 +181,7 @@ func rebuildBatch(t *testing.T, frame []byte) ([]byte, bool) {
 		t.Fatalf("AppendRecords gave %d, RecordIter %d, count %d", len(recs), len(iterated), b.Count)
 	}
 	var bb wire.BatchBuilder
-	bb.Reset(nil, b.FirstSeq)
+	bb.Reset(nil, b.Topic, b.FirstSeq)
 	for i, r := range iterated {
 		if !bytes.Equal(r.Payload, recs[i]) {
 			t.Fatalf("record %d: AppendRecords and RecordIter disagree", i)
@@ -216,7 +236,7 @@ func FuzzBatchBuilder(f *testing.F) {
 		var first []byte
 		buf := make([]byte, 0, 64)
 		for round := range 2 { // the second round reuses the first frame
-			bb.Reset(buf, firstSeq)
+			bb.Reset(buf, 0, firstSeq)
 			for i, r := range recs {
 				m := metas[i]
 				meta, err := wire.CheckMeta(m.Key, m.Headers, m.EventTime)

@@ -24,7 +24,7 @@ func TestRecordMetaRoundTrip(t *testing.T) {
 	}
 	var want []rec
 	var bb wire.BatchBuilder
-	bb.Reset(nil, 1)
+	bb.Reset(nil, 0, 1)
 	i := 0
 	for _, k := range keys {
 		for _, h := range headers {
@@ -154,7 +154,7 @@ func TestAllocsRecordMeta(t *testing.T) {
 	var rr wire.RecordReader
 	buf := make([]byte, 0, 32<<10)
 	allocs := testing.AllocsPerRun(100, func() {
-		bb.Reset(buf, 1)
+		bb.Reset(buf, 0, 1)
 		for range 100 {
 			bb.AddRecord(p, k, hs, tm)
 		}

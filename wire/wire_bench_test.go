@@ -18,7 +18,7 @@ func BenchmarkBatchBuild(b *testing.B) {
 	b.SetBytes(benchRecords * benchRecordLen)
 	b.ReportAllocs()
 	for b.Loop() {
-		bb.Reset(buf, 1)
+		bb.Reset(buf, 0, 1)
 		for range benchRecords {
 			bb.Add(rec)
 		}

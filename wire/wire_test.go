@@ -27,15 +27,19 @@ type sample struct {
 func samples(tb testing.TB) []sample {
 	tb.Helper()
 	hello, err := wire.AppendHello(nil, wire.Hello{
-		Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "orders-1", Topic: "orders.eu-1_x",
+		Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "orders-1",
 	})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return []sample{
 		{"hello", wire.TypeHello, hello},
-		{"hello_ok", wire.TypeHelloOK, wire.AppendHelloOK(nil, wire.HelloOK{LastSeq: 99, MaxFrameSize: 1 << 16})},
+		{"hello_ok", wire.TypeHelloOK, wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: 1 << 16})},
 		{"receipt", wire.TypeReceipt, wire.AppendReceipt(nil, wire.Receipt{Seq: 1234})},
+		{"receipts", wire.TypeReceipt, wire.AppendReceipts(nil, []wire.Receipt{{Topic: 3, Seq: 9}, {Topic: 0, Seq: 1}, {Topic: 1 << 31, Seq: wire.MaxSeq}})},
+		{"topic", wire.TypeTopic, mustTopic(tb, wire.Topic{ID: 7, Name: "orders.eu-1_x"})},
+		{"topic_ok", wire.TypeTopicOK, wire.AppendTopicOK(nil, wire.TopicOK{ID: 7, LastSeq: 99})},
+		{"topic_error", wire.TypeTopicError, wire.AppendTopicError(nil, wire.TopicError{ID: 7, Code: wire.CodeUnauthorized, Text: "no"})},
 		{"error", wire.TypeError, wire.AppendError(nil, wire.Error{Code: wire.CodeStore, Text: "disk full"})},
 		{"error_empty", wire.TypeError, wire.AppendError(nil, wire.Error{Code: wire.CodeInternal})},
 		{"ping", wire.TypePing, wire.AppendPing(nil, wire.Ping{Nonce: 7})},
@@ -52,7 +56,7 @@ func samples(tb testing.TB) []sample {
 // fill resets bb onto buf (reusing its capacity) and adds recs from
 // firstSeq.
 func fill(bb *wire.BatchBuilder, buf []byte, firstSeq uint64, recs [][]byte) {
-	bb.Reset(buf, firstSeq)
+	bb.Reset(buf, 0, firstSeq)
 	for _, r := range recs {
 		bb.Add(r)
 	}
@@ -78,11 +82,12 @@ func rawBatch(firstSeq uint64, count uint32, codec wire.Codec, rawLen uint32, da
 	be := binary.BigEndian
 	be.PutUint32(f[0:], uint32(len(f)-4))
 	f[4] = byte(wire.TypeBatch)
-	be.PutUint64(f[5:], firstSeq)
-	be.PutUint32(f[13:], count)
-	f[17] = byte(codec)
-	be.PutUint32(f[18:], rawLen)
-	be.PutUint32(f[22:], crc32.Checksum(data, castagnoli))
+	be.PutUint32(f[5:], 0) // topic id
+	be.PutUint64(f[9:], firstSeq)
+	be.PutUint32(f[17:], count)
+	f[21] = byte(codec)
+	be.PutUint32(f[22:], rawLen)
+	be.PutUint32(f[26:], crc32.Checksum(data, castagnoli))
 	return f
 }
 
@@ -106,12 +111,15 @@ func frameOf(t wire.Type, body []byte) []byte {
 // decoders decodes a frame with the decoder of each type. A BATCH is also
 // read record by record when its codec allows.
 var decoders = map[wire.Type]func([]byte) (any, error){
-	wire.TypeHello:   func(f []byte) (any, error) { return wire.DecodeHello(f) },
-	wire.TypeHelloOK: func(f []byte) (any, error) { return wire.DecodeHelloOK(f) },
-	wire.TypeReceipt: func(f []byte) (any, error) { return wire.DecodeReceipt(f) },
-	wire.TypeError:   func(f []byte) (any, error) { return wire.DecodeError(f) },
-	wire.TypePing:    func(f []byte) (any, error) { return wire.DecodePing(f) },
-	wire.TypePong:    func(f []byte) (any, error) { return wire.DecodePong(f) },
+	wire.TypeHello:      func(f []byte) (any, error) { return wire.DecodeHello(f) },
+	wire.TypeHelloOK:    func(f []byte) (any, error) { return wire.DecodeHelloOK(f) },
+	wire.TypeReceipt:    func(f []byte) (any, error) { return wire.DecodeReceipts(f, nil) },
+	wire.TypeTopic:      func(f []byte) (any, error) { return wire.DecodeTopic(f) },
+	wire.TypeTopicOK:    func(f []byte) (any, error) { return wire.DecodeTopicOK(f) },
+	wire.TypeTopicError: func(f []byte) (any, error) { return wire.DecodeTopicError(f) },
+	wire.TypeError:      func(f []byte) (any, error) { return wire.DecodeError(f) },
+	wire.TypePing:       func(f []byte) (any, error) { return wire.DecodePing(f) },
+	wire.TypePong:       func(f []byte) (any, error) { return wire.DecodePong(f) },
 	wire.TypeBatch: func(f []byte) (any, error) {
 		b, err := wire.DecodeBatch(f)
 		if err != nil || b.Codec != wire.CodecNone {
@@ -126,7 +134,7 @@ var decoders = map[wire.Type]func([]byte) (any, error){
 // none, repeated header keys and empty values.
 func mixedMetaBatch() []byte {
 	var bb wire.BatchBuilder
-	bb.Reset(nil, 100)
+	bb.Reset(nil, 0, 100)
 	hs := []wire.Header{{Key: "trace", Value: []byte("00-ab")}, {Key: "trace", Value: nil}}
 	bb.AddRecord([]byte("key only"), []byte("user-17"), nil, time.Time{})
 	bb.AddRecord([]byte("headers only"), nil, hs, time.Time{})
@@ -134,4 +142,13 @@ func mixedMetaBatch() []byte {
 	bb.AddRecord(nil, []byte("k"), hs[:1], time.Unix(-1, 0))
 	bb.AddRecord([]byte("none"), nil, nil, time.Time{})
 	return bb.Finish()
+}
+
+func mustTopic(tb testing.TB, t wire.Topic) []byte {
+	tb.Helper()
+	f, err := wire.AppendTopic(nil, t)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return f
 }

@@ -50,7 +50,7 @@ type checkStore struct {
 	mu         sync.Mutex
 	stored     bitset // by sequence ID
 	last       map[[2]string]uint64
-	epochs     map[string]uint64 // by producer name
+	epochs     map[string]uint64    // by producer name
 	lastIndex  map[[2]string]uint64 // message index of the newest record + 1
 	records    uint64
 	duplicates uint64 // a sequence ID stored again

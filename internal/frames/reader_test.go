@@ -13,7 +13,7 @@ import (
 // batchOf returns a BATCH frame with one record of n bytes.
 func batchOf(n int) []byte {
 	var bb wire.BatchBuilder
-	bb.Reset(nil, 1)
+	bb.Reset(nil, 0, 1)
 	bb.Add(make([]byte, n))
 	return bb.Finish()
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inflightmq/inflight/core"
-	"github.com/inflightmq/inflight/wire"
 )
 
 // StalledReaderBoundsMemory checks a producer transport against a broker
@@ -70,49 +69,4 @@ func StalledReaderBoundsMemory(t *testing.T, newProducer func(addr string, opts 
 		size*n>>20, float64(written)/(1<<20), (float64(ms1.HeapInuse)-float64(ms0.HeapInuse))/(1<<20))
 	assert.Less(t, written, uint64(48<<20), "the window bounds what is handed to the transport")
 	assert.Less(t, int64(ms1.HeapInuse)-int64(ms0.HeapInuse), int64(48<<20), "no unbounded buffering in the client")
-}
-
-// SilentHello reads a HELLO from c, answers it, and returns.
-func SilentHello(c net.Conn) {
-	buf := make([]byte, 0, 512)
-	tmp := make([]byte, 512)
-	for {
-		frame, _, err := wire.Split(buf, wire.DefaultMaxFrameSize)
-		if err != nil || frame != nil {
-			break
-		}
-		n, err := c.Read(tmp)
-		if err != nil {
-			return
-		}
-		buf = append(buf, tmp[:n]...)
-	}
-	_, _ = c.Write(wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize, Epoch: 1}))
-}
-
-// WaitChan waits for ch to yield a value or be closed, and returns the
-// value, failing the test after 10 s.
-func WaitChan[T any](t testing.TB, ch <-chan T, what string) T {
-	t.Helper()
-	timer := time.NewTimer(10 * time.Second)
-	defer timer.Stop()
-	select {
-	case v := <-ch:
-		return v
-	case <-timer.C:
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
-}
-
-// WaitUntil polls cond until it holds, failing the test after 10 s.
-func WaitUntil(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }

@@ -1,6 +1,8 @@
 package file
 
 import (
+	"io/fs"
+	"os"
 	"sync"
 	"time"
 )
@@ -122,8 +124,33 @@ func (f *countingFile) Sync() error {
 	return f.storeFile.Sync()
 }
 
-// FenceTopic is the per-topic fence the tests were written for (before
-// the store interface fenced per name).
-func (f *Store) FenceTopic(topic, producer string, epoch uint64) (uint64, error) {
-	return f.fenceTopic(topic, producer, epoch)
+// DirSyncs counts the directory fsyncs of a Store.
+type DirSyncs struct {
+	mu sync.Mutex
+	n  int
+}
+
+// Count returns the directory fsyncs so far.
+func (d *DirSyncs) Count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.n
+}
+
+// WithDirSyncs opens a Store whose directory fsyncs d counts.
+func WithDirSyncs(d *DirSyncs) Option { return withFS(countingFS{d}) }
+
+type countingFS struct{ d *DirSyncs }
+
+func (c countingFS) OpenFile(name string, flag int, perm fs.FileMode) (*os.File, error) {
+	return osFS{}.OpenFile(name, flag, perm)
+}
+func (c countingFS) Remove(name string) error             { return osFS{}.Remove(name) }
+func (c countingFS) Link(oldname, newname string) error   { return osFS{}.Link(oldname, newname) }
+func (c countingFS) Rename(oldpath, newpath string) error { return osFS{}.Rename(oldpath, newpath) }
+func (c countingFS) SyncDir(dir string) error {
+	c.d.mu.Lock()
+	c.d.n++
+	c.d.mu.Unlock()
+	return osFS{}.SyncDir(dir)
 }

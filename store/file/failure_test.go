@@ -75,7 +75,7 @@ func TestStoreFailureReachesProducer(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("no ERROR reached the ErrorHandler")
 			}
-			_, err = store.LastSeq(dflt, "till")
+			_, err = lastSeq(store, dflt, "till")
 			require.ErrorIs(t, err, broker.ErrStoreFailed, "failed for good")
 			require.NoError(t, p.Close(ctx))
 			_ = store.Close()

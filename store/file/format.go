@@ -2,19 +2,16 @@ package file
 
 import (
 	"bufio"
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"github.com/inflightmq/inflight/broker"
 	"hash/crc32"
 	"io"
-	"maps"
 	"math"
 	"math/bits"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/inflightmq/inflight/wire"
 )
@@ -49,7 +46,7 @@ func segmentVersion(file io.ReaderAt, size int64) (uint32, error) {
 // rolled reports whether a segment of format version v was created by a
 // roll: its first entry is a snapshot, and version 1 bodies never occur in
 // it.
-func rolled(v uint32) bool { return v == rolledV3 || v == rolledVersion }
+func rolled(v uint32) bool { return v == rolledV3 || v == rolledV5 || v == rolledVersion }
 
 // upgrade returns the version a writer's active segment of version v is
 // rewritten to when the store opens (v itself when it is current).
@@ -64,24 +61,28 @@ func upgrade(v uint32) uint32 {
 //
 // Format versions: 1 (no topics, no metadata), 2 (topics and metadata), 3
 // (2 with segments: a rolled segment starts with a snapshot), 4 and 5 (2
-// and 3 with fence entries and epochs in snapshots). A writer upgrades the
-// active segment's header to 4 or 5 when it opens the store (see
-// Store.load), before it could write a fence entry, so that an older
-// inflight refuses the file instead of misreading a fence entry as damage.
+// and 3 with fence entries per (topic, producer) and epochs in snapshots),
+// 6 and 7 (4 and 5 with epochs per producer name: name fence entries, and
+// snapshots with names and the store's epoch counter). A writer upgrades
+// the active segment's header to 6 or 7 when it opens the store (see
+// Store.load), before it could write an entry of the new kinds, so that an
+// older inflight refuses the file instead of misreading one as damage.
 // Sealed segments keep the version they were written with.
 const (
-	fileMagic       = "IFLT"
-	fileVersion     = 4 // the active segment of a store that never rolled (upgraded from 1 and 2 on open)
-	rolledV3        = 3 // a segment created by a roll before epochs: its snapshot has none
-	rolledVersion   = 5 // a segment created by a roll (upgraded from 3 on open): entries after a snapshot
-	fenceVersion    = 4 // the first version whose segments may hold fence entries
-	fileHeaderSize  = 8 // magic, version
-	entryHeaderSize = 8 // bodyLen, crc
+	fileMagic        = "IFLT"
+	fileVersion      = 6 // the active segment of a store that never rolled (upgraded from 1, 2 and 4 on open)
+	rolledV3         = 3 // a segment created by a roll before epochs: its snapshot has none
+	rolledV5         = 5 // a segment created by a roll before name epochs: epochs per (topic, producer)
+	rolledVersion    = 7 // a segment created by a roll (upgraded from 3 and 5 on open): entries after a snapshot
+	fenceVersion     = 4 // the first version whose segments may hold fence entries (per topic)
+	nameFenceVersion = 6 // the first version whose segments may hold name fence entries
+	fileHeaderSize   = 8 // magic, version
+	entryHeaderSize  = 8 // bodyLen, crc
 	// minEntryBody is the smallest valid body: a snapshot of no streams
 	// (kind, time, count; a version 1 body with a 1-byte name, firstSeq,
 	// count and one empty record is 15 bytes, a version 2 body more, a
-	// fence entry 15). It also rejects the all-zero header that a crash can
-	// leave behind, whose CRC (of nothing) is a valid 0.
+	// fence entry 13 or more). It also rejects the all-zero header that a
+	// crash can leave behind, whose CRC (of nothing) is a valid 0.
 	minEntryBody = 1 + 8 + 4
 	// maxEntryBody bounds one entry. Replay treats a larger bodyLen as
 	// corrupt; Append refuses to write one.
@@ -97,12 +98,19 @@ const (
 	entryV2 = 0
 	// entrySnapshot is the first byte of a snapshot body without epochs,
 	// the first entry of every version 3 segment (where version 1 bodies
-	// never occur); entrySnapshotEpochs that of a snapshot with epochs, the
-	// first entry of the version 5 segments a roll creates.
+	// never occur); entrySnapshotEpochs that of a snapshot with epochs per
+	// (topic, producer), the first entry of version 5 segments;
+	// entrySnapshotNames that of a snapshot with epochs per name, the first
+	// entry of the version 7 segments a roll creates.
 	entrySnapshot       = 1
 	entrySnapshotEpochs = 2
-	// controlFence is the kind of a fence entry, the third byte of its body.
-	controlFence = 1
+	entrySnapshotNames  = 3
+	// The kinds of control entries, the third byte of their body:
+	// controlFence, a (topic, producer)'s new epoch (versions 4 and 5;
+	// read as the name's); controlNameFence, a name's new epoch (from
+	// version 6).
+	controlFence     = 1
+	controlNameFence = 2
 )
 
 // castagnoli is the CRC-32C table, built once (crc32 uses the CPU's CRC32
@@ -195,32 +203,44 @@ type entry struct {
 //	| u8 0 | u8 topicLen | topic | u8 nameLen | name | u64 firstSeq | u32 count |
 //	  count x (uvarint gap | uvarint len | rec) |
 //
-// A fence entry (versions 4 and 5; Store.Fence writes one) records a
-// producer name's new epoch. It starts as a record entry whose topic is
-// empty, which no record entry has, then says its kind:
+// A fence entry records a producer name's new epoch (Store.Fence writes
+// one). It starts as a record entry whose topic is empty, which no record
+// entry has, then says its kind. Versions 4 and 5 wrote one per (topic,
+// producer) (kind 1), which is read as the name's epoch; from version 6 it
+// is the name's (kind 2):
 //
 //	| u8 0 | u8 0 | u8 1 | u8 topicLen | topic | u8 nameLen | name | u64 epoch |
+//	| u8 0 | u8 0 | u8 2 | u8 nameLen | name | u64 epoch |
 var defaultTopic = []byte(wire.DefaultTopic)
 
 // isControl reports whether body is a control entry (a fence entry).
 func isControl(body []byte) bool { return len(body) > 1 && body[0] == entryV2 && body[1] == 0 }
 
-// fenceEntry is a parsed fence entry; its slices alias the body.
+// fenceEntry is a parsed fence entry; its name aliases the body.
 type fenceEntry struct {
-	topic, name []byte
-	epoch       uint64
+	name  []byte
+	epoch uint64
 }
 
-// parseFence parses and validates a control entry's body.
-func parseFence(body []byte) (fenceEntry, error) {
-	if !isControl(body) || len(body) < 3 || body[2] != controlFence {
+// parseFence parses and validates a control entry's body of a segment of
+// version v.
+func parseFence(body []byte, v uint32) (fenceEntry, error) {
+	if !isControl(body) || len(body) < 3 {
 		return fenceEntry{}, errors.New("unknown control entry")
 	}
 	var e fenceEntry
 	var err error
 	p := body[3:]
-	if e.topic, p, err = shortString(p, "topic"); err != nil {
-		return fenceEntry{}, err
+	switch {
+	case body[2] == controlFence && v >= fenceVersion:
+		if _, p, err = shortString(p, "topic"); err != nil {
+			return fenceEntry{}, err
+		}
+	case body[2] == controlNameFence && v >= nameFenceVersion:
+	case body[2] == controlFence || body[2] == controlNameFence:
+		return fenceEntry{}, errors.New("a fence entry of kind " + strconv.Itoa(int(body[2])) + " in a segment of version " + strconv.FormatUint(uint64(v), 10))
+	default:
+		return fenceEntry{}, errors.New("unknown control entry")
 	}
 	if e.name, p, err = shortString(p, "name"); err != nil {
 		return fenceEntry{}, err
@@ -234,18 +254,16 @@ func parseFence(body []byte) (fenceEntry, error) {
 	return e, nil
 }
 
-// fenceLen is the size of a fence entry (header and body).
-func fenceLen(topic, producer string) int {
-	return entryHeaderSize + 3 + 1 + len(topic) + 1 + len(producer) + 8
+// fenceLen is the size of a name fence entry (header and body).
+func fenceLen(producer string) int {
+	return entryHeaderSize + 3 + 1 + len(producer) + 8
 }
 
-// appendFence appends a fence entry (header and body) to buf.
-func appendFence(buf []byte, topic, producer string, epoch uint64) []byte {
+// appendFence appends a name fence entry (header and body) to buf.
+func appendFence(buf []byte, producer string, epoch uint64) []byte {
 	start := len(buf)
 	buf = append(buf, make([]byte, entryHeaderSize)...)
-	buf = append(buf, entryV2, 0, controlFence, byte(len(topic)))
-	buf = append(buf, topic...)
-	buf = append(buf, byte(len(producer)))
+	buf = append(buf, entryV2, 0, controlNameFence, byte(len(producer)))
 	buf = append(buf, producer...)
 	buf = binary.BigEndian.AppendUint64(buf, epoch)
 	body := buf[start+entryHeaderSize:]
@@ -407,113 +425,6 @@ func appendEntry(buf []byte, topic, producer string, recs []broker.Record, bodyL
 
 // uvarintLen is the size of the uvarint encoding of x.
 func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
-
-// A snapshot entry starts every segment a roll creates (versions 3 and 5):
-// the last sequence ID of every (topic, producer) the store had seen when it
-// rolled, when that producer last appended or fenced and, from version 5,
-// its epoch, so that opening the store replays only the newest segment, and
-// a producer's last sequence ID and epoch outlive the segments retention
-// removes (until ForgetProducersAfter, if set).
-//
-//	| u8 1 | u64 rolled (Unix ns) | u32 n | n x (u8 topicLen | topic | u8 nameLen | name | u64 lastSeq | u64 seen (Unix ns)) |
-//	| u8 2 | u64 rolled (Unix ns) | u32 n | n x (u8 topicLen | topic | u8 nameLen | name | u64 lastSeq | u64 seen (Unix ns) | u64 epoch) |
-//
-// Streams are written sorted by topic, then name. A stream of kind 1 has a
-// lastSeq of at least 1; of kind 2, a lastSeq or an epoch of at least 1.
-// A roll writes kind 2; a version 5 segment upgraded from version 3 keeps
-// its kind 1 snapshot.
-
-// streamState is what the store knows of one (topic, producer).
-type streamState struct {
-	last  uint64 // its last stored sequence ID
-	epoch uint64 // its newest epoch (see Store.Fence)
-	seen  int64  // Unix ns of its last Append or Fence, or later (a replay dates what it finds by the time of the replay)
-}
-
-// streams maps each (topic, producer) to its state.
-type streams map[stream]streamState
-
-// raise takes the larger of k's sequence IDs, epochs and times.
-func (m streams) raise(k stream, last, epoch uint64, seen int64) {
-	s := m[k]
-	s.last, s.epoch, s.seen = max(s.last, last), max(s.epoch, epoch), max(s.seen, seen)
-	m[k] = s
-}
-
-// appendSnapshot appends a snapshot entry with epochs (header and body) of
-// m, taken at rolled, to buf.
-func appendSnapshot(buf []byte, m streams, rolled time.Time) []byte {
-	keys := slices.SortedFunc(maps.Keys(m), func(a, b stream) int {
-		if c := cmp.Compare(a.topic, b.topic); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.producer, b.producer)
-	})
-	start := len(buf)
-	buf = append(buf, make([]byte, entryHeaderSize)...)
-	buf = append(buf, entrySnapshotEpochs)
-	buf = binary.BigEndian.AppendUint64(buf, uint64(rolled.UnixNano()))
-	buf = binary.BigEndian.AppendUint32(buf, uint32(len(keys)))
-	for _, k := range keys {
-		buf = append(buf, byte(len(k.topic)))
-		buf = append(buf, k.topic...)
-		buf = append(buf, byte(len(k.producer)))
-		buf = append(buf, k.producer...)
-		buf = binary.BigEndian.AppendUint64(buf, m[k].last)
-		buf = binary.BigEndian.AppendUint64(buf, uint64(m[k].seen))
-		buf = binary.BigEndian.AppendUint64(buf, m[k].epoch)
-	}
-	body := buf[start+entryHeaderSize:]
-	binary.BigEndian.PutUint32(buf[start:], uint32(len(body)))
-	binary.BigEndian.PutUint32(buf[start+4:], crc32.Checksum(body, castagnoli))
-	return buf
-}
-
-// parseSnapshot reads a snapshot body of either kind into m (raising each
-// stream) and returns the time of the roll.
-func parseSnapshot(body []byte, m streams) (time.Time, error) {
-	if len(body) < 1+8+4 || (body[0] != entrySnapshot && body[0] != entrySnapshotEpochs) {
-		return time.Time{}, errors.New("not a snapshot")
-	}
-	epochs := body[0] == entrySnapshotEpochs
-	fixed := 16 // lastSeq, seen
-	if epochs {
-		fixed += 8
-	}
-	rolled := time.Unix(0, int64(binary.BigEndian.Uint64(body[1:])))
-	n := binary.BigEndian.Uint32(body[9:])
-	p := body[13:]
-	if uint64(n) > uint64(len(p))/uint64(1+1+1+1+fixed) { // checked before the loop: a bad count costs nothing
-		return time.Time{}, errors.New("snapshot count past its body")
-	}
-	for range n {
-		topic, rest, err := shortString(p, "topic")
-		if err != nil {
-			return time.Time{}, err
-		}
-		name, rest, err := shortString(rest, "name")
-		if err != nil {
-			return time.Time{}, err
-		}
-		if len(rest) < fixed {
-			return time.Time{}, errors.New("short snapshot")
-		}
-		seq, seen := binary.BigEndian.Uint64(rest), int64(binary.BigEndian.Uint64(rest[8:]))
-		var epoch uint64
-		if epochs {
-			epoch = binary.BigEndian.Uint64(rest[16:])
-		}
-		if seq == 0 && epoch == 0 {
-			return time.Time{}, errors.New("snapshot with sequence ID 0")
-		}
-		m.raise(stream{string(topic), string(name)}, seq, epoch, seen)
-		p = rest[fixed:]
-	}
-	if len(p) != 0 {
-		return time.Time{}, errors.New("bytes after the snapshot")
-	}
-	return rolled, nil
-}
 
 // stream names the records of one producer on one topic: the unit of
 // sequence IDs.

@@ -16,9 +16,10 @@ import (
 )
 
 // FuzzReplay feeds arbitrary bytes after a valid segment header
-// (version 1 or 2, which Open upgrades to 4; 3, a segment a roll created,
-// whose first entry is a snapshot, which Open upgrades to 5; 4 or 5, which
-// may hold fence entries; version is taken modulo 5) to OpenFileStore's
+// (version 1, 2 or 4, which Open upgrades to 6; 3 or 5, a segment a roll
+// created, whose first entry is a snapshot, which Open upgrades to 7; 4 to
+// 7 may hold fence entries, 6 and 7 name fence entries; version is taken
+// modulo 7) to OpenFileStore's
 // replay: it must not panic; it either opens, cutting at
 // most a torn tail, or refuses the file as corrupt and leaves it untouched,
 // and then opens with Repair, the side file holding every byte it took off;
@@ -44,9 +45,9 @@ func FuzzReplay(f *testing.F) {
 		f.Fatal(err)
 	}
 	body := seed[8:]
-	fenced := fencedSegment(f)
+	fenced, oldFenced := fencedSegment(f, false), fencedSegment(f, true)
 	rolled := rolledSegment(f)
-	const v1, v2, v3, v4, v5 = 1, 2, 0, 3, 4
+	const v1, v2, v3, v4, v5, v6, v7 = 1, 2, 0, 3, 4, 5, 6
 	f.Add(uint8(v2), body)
 	f.Add(uint8(v2), body[:len(body)-3])
 	f.Add(uint8(v2), []byte{0, 0, 0, 0, 0, 0, 0, 0})
@@ -59,16 +60,22 @@ func FuzzReplay(f *testing.F) {
 	f.Add(uint8(v3), rolled[:len(rolled)-5])
 	f.Add(uint8(v3), body)        // no snapshot
 	f.Add(uint8(v3), v1Entries()) // version 1 bodies do not occur in version 3
-	f.Add(uint8(v4), fenced)
-	f.Add(uint8(v4), append(v1Entries(), fenced...))
-	f.Add(uint8(v4), fenced[:len(fenced)-2])
-	f.Add(uint8(v2), fenced) // no fence entries before version 4
+	f.Add(uint8(v4), oldFenced)
+	f.Add(uint8(v4), append(v1Entries(), oldFenced...))
+	f.Add(uint8(v4), oldFenced[:len(oldFenced)-2])
+	f.Add(uint8(v2), oldFenced) // no fence entries before version 4
+	f.Add(uint8(v4), fenced)    // no name fence entries before version 6
+	f.Add(uint8(v6), fenced)
+	f.Add(uint8(v6), oldFenced) // old fence entries stay readable in an upgraded file
+	f.Add(uint8(v6), fenced[:len(fenced)-2])
 	f.Add(uint8(v5), rolled)
-	f.Add(uint8(v5), rolledSegment5(f))
+	f.Add(uint8(v5), rolledSegment5(f, true))
+	f.Add(uint8(v7), rolledSegment5(f, true))
+	f.Add(uint8(v7), rolledSegment5(f, false))
 	f.Fuzz(func(t *testing.T, version uint8, data []byte) {
 		path := filepath.Join(t.TempDir(), "store")
 		header := []byte("IFLT\x00\x00\x00\x02")
-		header[7] = []byte{3, 1, 2, 4, 5}[version%5]
+		header[7] = []byte{3, 1, 2, 4, 5, 6, 7}[version%7]
 		if err := os.WriteFile(path, append(header, data...), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +119,7 @@ func FuzzReplay(f *testing.F) {
 			t.Fatalf("scan saw %d records, recovery %d", records, rec.Records)
 		}
 		state, _ := st.State(dflt, "fuzz")
-		if _, err := st.FenceTopic(dflt, "fuzz", state.Epoch+1); err != nil {
+		if err := st.Fence("fuzz", state.Epoch+1); err != nil {
 			t.Fatalf("fence after recovery: %v", err)
 		}
 		if err := st.Append(dflt, "fuzz", state.Epoch+1, seqRecs(state.LastSeq+1, [][]byte{[]byte("after")})); err != nil {
@@ -150,54 +157,62 @@ func rolledSegment(f *testing.F) []byte {
 	_ = st.Append(dflt, "p", 0, seqRecs(2, [][]byte{[]byte("after the roll")}))
 	_ = st.Close()
 	b, err := os.ReadFile(path)
-	if err != nil || string(b[:8]) != "IFLT\x00\x00\x00\x05" {
+	if err != nil || string(b[:8]) != "IFLT\x00\x00\x00\x07" {
 		f.Fatalf("no rolled segment: %q, %v", b[:min(8, len(b))], err)
 	}
 	// The snapshot as a roll before epochs wrote it (kind 1, no epochs):
 	// the bytes of a version 3 segment.
-	return toV3Snapshot(f, b[8:])
+	return oldSnapshot(f, b[8:], 1)
 }
 
 // rolledSegment5 returns the bytes after the header of a rolled segment
 // whose snapshot has epochs (one a fence set without records), followed by
-// a fence entry and a record entry.
-func rolledSegment5(f *testing.F) []byte {
+// a fence entry and a record entry; with old, as version 5 wrote it
+// (epochs and fences per (topic, producer)), else as version 7 does.
+func rolledSegment5(f *testing.F, old bool) []byte {
 	path := filepath.Join(f.TempDir(), "rolled5")
 	st, err := file.Open(path, file.Fsync(file.FsyncNone), file.SegmentBytes(4<<10))
 	if err != nil {
 		f.Fatal(err)
 	}
 	big := bytes.Repeat([]byte("r"), 3000)
-	_, _ = st.FenceTopic(dflt, "f", 3)
+	_ = st.Fence("f", 3)
 	_ = st.Append(dflt, "p", 0, seqRecs(1, [][]byte{big}))
 	_ = st.Append(dflt, "s", 0, seqRecs(9, [][]byte{big}))
-	_, _ = st.FenceTopic(dflt, "p", 2)
+	_ = st.Fence("p", 2)
 	_ = st.Append(dflt, "p", 2, seqRecs(2, [][]byte{[]byte("after the roll")}))
 	_ = st.Close()
 	b, err := os.ReadFile(path)
-	if err != nil || string(b[:8]) != "IFLT\x00\x00\x00\x05" {
+	if err != nil || string(b[:8]) != "IFLT\x00\x00\x00\x07" {
 		f.Fatalf("no rolled segment: %q, %v", b[:min(8, len(b))], err)
+	}
+	if old {
+		return oldFences(f, oldSnapshot(f, b[8:], 2), dflt)
 	}
 	return b[8:]
 }
 
 // fencedSegment returns the bytes after the header of a store that never
-// rolled, holding fence entries between record entries.
-func fencedSegment(f *testing.F) []byte {
+// rolled, holding fence entries between record entries; with old, as
+// version 4 wrote them (per (topic, producer)), else as version 6 does.
+func fencedSegment(f *testing.F, old bool) []byte {
 	path := filepath.Join(f.TempDir(), "fenced")
 	st, err := file.Open(path, file.Fsync(file.FsyncNone))
 	if err != nil {
 		f.Fatal(err)
 	}
-	_, _ = st.FenceTopic(dflt, "p", 1)
+	_ = st.Fence("p", 1)
 	_ = st.Append(dflt, "p", 1, seqRecs(1, [][]byte{[]byte("a")}))
-	_, _ = st.FenceTopic("eu.orders", "p", 7)
-	_, _ = st.FenceTopic(dflt, "p", 2)
+	_ = st.Fence("q", 7)
+	_ = st.Fence("p", 2)
 	_ = st.Append(dflt, "p", 2, seqRecs(2, [][]byte{[]byte("b")}))
 	_ = st.Close()
 	b, err := os.ReadFile(path)
-	if err != nil || string(b[:8]) != "IFLT\x00\x00\x00\x04" {
+	if err != nil || string(b[:8]) != "IFLT\x00\x00\x00\x06" {
 		f.Fatalf("no fenced segment: %q, %v", b[:min(8, len(b))], err)
+	}
+	if old {
+		return oldFences(f, b[8:], "eu.orders")
 	}
 	return b[8:]
 }

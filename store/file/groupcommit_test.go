@@ -100,7 +100,7 @@ func TestGroupCommitConcurrentAppends(t *testing.T) {
 	assert.Less(t, syncs, producers*appends/2)
 	assert.Equal(t, writes, syncs)
 	for i := range producers {
-		last, err := s.LastSeq(dflt, fmt.Sprint("p", i))
+		last, err := lastSeq(s, dflt, fmt.Sprint("p", i))
 		require.NoError(t, err)
 		assert.Equal(t, uint64(appends), last)
 	}

@@ -3,6 +3,8 @@ package file_test
 import (
 	"fmt"
 
+	"github.com/inflightmq/inflight/broker"
+
 	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/wire"
 )
@@ -19,3 +21,9 @@ var (
 // payload is the record for seq in generation gen; the generation tells a
 // first write from a resend of the same seq.
 func payload(gen int, seq uint64) []byte { return fmt.Appendf(nil, "g%d-s%d", gen, seq) }
+
+// lastSeq returns State's LastSeq.
+func lastSeq(s broker.Store, topic, producer string) (uint64, error) {
+	st, err := s.State(topic, producer)
+	return st.LastSeq, err
+}

@@ -31,7 +31,7 @@ func TestLocked(t *testing.T) {
 	checkFileStore(t, r, []fileCall{{"p", 1, []string{"one", "two"}}})
 	require.ErrorIs(t, r.Append(dflt, "p", 0, seqRecs(3, recs("x"))), file.ErrReadOnly)
 	fileAppendAll(t, w, []fileCall{{"p", 3, []string{"three"}}})
-	last, err := r.LastSeq(dflt, "p")
+	last, err := lastSeq(r, dflt, "p")
 	require.NoError(t, err)
 	assert.Equal(t, uint64(2), last, "a reader sees what was there when it opened")
 	require.NoError(t, r.Close())

@@ -41,7 +41,7 @@ func TestMessageFieldsRoundTrip(t *testing.T) {
 	s = openFileStore(t, path)
 	defer s.Close()
 	testkit.RequireSameRecords(t, testkit.MetaRecords(), scan(s))
-	last, err := s.LastSeq("eu.orders", "p")
+	last, err := lastSeq(s, "eu.orders", "p")
 	require.NoError(t, err)
 	assert.Equal(t, uint64(9), last)
 }
@@ -58,7 +58,7 @@ func TestTopicsDeduplicateSeparately(t *testing.T) {
 	s = openFileStore(t, path)
 	defer s.Close()
 	for topic, want := range map[string]uint64{"a": 2, "c": 1, dflt: 0} {
-		last, err := s.LastSeq(topic, "p")
+		last, err := lastSeq(s, topic, "p")
 		require.NoError(t, err)
 		assert.Equal(t, want, last, "topic %s", topic)
 	}
@@ -74,7 +74,7 @@ func TestOpensVersion1(t *testing.T) {
 	s := openFileStore(t, path)
 	assert.Equal(t, file.Recovery{Entries: 2, Records: 3, UpgradedFrom: 1}, s.Recovery())
 	for name, want := range map[string]uint64{"old": 2, "p": 9} {
-		last, err := s.LastSeq(dflt, name)
+		last, err := lastSeq(s, dflt, name)
 		require.NoError(t, err)
 		assert.Equal(t, want, last, name)
 	}
@@ -84,7 +84,7 @@ func TestOpensVersion1(t *testing.T) {
 
 	got, err := os.ReadFile(path)
 	require.NoError(t, err)
-	assert.Equal(t, []byte("IFLT\x00\x00\x00\x04"), got[:8])
+	assert.Equal(t, []byte("IFLT\x00\x00\x00\x06"), got[:8])
 
 	s = openFileStore(t, path)
 	defer s.Close()

@@ -52,7 +52,7 @@ func BenchmarkReopen(b *testing.B) {
 					b.StopTimer()
 					replayed = s.Recovery().Records
 					for p := range producers {
-						if last, _ := s.LastSeq(dflt, fmt.Sprint("p", p)); last != wantLast {
+						if last, _ := lastSeq(s, dflt, fmt.Sprint("p", p)); last != wantLast {
 							b.Fatalf("p%d: last seq %d, want %d", p, last, wantLast)
 						}
 					}

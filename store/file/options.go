@@ -60,6 +60,7 @@ type fileConfig struct {
 	forgetAfter  time.Duration
 	now          func() time.Time          // tests: the clock of rolls and retention
 	wrap         func(storeFile) storeFile // tests: fault injection
+	fs           fileSystem                // tests: a recording file system; default the OS
 }
 
 // defaultSegmentBytes is SegmentBytes' default: a restart replays at most
@@ -91,17 +92,20 @@ func RetainAge(d time.Duration) Option {
 	return atLeast("RetainAge", d, 0, func(c *fileConfig) *time.Duration { return &c.retainAge })
 }
 
-// ForgetProducersAfter drops what the store knows of a (topic, producer)
-// that has not appended for d (default 0: never), so that a broker whose
-// producers come and go (the default producer name is random per process)
-// does not keep, in memory and in every snapshot, a last sequence ID for
-// each producer it ever saw. Forgotten, a producer's LastSeq is 0 again: a
-// resend of its old records would be stored twice, and a producer that
-// reconnects with messages it saw acknowledged reports core.ErrRecordsLost. So
-// d must be far above the longest a producer stays idle, and above the
-// longest a message may wait to be resent. The check runs at open and at
-// each roll; the producers found in the active segment at open count as
-// seen then.
+// ForgetProducersAfter drops what the store knows of a producer name (its
+// epoch and every topic's last sequence ID) that has not fenced or
+// appended for d and has no live session (the broker pins those, see
+// Pin) (default 0: never), so that a broker whose producers come and go
+// (the default producer name is random per process) does not keep, in
+// memory and in every snapshot, state for each producer it ever saw. The
+// check runs at each roll. Forgetting never re-issues an epoch: the roll
+// reserves one above every epoch ever given (the store's floor, kept in
+// its snapshots); a forgotten incarnation that reconnects is below it and
+// refused as fenced (broker.ErrFenced, which its producer reports as
+// core.ErrFenced), never taken for the newest, so it neither reports
+// records lost nor stores its records again; a new instance of the name
+// starts afresh (sequence IDs from 1, an epoch above the floor). So d must
+// be above the longest a producer instance stays disconnected.
 func ForgetProducersAfter(d time.Duration) Option {
 	return atLeast("ForgetProducersAfter", d, 0, func(c *fileConfig) *time.Duration { return &c.forgetAfter })
 }
@@ -127,7 +131,7 @@ func atLeast[T int64 | time.Duration](name string, v, least T, field func(*fileC
 
 // fileOptions applies opts over the defaults.
 func fileOptions(opts []Option) (fileConfig, error) {
-	cfg := fileConfig{policy: FsyncBatch, every: 100 * time.Millisecond, segmentBytes: defaultSegmentBytes, now: time.Now}
+	cfg := fileConfig{policy: FsyncBatch, every: 100 * time.Millisecond, segmentBytes: defaultSegmentBytes, now: time.Now, fs: osFS{}}
 	for _, o := range opts {
 		if o == nil {
 			return cfg, fmt.Errorf("%w: nil Option", ErrInvalidOption)
@@ -212,7 +216,7 @@ type Recovery struct {
 	Records        int    // records in them
 	Sealed         int    // sealed segments found beside it (not replayed)
 	Removed        int    // sealed segments retention removed at open
-	Forgotten      int    // producers ForgetProducersAfter dropped at open
+	Forgotten      int    // producers ForgetProducersAfter dropped at open: always 0 now (it forgets at rolls only)
 	TruncatedBytes int64  // bytes cut from the end: an incomplete final entry left by a crash (0 for a clean file)
 	UpgradedFrom   int    // the active segment's format version if Open upgraded it (1, 2 or 3), else 0
 	RepairedBytes  int64  // with Repair: bytes moved from a corrupt file to SideFile

@@ -1,16 +1,32 @@
 package file
 
 // Telling a torn tail from corruption, and repairing corruption to a side
-// file. The rule: an entry is acknowledged only after it was written whole,
-// so the only damage a crash can leave is an incomplete final entry (or a
-// run of zeros where the file was extended but not written). That much is
-// cut. Anything else may hold acknowledged records: Open refuses
-// the file, and with the Repair option moves everything from the damage on
-// to a side file; no byte is ever deleted.
+// file. The rule (RocksDB's kTolerateCorruptedTailRecords and etcd's WAL
+// decide the same way): bytes that cannot be read from some point to the
+// end of the file, with no intact entry after them, are a torn tail, and
+// are cut. Nothing there was acknowledged: an acknowledged entry is
+// complete and fsynced, and has only intact entries after it (an entry
+// written after it is acknowledged only once fsynced too, which makes
+// everything before it durable). An unreadable region followed by an
+// intact entry is corruption: Open refuses the file, and with the Repair
+// option moves everything from the damage on to a side file; no byte is
+// ever deleted.
+//
+// One exception, which a crash also leaves: writes not yet fsynced reach
+// the disk in any order, a page at a time, so a write of several entries
+// may leave a later entry intact after a page that never got there and
+// reads as zeros. An unreadable region holding a page of zeros (at least
+// an entry header's worth of zero bytes up to a 4 KiB boundary of the
+// file) before the intact entry is taken as that: nothing from it on was
+// acknowledged, but, since bytes that a flipped bit made unreadable may
+// look the same, it goes to a side file as a repair does, without the
+// Repair option, rather than being cut.
 //
 //	| header | e1 | e2 | e3 (torn: its length runs past the end) |   -> cut e3
-//	| header | e1 | e2 (bad crc) | e3 | e4 |                       -> refused, or e2.. to a side file
-//	| header | e1 | e2 | e3 (bad crc, complete) |                   -> refused, or e3 to a side file
+//	| header | e1 | e2 | e3 (bad crc, nothing intact after it)  |   -> cut e3
+//	| header | e1 | e2 | zeros to 4 KiB | e4 |                      -> e2.. to a side file
+//	| header | e1 | e2 (bad crc) | e3 | e4 |                        -> refused, or e2.. to a side file
+//	| header | e1 | e2 (length damaged, body intact to the end) |    -> refused, or e2 to a side file
 
 import (
 	"bytes"
@@ -55,42 +71,74 @@ const (
 	tailPastEnd                    // a plausible length that runs past the end of the file
 )
 
-// tornTail reports whether the bad entry at off, of the given kind, and
-// everything after it up to size is what an interrupted write leaves: an
-// incomplete final entry, or zeros. If not, it returns why it is corruption.
-func tornTail(file io.ReaderAt, off, size int64, kind tailKind, why string) (bool, string, error) {
+// tailVerdict is what tornTail makes of the damage at the end of a
+// segment's good entries.
+type tailVerdict int
+
+const (
+	tailTorn    tailVerdict = iota // cut it
+	tailHole                       // a crash's missing page before intact entries: to a side file
+	tailCorrupt                    // refused (or repaired with Repair)
+)
+
+// holePage is the granularity at which writes reach the disk, for telling
+// a crash's missing page (see the top of this file).
+const holePage = 4 << 10
+
+// tornTail applies the rule at the top of this file to the bad entry at
+// off, of the given kind, and everything after it up to size. For
+// tailCorrupt it says why.
+func tornTail(file io.ReaderAt, off, size int64, kind tailKind, why string) (tailVerdict, string, error) {
 	zero, err := allZero(file, off, size)
 	if err != nil || zero {
-		return zero, "", err
+		return tailTorn, "", err
 	}
-	switch kind {
-	case tailTornHeader:
-		return true, "", nil
-	case tailOther:
-		return false, why, nil
-	}
-	// A length past the end: a torn write, unless the length itself is what
-	// is damaged. Then the entry is complete (its crc checks out over the
-	// bytes that are there), or valid entries follow it.
-	var hdr [entryHeaderSize]byte
-	if _, err := file.ReadAt(hdr[:], off); err != nil {
-		return false, "", err
-	}
-	crc, err := crcOf(file, off+entryHeaderSize, size)
-	if err != nil {
-		return false, "", err
-	}
-	if crc == binary.BigEndian.Uint32(hdr[4:]) {
-		return false, "its length is damaged: the entry ends at the end of the file", nil
+	if kind != tailTornHeader && size-off > entryHeaderSize {
+		// An implausible length or one past the end: a torn write, unless
+		// the length itself is what is damaged and the entry is complete
+		// (its crc checks out over the bytes that are there): an intact
+		// entry after all.
+		var hdr [entryHeaderSize]byte
+		if _, err := file.ReadAt(hdr[:], off); err != nil {
+			return tailCorrupt, "", err
+		}
+		crc, err := crcOf(file, off+entryHeaderSize, size)
+		if err != nil {
+			return tailCorrupt, "", err
+		}
+		if crc == binary.BigEndian.Uint32(hdr[4:]) {
+			return tailCorrupt, "its length is damaged: the entry ends at the end of the file", nil
+		}
 	}
 	next, err := findEntry(file, off+1, size)
+	if err != nil || next < 0 {
+		return tailTorn, "", err
+	}
+	hole, err := hasZeroPage(file, off, next)
 	if err != nil {
-		return false, "", err
+		return tailCorrupt, "", err
 	}
-	if next >= 0 {
-		return false, why + "; a valid entry follows at offset " + strconv.FormatInt(next, 10), nil
+	if hole {
+		return tailHole, "", nil
 	}
-	return true, "", nil
+	return tailCorrupt, why + "; a valid entry follows at offset " + strconv.FormatInt(next, 10), nil
+}
+
+// hasZeroPage reports whether the bytes [from, to) of file hold a run of at
+// least entryHeaderSize zeros that ends at a multiple of holePage (or at
+// to, if that is one).
+func hasZeroPage(file io.ReaderAt, from, to int64) (bool, error) {
+	for end := (from/holePage + 1) * holePage; end <= to; end += holePage {
+		start := max(from, end-entryHeaderSize)
+		if end-start < entryHeaderSize {
+			continue
+		}
+		zero, err := allZero(file, start, end)
+		if err != nil || zero {
+			return zero, err
+		}
+	}
+	return false, nil
 }
 
 // allZero reports whether the bytes [from, to) of file are all zero.
@@ -166,7 +214,7 @@ func (f *Store) repairTail(off, size int64) (string, error) {
 			name += "." + strconv.Itoa(i)
 		}
 		var err error
-		side, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		side, err = f.cfg.fs.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err == nil {
 			break
 		}
@@ -182,10 +230,10 @@ func (f *Store) repairTail(off, size int64) (string, error) {
 		err = cerr
 	}
 	if err == nil {
-		err = syncDir(filepath.Dir(name))
+		err = f.cfg.fs.SyncDir(filepath.Dir(name))
 	}
 	if err != nil {
-		_ = os.Remove(name) // incomplete: the store file still has every byte
+		_ = f.cfg.fs.Remove(name) // incomplete: the store file still has every byte
 		return "", fmt.Errorf("inflight/file: repair: write %s: %w", name, err)
 	}
 	if err := f.file.Truncate(off); err != nil {

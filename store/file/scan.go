@@ -104,7 +104,7 @@ func (f *Store) scanSegment(file io.ReaderAt, end int64, path string, sealed boo
 	topic, name := "", ""
 	_, bad, err := segmentEntries(file, end, v, rr,
 		func(body []byte, _ int64) error {
-			_, err := parseSnapshot(body, streams{})
+			_, err := parseSnapshot(body, newState())
 			return err
 		},
 		func(e *entry) error {

@@ -26,12 +26,16 @@ func TestScanSkipDamaged(t *testing.T) {
 	s := openFileStore(t, path, file.SegmentBytes(testSegment), file.Fsync(file.FsyncNone))
 	calls := segmentCalls(150, 3)
 	fileAppendAll(t, s, calls)
+	require.NoError(t, s.Append(dflt, "tail", 0, seqRecs(1, recs("t"))))
 	segs := s.Segments()
 	require.NoError(t, s.Close())
 	require.Greater(t, len(segs), 4)
 	want, _ := fileWant(calls)
+	want = append(want, fileRec{"tail", 1, "t"})
 
 	flip := func(p string) {
+		// In an entry that has an intact one after it (the small "tail"
+		// entry in the active segment): corruption, not a torn tail.
 		b, err := os.ReadFile(p)
 		require.NoError(t, err)
 		b[len(b)*3/4] ^= 0x10

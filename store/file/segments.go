@@ -27,6 +27,7 @@ import (
 	"github.com/inflightmq/inflight/broker"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -97,24 +98,42 @@ func listSealed(path string) ([]segment, error) {
 	return out, nil
 }
 
-// contiguous checks that the sealed segments' numbers have no hole.
-// Retention removes the oldest first, so a missing segment in the middle is
-// lost records, not something to skip.
-func contiguous(path string, sealed []segment) error {
-	for i := 1; i < len(sealed); i++ {
+// retainedPrefix splits the sealed segments at their last hole: Retention
+// removes the oldest first, each removal made durable (its directory
+// fsynced) before the next, so a missing segment means that every older
+// one was being removed too: those older than the last hole are what an
+// interrupted retention left (or one of an older inflight, which fsynced
+// the directory once for several removals, so that a crash could keep an
+// older one), and kept the rest. Records of the store were never in a hole.
+func retainedPrefix(sealed []segment) (leftover, kept []segment) {
+	for i := len(sealed) - 1; i > 0; i-- {
 		if sealed[i].num != sealed[i-1].num+1 {
-			return fmt.Errorf("%w: %s: sealed segment %d missing (between %s and %s)", ErrCorrupt, path, sealed[i-1].num+1,
-				filepath.Base(sealed[i-1].path), filepath.Base(sealed[i].path))
+			return sealed[:i], sealed[i:]
 		}
 	}
-	return nil
+	return nil, sealed
+}
+
+// finishRetention removes, oldest first, the segments an interrupted
+// retention left (see retainedPrefix), fsyncing the directory after each,
+// and returns how many.
+func (f *Store) finishRetention(leftover []segment) (int, error) {
+	for i, s := range leftover {
+		if err := f.cfg.fs.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return i, fmt.Errorf("inflight/file: open store: finish an interrupted retention: %w", err)
+		}
+		if err := f.cfg.fs.SyncDir(filepath.Dir(f.path)); err != nil {
+			return i, fmt.Errorf("inflight/file: open store: %w", err)
+		}
+	}
+	return len(leftover), nil
 }
 
 // undoRoll removes what a roll that a crash interrupted left behind (see
 // the top of this file). active is the locked active segment.
 func (f *Store) undoRoll(active *os.File, sealed []segment) error {
 	changed := false
-	switch err := os.Remove(f.path + ".next"); {
+	switch err := f.cfg.fs.Remove(f.path + ".next"); {
 	case err == nil:
 		changed = true
 	case !errors.Is(err, fs.ErrNotExist):
@@ -131,14 +150,14 @@ func (f *Store) undoRoll(active *os.File, sealed []segment) error {
 			return fmt.Errorf("inflight/file: open store: %w", err)
 		}
 		if os.SameFile(a, b) {
-			if err := os.Remove(newest.path); err != nil {
+			if err := f.cfg.fs.Remove(newest.path); err != nil {
 				return fmt.Errorf("inflight/file: open store: undo an interrupted roll: %w", err)
 			}
 			changed = true
 		}
 	}
 	if changed {
-		if err := syncDir(filepath.Dir(f.path)); err != nil {
+		if err := f.cfg.fs.SyncDir(filepath.Dir(f.path)); err != nil {
 			return fmt.Errorf("inflight/file: open store: %w", err)
 		}
 	}
@@ -207,10 +226,10 @@ func (f *Store) rollLocked(size int64) error {
 	}
 	now := f.cfg.now()
 	f.forgetLocked(now)
-	head := appendSnapshot(appendHeader(nil, rolledVersion), f.streams, now)
+	head := appendSnapshot(appendHeader(nil, rolledVersion), f.st, now)
 
 	next := f.path + ".next"
-	nf, err := os.OpenFile(next, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	nf, err := f.cfg.fs.OpenFile(next, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fail("create the new segment", err)
 	}
@@ -227,24 +246,24 @@ func (f *Store) rollLocked(size int64) error {
 	}
 	if err != nil {
 		_ = nf.Close()
-		_ = os.Remove(next)
+		_ = f.cfg.fs.Remove(next)
 		return fail("write the new segment", err)
 	}
 	sealed := segment{num: f.next, path: sealedName(f.path, f.next), size: f.end - f.base, written: written}
-	if err := os.Link(f.path, sealed.path); err != nil {
+	if err := f.cfg.fs.Link(f.path, sealed.path); err != nil {
 		_ = nf.Close()
-		_ = os.Remove(next)
+		_ = f.cfg.fs.Remove(next)
 		return fail("seal", err)
 	}
-	if err := syncDir(filepath.Dir(f.path)); err != nil {
+	if err := f.cfg.fs.SyncDir(filepath.Dir(f.path)); err != nil {
 		_ = nf.Close()
 		return fail("seal", err)
 	}
-	if err := os.Rename(next, f.path); err != nil {
+	if err := f.cfg.fs.Rename(next, f.path); err != nil {
 		_ = nf.Close()
 		return fail("switch to the new segment", err)
 	}
-	if err := syncDir(filepath.Dir(f.path)); err != nil {
+	if err := f.cfg.fs.SyncDir(filepath.Dir(f.path)); err != nil {
 		_ = nf.Close()
 		return fail("switch to the new segment", err)
 	}
@@ -260,7 +279,8 @@ func (f *Store) rollLocked(size int64) error {
 }
 
 // retainLocked removes, oldest first, the sealed segments that RetainAge
-// or RetainBytes no longer keep, and returns how many it removed. The
+// or RetainBytes no longer keep, fsyncing the directory after each, and
+// returns how many it removed. The
 // active segment is never removed, so the store may stay above RetainBytes
 // by up to one segment. A segment it cannot remove stays, and is tried
 // again at the next roll or tick.
@@ -280,31 +300,52 @@ func (f *Store) retainLocked(now time.Time) int {
 		if !old && !big {
 			break
 		}
-		if err := os.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := f.cfg.fs.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			break
 		}
 		total -= s.size
 		f.sealed = f.sealed[1:]
 		removed++
-	}
-	if removed > 0 {
-		_ = syncDir(filepath.Dir(f.path)) // a removal a crash undoes is done again
+		// Before the next removal: a crash then leaves the oldest
+		// segments removed, never one with an older one kept (which
+		// retainedPrefix would have to take for an interrupted
+		// retention). A removal a crash undoes is done again.
+		if f.cfg.fs.SyncDir(filepath.Dir(f.path)) != nil {
+			break
+		}
 	}
 	return removed
 }
 
-// forgetLocked drops the producers that have not appended for
-// ForgetProducersAfter (if set) and returns how many.
+// forgetLocked drops the producer names that have not fenced or appended
+// for ForgetProducersAfter (if set) and have no live session (see Pin),
+// each with every topic's last sequence ID, and returns how many. When it
+// drops any, it reserves an epoch above every one ever given (see state):
+// a forgotten incarnation that comes back is below it, fenced, never taken
+// for the newest; a new one gets an epoch above it. Called only by a roll,
+// whose snapshot then carries the floor and not the names, so that replay
+// never brings back a name after its new incarnation wrote.
 func (f *Store) forgetLocked(now time.Time) int {
 	if f.cfg.forgetAfter <= 0 {
 		return 0
 	}
 	n := 0
-	for k, s := range f.streams {
-		if now.UnixNano()-s.seen > int64(f.cfg.forgetAfter) {
-			delete(f.streams, k)
+	for name, s := range f.st.names {
+		if s.pins == 0 && now.UnixNano()-s.seen > int64(f.cfg.forgetAfter) {
+			delete(f.st.names, name)
 			n++
 		}
+	}
+	if n > 0 {
+		for k := range f.st.streams {
+			if _, ok := f.st.names[k.producer]; !ok {
+				delete(f.st.streams, k)
+			}
+		}
+		if f.st.epochs < math.MaxUint64 {
+			f.st.epochs++
+		}
+		f.st.floor = f.st.epochs
 	}
 	return n
 }
@@ -323,7 +364,7 @@ func (f *Store) rebuildActive() (int64, error) {
 	if err := f.rebuildFromSealed(); err != nil {
 		return 0, err
 	}
-	head := appendSnapshot(appendHeader(nil, rolledVersion), f.streams, f.cfg.now())
+	head := appendSnapshot(appendHeader(nil, rolledVersion), f.st, f.cfg.now())
 	if _, err := f.file.WriteAt(head, 0); err != nil {
 		return 0, fmt.Errorf("inflight/file: open store: %s: rewrite the snapshot: %w", f.path, err)
 	}
@@ -343,7 +384,7 @@ func (f *Store) rebuildFromSealed() error {
 		if err != nil {
 			return fmt.Errorf("inflight/file: open store: rebuild the snapshot: %w", err)
 		}
-		seg, err := replaySegmentFile(file, s.size, f.cfg.now().UnixNano(), f.streams, &rr)
+		seg, err := replaySegmentFile(file, s.size, f.cfg.now().UnixNano(), f.st, &rr)
 		_ = file.Close()
 		if err == nil && seg.bad != nil {
 			err = &CorruptError{Path: s.path, Offset: seg.bad.off, Bytes: s.size - seg.bad.off, Why: seg.bad.why, Sealed: true}
@@ -366,7 +407,7 @@ type segReplay struct {
 
 // replaySegmentFile reads a segment's version from its header, then
 // replays it.
-func replaySegmentFile(file io.ReaderAt, size, seen int64, m streams, rr *wire.RecordReader) (segReplay, error) {
+func replaySegmentFile(file io.ReaderAt, size, seen int64, m *state, rr *wire.RecordReader) (segReplay, error) {
 	v, err := segmentVersion(file, size)
 	if err != nil {
 		return segReplay{}, err
@@ -379,7 +420,7 @@ func replaySegmentFile(file io.ReaderAt, size, seen int64, m streams, rr *wire.R
 // it (its snapshot included), dating the entries' producers by seen (Unix
 // ns). It stops at the first bad entry (seg.bad). Only a read error is an
 // error.
-func replaySegment(file io.ReaderAt, size int64, version uint32, seen int64, m streams, rr *wire.RecordReader) (segReplay, error) {
+func replaySegment(file io.ReaderAt, size int64, version uint32, seen int64, m *state, rr *wire.RecordReader) (segReplay, error) {
 	out := segReplay{body: fileHeaderSize}
 	var err error
 	out.good, out.bad, err = walkSegment(file, size, version, rr, segmentVisitor{
@@ -389,10 +430,10 @@ func replaySegment(file io.ReaderAt, size int64, version uint32, seen int64, m s
 			return err
 		},
 		fence: func(e *fenceEntry) {
-			m.raise(stream{string(e.topic), string(e.name)}, 0, e.epoch, seen)
+			m.raiseName(string(e.name), e.epoch, seen)
 		},
 		each: func(e *entry) error {
-			m.raise(stream{string(e.topic), string(e.name)}, e.last, 0, seen)
+			m.raiseStream(stream{string(e.topic), string(e.name)}, e.last, seen)
 			out.entries++
 			out.records += int(e.count)
 			return nil
@@ -466,10 +507,7 @@ func walkSegment(file io.ReaderAt, end int64, version uint32, rr *wire.RecordRea
 			return start, &badEntryError{start, "malformed: not a record entry", tailOther}, nil
 		}
 		if isControl(body) {
-			f, err := parseFence(body)
-			if err == nil && version < fenceVersion {
-				err = errors.New("a fence entry in a segment of version " + strconv.FormatUint(uint64(version), 10))
-			}
+			f, err := parseFence(body, version)
 			if err != nil {
 				return start, &badEntryError{start, "malformed: " + err.Error(), tailOther}, nil
 			}

@@ -28,8 +28,8 @@ import (
 // oldest first), which are never written again. When an Append would take
 // the active segment past SegmentBytes, the store rolls: the active segment
 // becomes the next sealed one and a new PATH starts with a snapshot of every
-// (topic, producer)'s last sequence ID (see rollLocked in
-// filestore_segments.go). Opening a store replays only PATH, so a restart
+// (topic, producer)'s last sequence ID and every name's epoch (see
+// rollLocked in segments.go, and state.go). Opening a store replays only PATH, so a restart
 // costs one segment whatever the size of the log; RetainAge and RetainBytes
 // remove the oldest sealed segments, and a producer's last sequence ID
 // outlives them in the snapshots.
@@ -55,7 +55,7 @@ import (
 //	record: uvarint seq gap | uvarint len | flags, key, headers, event time, payload (as on the wire)
 //
 // An entry holds one Append: one (topic, producer), increasing sequence IDs;
-// or one Fence: a (topic, producer)'s new epoch (a fence entry, drawn in
+// or one Fence: a producer name's new epoch (a fence entry, drawn in
 // format.go), which replay reads, and which Scan and Verify check and skip.
 // An entry is acknowledged only after it was written whole, so the only
 // damage a crash leaves is an incomplete final entry of the active segment
@@ -73,14 +73,15 @@ import (
 // that could hold acknowledged records, except retention, as configured.
 //
 // Format versions: a store of version 1 (before topics and metadata), 2
-// (before epochs) or 3 (a rolled segment before epochs) opens: version 1
-// records read as topic wire.DefaultTopic without metadata, a version 3
-// snapshot as one without epochs, and Open rewrites the active segment's
-// header to version 4 (a store that never rolled) or 5 (a rolled segment)
-// before it could write a fence entry (Recovery.UpgradedFrom says so),
-// after which an older inflight refuses the file instead of misreading it.
-// Sealed segments keep their version. A version it does not know is
-// refused with ErrCorrupt, file untouched.
+// (before epochs), 3 (a rolled segment before epochs), 4 or 5 (epochs per
+// (topic, producer)) opens: version 1 records read as topic
+// wire.DefaultTopic without metadata, a version 3 snapshot as one without
+// epochs, an epoch of a (topic, producer) as its name's, and Open rewrites
+// the active segment's header to version 6 (a store that never rolled) or
+// 7 (a rolled segment) before it could write a name fence entry
+// (Recovery.UpgradedFrom says so), after which an older inflight refuses
+// the file instead of misreading it. Sealed segments keep their version. A
+// version it does not know is refused with ErrCorrupt, file untouched.
 //
 // Durability follows the FsyncPolicy; a roll fsyncs the segment it seals
 // and the new one, whatever the policy (the bulk of the first with the
@@ -95,14 +96,14 @@ type Store struct {
 	recovery Recovery    // set by Open, read-only afterwards
 	shut     atomic.Bool // set by Close: a Scan in progress stops
 
-	mu      sync.Mutex
-	cond    sync.Cond // on mu: a sync finished, or a syncLocked caller left
-	file    storeFile // the active segment; replaced only by rollLocked, never while flushing
-	sealed  []segment // the sealed segments, oldest first
-	next    uint64    // the number of the next sealed segment
-	streams streams
-	rr      wire.RecordReader // replay: checks records' metadata
-	bufs    bufPool           // the entries Append encodes
+	mu     sync.Mutex
+	cond   sync.Cond         // on mu: a sync finished, or a syncLocked caller left
+	file   storeFile         // the active segment; replaced only by rollLocked, never while flushing
+	sealed []segment         // the sealed segments, oldest first
+	next   uint64            // the number of the next sealed segment
+	st     *state            // what the store knows of its producers
+	rr     wire.RecordReader // replay: checks records' metadata
+	bufs   bufPool           // the entries Append encodes
 	// Offsets are logical: counted over every segment this Store
 	// wrote, so that a roll never moves them backwards (syncLocked's
 	// callers compare them across a roll). The active segment's byte 0 is
@@ -149,7 +150,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Store{path: path, cfg: cfg, readOnly: cfg.readOnly, streams: make(streams)}
+	f := &Store{path: path, cfg: cfg, readOnly: cfg.readOnly, st: newState()}
 	f.cond.L = &f.mu
 	var file *os.File
 	var created bool
@@ -179,9 +180,17 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if f.readOnly {
 		return f, nil
 	}
+	// Whether the file was created now or found, nothing proves that its
+	// name is durable: a crash after the file's fsync and before its
+	// directory's (at a creation, a roll's rename, a repair) leaves a file
+	// that is there until the next crash. One fsync of the directory per
+	// Open makes it so.
+	if err := cfg.fs.SyncDir(filepath.Dir(path)); err != nil {
+		_ = file.Close()
+		return nil, fmt.Errorf("inflight/file: open store: %w", err)
+	}
 	f.mu.Lock()
-	f.recovery.Removed = f.retainLocked(cfg.now())
-	f.recovery.Forgotten = f.forgetLocked(cfg.now())
+	f.recovery.Removed += f.retainLocked(cfg.now())
 	f.mu.Unlock()
 	if cfg.policy == FsyncInterval || cfg.retainAge > 0 {
 		f.stop, f.done = make(chan struct{}), make(chan struct{})
@@ -208,12 +217,16 @@ func (f *Store) openWriter() (*os.File, bool, []segment, error) {
 		_ = file.Close()
 		return nil, false, nil, err
 	}
-	if sealed, err = listSealed(f.path); err == nil {
-		err = contiguous(f.path, sealed)
-	}
-	if err != nil {
+	if sealed, err = listSealed(f.path); err != nil {
 		_ = file.Close()
 		return nil, false, nil, fmt.Errorf("inflight/file: open store: %w", err)
+	}
+	leftover, sealed := retainedPrefix(sealed)
+	n, err := f.finishRetention(leftover)
+	f.recovery.Removed += n
+	if err != nil {
+		_ = file.Close()
+		return nil, false, nil, err
 	}
 	return file, created, sealed, nil
 }
@@ -269,13 +282,15 @@ func (f *Store) sealedBefore(file *os.File) ([]segment, error) {
 	}
 	for i, s := range sealed {
 		if st, err := os.Stat(s.path); err == nil && os.SameFile(st, mine) {
-			return sealed[:i], contiguous(f.path, sealed[:i])
+			_, kept := retainedPrefix(sealed[:i])
+			return kept, nil
 		}
 	}
 	if !stillActive {
 		return nil, errRelist // sealed, then removed by retention
 	}
-	return sealed, contiguous(f.path, sealed)
+	_, kept := retainedPrefix(sealed)
+	return kept, nil
 }
 
 // openActive opens or creates the active segment of a writer and locks it.
@@ -287,16 +302,16 @@ func (f *Store) openActive(haveSealed bool) (*os.File, bool, error) {
 	// segment, and we try again.
 	for range 100 {
 		created := true
-		file, err := os.OpenFile(f.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		file, err := f.cfg.fs.OpenFile(f.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 		if errors.Is(err, fs.ErrExist) {
 			created = false
-			file, err = os.OpenFile(f.path, os.O_RDWR, 0)
+			file, err = f.cfg.fs.OpenFile(f.path, os.O_RDWR, 0)
 		}
 		if err != nil {
 			return nil, false, fmt.Errorf("inflight/file: open store: %w", err)
 		}
 		if created && haveSealed {
-			_ = os.Remove(f.path)
+			_ = f.cfg.fs.Remove(f.path)
 			_ = file.Close()
 			return nil, false, fmt.Errorf("%w: %s: sealed segments but no active segment (moved or deleted?)", ErrCorrupt, f.path)
 		}
@@ -380,11 +395,6 @@ func (f *Store) load(created, repair bool) error {
 		if err := f.file.Sync(); err != nil {
 			return fmt.Errorf("inflight/file: open store: %w", err)
 		}
-		if created {
-			if err := syncDir(filepath.Dir(f.path)); err != nil {
-				return fmt.Errorf("inflight/file: open store: %w", err)
-			}
-		}
 		f.end, f.written, f.synced, f.body = fileHeaderSize, fileHeaderSize, fileHeaderSize, fileHeaderSize
 		return nil
 	}
@@ -396,20 +406,20 @@ func (f *Store) load(created, repair bool) error {
 	// Entries carry no time: their producers count as seen now, the
 	// latest they can have appended (ForgetProducersAfter keeps them
 	// longer, never shorter, than their last Append says).
-	seg, err := replaySegment(f.file, size, v, f.cfg.now().UnixNano(), f.streams, &f.rr)
+	seg, err := replaySegment(f.file, size, v, f.cfg.now().UnixNano(), f.st, &f.rr)
 	if err != nil {
 		return fmt.Errorf("inflight/file: open store: %s: %w", f.path, err)
 	}
 	good, bad := seg.good, seg.bad
 	f.recovery.Entries, f.recovery.Records = seg.entries, seg.records
-	torn := false
+	verdict := tailTorn
 	if bad != nil {
 		var why string
-		torn, why, err = tornTail(f.file, good, size, bad.kind, bad.why)
+		verdict, why, err = tornTail(f.file, good, size, bad.kind, bad.why)
 		if err != nil {
 			return fmt.Errorf("inflight/file: open store: %w", err)
 		}
-		if !torn && (!repair || f.readOnly) {
+		if verdict == tailCorrupt && (!repair || f.readOnly) {
 			if !f.readOnly || !f.cfg.readDamaged {
 				return &CorruptError{Path: f.path, Offset: good, Bytes: size - good, Why: why}
 			}
@@ -434,7 +444,7 @@ func (f *Store) load(created, repair bool) error {
 		f.recovery.UpgradedFrom = int(v)
 	}
 	if good < size {
-		if torn {
+		if verdict == tailTorn {
 			if err := f.file.Truncate(good); err != nil {
 				return fmt.Errorf("inflight/file: open store: %s: cannot cut the torn tail at %d: %w", f.path, good, err)
 			}
@@ -467,73 +477,54 @@ func (f *Store) load(created, repair bool) error {
 // Recovery returns what Open found. Safe for concurrent use.
 func (f *Store) Recovery() Recovery { return f.recovery }
 
-// State implements broker.Store. It counts entries whose Append or Fence
-// has written them but not returned yet. After Close it returns
-// broker.ErrStoreClosed, after a failed write or fsync that failure. Safe
-// for concurrent use.
+// State implements broker.Store: the topic's last sequence ID and the
+// name's epoch. It counts entries whose Append or Fence has written them
+// but not returned yet. After Close it returns broker.ErrStoreClosed, after
+// a failed write or fsync that failure. Safe for concurrent use.
 func (f *Store) State(topic, producer string) (broker.NameState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.usableLocked(); err != nil {
 		return broker.NameState{}, err
 	}
-	st := f.streams[stream{topic, producer}]
-	return broker.NameState{LastSeq: st.last, Epoch: max(st.epoch, f.streams[stream{nameTopic, producer}].epoch)}, nil
+	epoch, _ := f.st.epochOf(producer)
+	return broker.NameState{LastSeq: f.st.streams[stream{topic, producer}].last, Epoch: epoch}, nil
 }
 
-// nameTopic is the topic under which a name's fence is kept: the broker's
-// Fence is per producer name, across its topics (store interface v2). A
-// minimal adaptation: the fence entry format is unchanged.
-const nameTopic = "\x00"
-
-// Fence implements broker.Store: the name's new epoch, kept as a fence
-// entry of the reserved topic nameTopic (see fenceTopic).
-func (f *Store) Fence(producer string, epoch uint64) error {
-	_, err := f.fenceTopic(nameTopic, producer, epoch)
-	return err
-}
-
-// LastSeq returns State's LastSeq.
-func (f *Store) LastSeq(topic, producer string) (uint64, error) {
-	st, err := f.State(topic, producer)
-	return st.LastSeq, err
-}
-
-// fenceTopic writes a fence entry, the new epoch of
-// (topic, producer), and returns once it is fsynced, whatever the
+// Fence implements broker.Store: it writes a fence entry, the new epoch of
+// the producer name, and returns once it is fsynced, whatever the
 // FsyncPolicy (a fence is written once per producer instance: its cost is
 // not the records', and a fence lost in a crash would let a fenced
 // instance write again). It refuses an epoch not above the stored one
-// with an error wrapping broker.ErrFenced, a topic or producer name that
-// is empty or longer than 255 bytes, and after Close or a failed write or
-// fsync as Append does. Safe for concurrent use.
-func (f *Store) fenceTopic(topic, producer string, epoch uint64) (uint64, error) {
+// with an error wrapping broker.ErrFenced, a producer name that is empty
+// or longer than 255 bytes, and after Close or a failed write or fsync as
+// Append does. Safe for concurrent use.
+func (f *Store) Fence(producer string, epoch uint64) error {
 	if f.readOnly {
-		return 0, ErrReadOnly
+		return ErrReadOnly
 	}
-	k := stream{topic, producer}
-	if err := checkNames(k); err != nil {
-		return 0, fmt.Errorf("inflight/file: Store.Fence: %w", err)
+	if err := checkName(producer); err != nil {
+		return fmt.Errorf("inflight/file: Store.Fence: %w", err)
 	}
-	buf := f.bufs.get(fenceLen(topic, producer))
-	*buf = appendFence((*buf)[:0], topic, producer, epoch)
+	buf := f.bufs.get(fenceLen(producer))
+	*buf = appendFence((*buf)[:0], producer, epoch)
 	size := int64(len(*buf))
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	err := f.admitLocked(size, func() error {
-		if stored := max(f.streams[k].epoch, f.streams[stream{nameTopic, producer}].epoch); epoch <= stored {
-			return fmt.Errorf("%w: %q/%q: epoch %d, stored %d", broker.ErrFenced, topic, producer, epoch, stored)
+		if stored, _ := f.st.epochOf(producer); epoch <= stored {
+			return fmt.Errorf("%w: %q: epoch %d, stored %d", broker.ErrFenced, producer, epoch, stored)
 		}
+		// Seen: a roll this fence makes must not forget the name.
+		f.st.raiseName(producer, 0, f.cfg.now().UnixNano())
 		return nil
 	})
 	if err != nil {
 		f.bufs.put(buf)
-		return 0, err
+		return err
 	}
-	st := f.streams[k]
-	st.epoch, st.seen = epoch, f.cfg.now().UnixNano()
-	f.streams[k] = st
+	f.st.raiseName(producer, epoch, f.cfg.now().UnixNano())
 	if f.cfg.policy == FsyncBatch {
 		f.pend = append(f.pend, buf)
 		f.end += size
@@ -545,7 +536,35 @@ func (f *Store) fenceTopic(topic, producer string, epoch uint64) (uint64, error)
 	if err == nil {
 		err = f.syncLocked(f.end)
 	}
-	return st.last, err
+	return err
+}
+
+// Pin keeps producer from being forgotten (ForgetProducersAfter) until a
+// matching Unpin: the broker pins the name of every live session, so that
+// a producer idle on a live connection (heartbeats only) keeps its epoch
+// and last sequence IDs. Unpin counts as activity: the name is kept for
+// ForgetProducersAfter from then. Pins are not stored. Safe for
+// concurrent use.
+func (f *Store) Pin(producer string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.st.names[producer]
+	n.pins++
+	n.seen = max(n.seen, f.cfg.now().UnixNano())
+	f.st.names[producer] = n
+}
+
+// Unpin undoes one Pin of producer.
+func (f *Store) Unpin(producer string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, ok := f.st.names[producer]
+	if !ok || n.pins == 0 {
+		return
+	}
+	n.pins--
+	n.seen = max(n.seen, f.cfg.now().UnixNano())
+	f.st.names[producer] = n
 }
 
 // usableLocked returns why the store cannot serve a call, or nil.
@@ -598,15 +617,22 @@ func (f *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 	k := stream{topic, producer}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.admitLocked(size, func() error { return f.checkLocked(k, epoch, recs) }); err != nil {
+	// The check marks the name seen: a roll this Append makes must not
+	// forget it.
+	check := func() error {
+		if err := f.checkLocked(k, epoch, recs); err != nil {
+			return err
+		}
+		f.st.raiseName(producer, 0, f.cfg.now().UnixNano())
+		return nil
+	}
+	if err := f.admitLocked(size, check); err != nil {
 		f.bufs.put(buf)
 		return err
 	}
 	f.stats.appends.Add(1)
 	f.stats.records.Add(uint64(len(recs)))
-	st := f.streams[k]
-	st.last, st.seen = recs[len(recs)-1].Seq, f.cfg.now().UnixNano()
-	f.streams[k] = st
+	f.st.raiseStream(k, recs[len(recs)-1].Seq, f.cfg.now().UnixNano())
 	if f.cfg.policy == FsyncBatch {
 		// For the next commit, which writes and fsyncs it with whatever
 		// else was encoded meanwhile.
@@ -660,18 +686,18 @@ func (f *Store) checkLocked(k stream, epoch uint64, recs []broker.Record) error 
 	if err := checkNames(k); err != nil {
 		return fmt.Errorf("inflight/file: Store.Append: %w", err)
 	}
-	st := f.streams[k]
-	if stored := max(st.epoch, f.streams[stream{nameTopic, k.producer}].epoch); epoch < stored {
+	if stored, _ := f.st.epochOf(k.producer); epoch < stored {
 		return fmt.Errorf("inflight/file: Store.Append: %w: %q/%q: epoch %d, stored %d", broker.ErrFenced, k.topic, k.producer, epoch, stored)
 	}
+	last := f.st.streams[k].last
 	var err error
 	switch {
 	case uint64(len(recs)) > math.MaxUint32:
 		err = fmt.Errorf("%d records in one entry", len(recs))
 	case recs[0].Seq == 0:
 		err = errors.New("sequence ID 0")
-	case recs[0].Seq <= st.last:
-		err = fmt.Errorf("%q/%q first sequence ID %d not above the last stored %d", k.topic, k.producer, recs[0].Seq, st.last)
+	case recs[0].Seq <= last:
+		err = fmt.Errorf("%q/%q first sequence ID %d not above the last stored %d", k.topic, k.producer, recs[0].Seq, last)
 	}
 	for i := 1; err == nil && i < len(recs); i++ {
 		if recs[i].Seq <= recs[i-1].Seq {
@@ -686,11 +712,16 @@ func (f *Store) checkLocked(k stream, epoch uint64, recs []broker.Record) error 
 
 // checkNames validates an entry's topic and producer name.
 func checkNames(k stream) error {
-	switch {
-	case len(k.topic) == 0 || len(k.topic) > maxNameLen:
+	if len(k.topic) == 0 || len(k.topic) > maxNameLen {
 		return fmt.Errorf("topic of %d bytes, want 1 to %d", len(k.topic), maxNameLen)
-	case len(k.producer) == 0 || len(k.producer) > maxNameLen:
-		return fmt.Errorf("producer name of %d bytes, want 1 to %d", len(k.producer), maxNameLen)
+	}
+	return checkName(k.producer)
+}
+
+// checkName validates a producer name.
+func checkName(producer string) error {
+	if len(producer) == 0 || len(producer) > maxNameLen {
+		return fmt.Errorf("producer name of %d bytes, want 1 to %d", len(producer), maxNameLen)
 	}
 	return nil
 }

@@ -88,11 +88,11 @@ func checkFileStore(t testing.TB, s *file.Store, calls []fileCall) {
 	wantRecs, wantLast := fileWant(calls)
 	assert.Equal(t, wantRecs, fileScanAll(t, s))
 	for name, last := range wantLast {
-		got, err := s.LastSeq(dflt, name)
+		got, err := lastSeq(s, dflt, name)
 		require.NoError(t, err)
 		assert.Equal(t, last, got, "LastSeq(%q)", name)
 	}
-	got, err := s.LastSeq(dflt, "nobody")
+	got, err := lastSeq(s, dflt, "nobody")
 	require.NoError(t, err)
 	assert.Zero(t, got)
 }
@@ -120,6 +120,7 @@ func TestRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
 	s := openFileStore(t, path)
 	var _ broker.Store = s
+	var _ broker.Pinner = s
 	assert.Equal(t, file.Recovery{}, s.Recovery())
 	checkFileStore(t, s, nil)
 
@@ -300,15 +301,21 @@ func TestTornTail(t *testing.T) {
 		}
 	})
 	t.Run("flip", func(t *testing.T) {
-		// A complete last entry that does not check out is corruption, not a
-		// torn write: refused, or repaired to a side file.
+		// A last entry that does not check out, with no intact entry after
+		// it, is a torn tail (see recover.go) and cut; unless only its
+		// length is damaged and the rest checks out to the end: an intact
+		// entry, refused, or repaired to a side file.
 		for i := lastStart; i < len(full); i++ {
 			t.Run(fmt.Sprint(i-lastStart), func(t *testing.T) {
 				path := filepath.Join(t.TempDir(), "store")
 				damaged := bytes.Clone(full)
 				damaged[i] ^= 0xff
 				require.NoError(t, os.WriteFile(path, damaged, 0o600))
-				checkFileRepaired(t, path, int64(lastStart), survivors, last, full)
+				if i < lastStart+4 {
+					checkFileRepaired(t, path, int64(lastStart), survivors, last, full)
+					return
+				}
+				checkFileRecovered(t, path, survivors, int64(len(full)-lastStart), last, full)
 			})
 		}
 	})
@@ -328,10 +335,12 @@ func TestTornTail(t *testing.T) {
 		{"seven zeros", make([]byte, 7), false},
 		{"zero header", make([]byte, 8), false},
 		{"zero page", make([]byte, 4096), false},
-		{"huge length", append(hdr(math.MaxUint32, 0), "body"...), true},
-		{"length over the limit", append(hdr(1<<30+1, 0), make([]byte, 64)...), true},
+		// Unreadable to the end with no intact entry after: a torn tail.
+		{"huge length", append(hdr(math.MaxUint32, 0), "body"...), false},
+		{"length over the limit", append(hdr(1<<30+1, 0), make([]byte, 64)...), false},
 		{"length past the end", append(hdr(1000, 0), make([]byte, 100)...), false},
-		{"entry with a bad crc", badCRC, true},
+		{"entry with a bad crc", badCRC, false},
+		{"entry with a damaged length", append(hdr(1<<30+1, binary.BigEndian.Uint32(lastEntry[4:])), lastEntry[8:]...), true},
 		{"entry then a torn one", append(bytes.Clone(lastEntry), lastEntry[:len(lastEntry)-1]...), false},
 		{"torn entry then a valid one", append(bytes.Clone(lastEntry[:len(lastEntry)-1]), lastEntry...), true},
 	}
@@ -451,13 +460,13 @@ func TestCloseDuringScan(t *testing.T) {
 }
 
 func TestForeignFile(t *testing.T) {
-	version6 := append([]byte("IFLT"), 0, 0, 0, 6) // 5 is a rolled segment
+	version8 := append([]byte("IFLT"), 0, 0, 0, 8) // 7 is a rolled segment
 	tests := []struct {
 		name    string
 		content []byte
 	}{
 		{"text", []byte("hello, this is somebody's file\n")},
-		{"newer version", append(version6, make([]byte, 40)...)},
+		{"newer version", append(version8, make([]byte, 40)...)},
 		{"short, not our header", []byte("IFX")},
 		{"zeros", make([]byte, 8)},
 		{"magic only", []byte("IFLT\x00\x00\x01\x01")},
@@ -500,7 +509,7 @@ func TestCreatesFile(t *testing.T) {
 	require.NoError(t, s.Close())
 	got, err := os.ReadFile(path)
 	require.NoError(t, err)
-	assert.Equal(t, []byte("IFLT\x00\x00\x00\x04"), got)
+	assert.Equal(t, []byte("IFLT\x00\x00\x00\x06"), got)
 	_, err = file.Open(filepath.Join(t.TempDir(), "no", "such", "dir"))
 	require.Error(t, err)
 }
@@ -532,7 +541,7 @@ func TestAsBrokerStore(t *testing.T) {
 	fs = openFileStore(t, path)
 	defer fs.Close()
 	assert.Equal(t, file.Recovery{Entries: 3, Records: 3}, fs.Recovery())
-	last, err := fs.LastSeq(dflt, "p")
+	last, err := lastSeq(fs, dflt, "p")
 	require.NoError(t, err)
 	assert.Equal(t, uint64(3), last)
 	p, log := send(fs, "d")
@@ -570,7 +579,7 @@ func TestPolicies(t *testing.T) {
 			require.NoError(t, s.Close(), "Close is idempotent")
 
 			require.ErrorIs(t, s.Append(dflt, "p", 0, seqRecs(100, recs("late"))), broker.ErrStoreClosed)
-			_, err := s.LastSeq(dflt, "p")
+			_, err := lastSeq(s, dflt, "p")
 			require.ErrorIs(t, err, broker.ErrStoreClosed)
 			require.ErrorIs(t, s.Scan(func(string, string, broker.Record) error { return nil }), broker.ErrStoreClosed)
 
@@ -652,7 +661,7 @@ func TestConcurrentAppends(t *testing.T) {
 				require.Len(t, got, producers)
 				for name, seqs := range got {
 					assert.Equal(t, seqRange(1, appends*perAppend), seqs, name)
-					last, err := s.LastSeq(dflt, name)
+					last, err := lastSeq(s, dflt, name)
 					require.NoError(t, err)
 					assert.Equal(t, uint64(appends*perAppend), last)
 				}
@@ -703,7 +712,7 @@ func TestCloseDuringAppends(t *testing.T) {
 	s = openFileStore(t, path)
 	defer s.Close()
 	for i, want := range acked {
-		got, err := s.LastSeq(dflt, fmt.Sprint("w", i))
+		got, err := lastSeq(s, dflt, fmt.Sprint("w", i))
 		require.NoError(t, err)
 		assert.Equal(t, want, got)
 	}
@@ -733,7 +742,7 @@ func TestScanStops(t *testing.T) {
 	}))
 	wantRecs, _ := fileWant(fileRoundTripCalls)
 	assert.Equal(t, len(wantRecs), n)
-	last, err := s.LastSeq(dflt, "during")
+	last, err := lastSeq(s, dflt, "during")
 	require.NoError(t, err)
 	assert.Equal(t, uint64(n), last)
 }

@@ -5,31 +5,11 @@ package file
 
 import (
 	"fmt"
-	"os"
-	"runtime"
 	"sync"
 	"time"
 
 	"github.com/inflightmq/inflight/broker"
 )
-
-// syncDir fsyncs a directory so that a file created in it survives a
-// machine crash. Windows cannot open a directory for that, and does not need
-// it.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
 
 // syncLocked returns once the file is written and fsynced at least up to
 // target, or the store failed. Called with f.mu held. It is the group

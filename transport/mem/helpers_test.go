@@ -227,7 +227,7 @@ func write(t testing.TB, c transport.Conn, frame []byte) {
 
 func helloFrame(t testing.TB, name string) []byte {
 	t.Helper()
-	f, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: name, Topic: wire.DefaultTopic})
+	f, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: name})
 	require.NoError(t, err)
 	return f
 }
@@ -237,7 +237,7 @@ func payload(seq uint64) []byte { return fmt.Appendf(nil, "rec-%d", seq) }
 // batchFrame builds a BATCH of n records with seqs first..first+n-1.
 func batchFrame(first uint64, n int) []byte {
 	var bb wire.BatchBuilder
-	bb.Reset(nil, first)
+	bb.Reset(nil, 0, first)
 	for i := range n {
 		bb.Add(payload(first + uint64(i)))
 	}

@@ -1,0 +1,204 @@
+package core
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/inflightmq/inflight/wire"
+)
+
+// lane is one topic of a producer: the ledger of its messages (ring,
+// cursors, sequence IDs: order and deduplication are per topic) and what
+// the producer's goroutines keep for it. A producer has no goroutine per
+// lane: the pump, the dispatcher and the sweeper serve every lane, each
+// told which lanes have work through a dirty list (laneList).
+//
+// A lane with nothing pending costs its structs and the ring pages it
+// used (a few KiB); once idle for TopicIdleTimeout the pump forgets it
+// (retire): its ring is closed while empty, the producer drops it, and the
+// topic's next message makes a new lane, whose first TOPIC_OK gives it
+// sequence IDs after the broker's last one for the topic: a forgotten
+// topic never reuses a sequence ID.
+type lane struct {
+	topic string
+	led   *ledger
+
+	pumpQueued atomic.Bool  // in the pump's dirty list or work list (see kick)
+	dispQueued atomic.Bool  // in the dispatcher's dirty list
+	retired    atomic.Bool  // forgotten: its ring is closed; senders look the topic up again
+	lastUsed   atomic.Int64 // producer ns of its last enqueue
+	abortErr   atomic.Pointer[error]
+
+	// The pump's: how the lane stands on the current connection.
+	conn      *session // the connection its state below is for; nil: none yet
+	state     laneState
+	id        uint32   // its id on conn
+	fresh     bool     // no TOPIC_OK yet in this incarnation: the next sets sequence IDs
+	pos       uint64   // next position to write
+	endPos    uint64   // first position whose sequence ID would pass wire.MaxSeq
+	inFlight  []uint64 // end positions of the frames written and not acknowledged
+	inWork    bool     // in the pump's work list
+	notBefore int64    // producer ns: not served before (linger, a refused declaration's retry)
+	retries   int      // declarations refused in a row (store trouble)
+
+	// The dispatcher's.
+	disp dispatcher
+	// The sweeper's: every position below is resolved.
+	sweepFrom uint64
+}
+
+// laneState is where a lane's declaration stands on a connection.
+type laneState uint8
+
+const (
+	undeclared laneState = iota // no TOPIC sent on this connection, or refused
+	declaring                   // TOPIC sent, no answer yet
+	declared                    // TOPIC_OK processed: batches may be written
+)
+
+// laneList is a list of lanes that have work for one goroutine, which takes
+// them all at once. A lane is added at most once while its flag is set; the
+// taker clears the flag when it has nothing left to do for the lane.
+type laneList struct {
+	mu    sync.Mutex
+	lanes []*lane
+}
+
+// add adds l unless flag says it is queued already, and reports whether it
+// did.
+func (ll *laneList) add(l *lane, flag *atomic.Bool) bool {
+	if flag.Load() || !flag.CompareAndSwap(false, true) {
+		return false
+	}
+	ll.mu.Lock()
+	ll.lanes = append(ll.lanes, l)
+	ll.mu.Unlock()
+	return true
+}
+
+// take appends every queued lane to dst and empties the list.
+func (ll *laneList) take(dst []*lane) []*lane {
+	ll.mu.Lock()
+	dst = append(dst, ll.lanes...)
+	clear(ll.lanes)
+	ll.lanes = ll.lanes[:0]
+	ll.mu.Unlock()
+	return dst
+}
+
+func (ll *laneList) empty() bool {
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	return len(ll.lanes) == 0
+}
+
+// laneFor returns the lane of topic ("" is the producer's Topic), making
+// it on first use. Errors: ErrInvalidMessage for a topic that is not a
+// valid name, ErrClosed once Close began, the fence's error once fenced.
+func (p *Producer) laneFor(topic string) (*lane, error) {
+	if topic == "" || topic == p.cfg.topic {
+		return p.def, nil
+	}
+	if l, ok := p.lanes.Load(topic); ok {
+		return l.(*lane), nil
+	}
+	return p.newLane(topic)
+}
+
+func (p *Producer) newLane(topic string) (*lane, error) {
+	if err := wire.CheckTopic(topic); err != nil {
+		return nil, fmt.Errorf("%w: topic: %w", ErrInvalidMessage, err)
+	}
+	p.lanesMu.Lock()
+	defer p.lanesMu.Unlock()
+	if l, ok := p.lanes.Load(topic); ok {
+		return l.(*lane), nil
+	}
+	if f := p.fenced.Load(); f != nil {
+		return nil, *f
+	}
+	if p.closing.Load() {
+		return nil, ErrClosed
+	}
+	l, err := p.makeLane(topic)
+	if err != nil {
+		return nil, err
+	}
+	p.lanes.Store(topic, l)
+	all := append(append([]*lane(nil), p.lanesSnapshot()...), l)
+	p.all.Store(&all)
+	return l, nil
+}
+
+// makeLane builds a lane with its share of the budget.
+func (p *Producer) makeLane(topic string) (*lane, error) {
+	l := &lane{topic: topic, fresh: true}
+	led, err := newLedger(p.cfg.topicPending(), p.cfg.topicPendingBytes(), p.cfg.sendTimeout, p.coarse,
+		p.budget, func() { p.wakeDispatcher(l) }, p.sweepWake)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	l.led = led
+	return l, nil
+}
+
+// lanesSnapshot returns every lane the producer has now. The slice is
+// never written again: iterate it freely.
+func (p *Producer) lanesSnapshot() []*lane { return *p.all.Load() }
+
+// retire forgets l if it has nothing pending and nobody claims a position
+// in it meanwhile: its ring is closed empty, and it leaves the producer.
+// A sender holding l sees ErrClosed with l.retired and looks the topic up
+// again. The pump's; never the default lane.
+func (p *Producer) retire(l *lane) bool {
+	if l == p.def || !l.led.ring.CloseIfEmpty() {
+		return false
+	}
+	l.retired.Store(true)
+	p.lanesMu.Lock()
+	p.lanes.Delete(l.topic)
+	old := p.lanesSnapshot()
+	all := make([]*lane, 0, len(old)-1)
+	for _, o := range old {
+		if o != l {
+			all = append(all, o)
+		}
+	}
+	p.all.Store(&all)
+	p.lanesMu.Unlock()
+	return true
+}
+
+// kickPump tells the pump that l may have something to write (a publish,
+// a receipt that opened its window).
+func (p *Producer) kickPump(l *lane) {
+	if p.pumpDirty.add(l, &l.pumpQueued) {
+		p.wakePump()
+	}
+}
+
+// wakePump wakes the pump if it is parked (see parkPump).
+func (p *Producer) wakePump() {
+	if p.pumpParked.Load() {
+		select {
+		case p.pumpWake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// wakeDispatcher tells the dispatcher that l has something to deliver.
+// It signals even when l was queued already: Close, called from a
+// callback, waits on the same signal for resolutions (see drain).
+func (p *Producer) wakeDispatcher(l *lane) {
+	p.dispDirty.add(l, &l.dispQueued)
+	p.signalDispatcher()
+}
+
+func (p *Producer) signalDispatcher() {
+	select {
+	case p.dispatchWake <- struct{}{}:
+	default:
+	}
+}

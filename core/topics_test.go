@@ -1,0 +1,242 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/internal/testkit"
+	"github.com/inflightmq/inflight/transport/mem"
+)
+
+// TestMessageTopicOverridesProducerTopic: a message's Topic picks its
+// topic, an empty one the producer's; sequence IDs count per topic.
+func TestMessageTopicOverridesProducerTopic(t *testing.T) {
+	e := newEnv(t, core.Topic("home"))
+	ctx := context.Background()
+	for i := range 3 {
+		id, err := e.p.Send(ctx, &core.Message{Payload: payload(i)})
+		require.NoError(t, err)
+		assert.Equal(t, core.MessageID(i+1), id, "default topic")
+		id, err = e.p.Send(ctx, &core.Message{Topic: "away", Payload: payload(10 + i)})
+		require.NoError(t, err)
+		assert.Equal(t, core.MessageID(i+1), id, "its own sequence IDs")
+	}
+	id, err := e.p.Send(ctx, &core.Message{Topic: "home", Payload: payload(3)})
+	require.NoError(t, err)
+	assert.Equal(t, core.MessageID(4), id, "naming the producer's topic is the same as naming none")
+
+	home := e.store.TopicRecords("home", "test-producer")
+	away := e.store.TopicRecords("away", "test-producer")
+	require.Len(t, home, 4)
+	require.Len(t, away, 3)
+	for i, r := range away {
+		assert.Equal(t, uint64(i+1), r.Seq)
+		assert.Equal(t, payload(10+i), r.Payload)
+	}
+
+	err = e.p.SendAsync(ctx, &core.Message{Topic: "no spaces", Payload: payload(0)}, func(core.MessageID, *core.Message, error) {
+		t.Error("no callback for a refused message")
+	})
+	assert.ErrorIs(t, err, core.ErrInvalidMessage)
+}
+
+// TestTopicsKeepOrderPerTopic: messages of many topics, mixed, through
+// dropped connections: every callback runs once, successes are in send
+// order within each topic, and the broker stores each message once.
+func TestTopicsKeepOrderPerTopic(t *testing.T) {
+	e := newEnv(t, core.SendTimeout(time.Minute))
+	const topics, n = 7, 3000
+	rec := newRecorder(n)
+	topicOf := func(i int) string { return fmt.Sprintf("t%d", i%topics) }
+	for i := range n {
+		require.NoError(t, e.p.SendAsync(context.Background(), &core.Message{Topic: topicOf(i), Payload: payload(i)}, rec.cb(i)))
+		if i%700 == 350 {
+			e.dialer.DropConnections()
+		}
+	}
+	rec.wait(t)
+	last := map[string]core.MessageID{}
+	for _, i := range rec.order {
+		o := rec.get(i)
+		require.NoError(t, o.err)
+		require.Equal(t, 1, o.n, "callback %d ran once", i)
+		tp := topicOf(i)
+		require.Greater(t, o.id, last[tp], "topic %s in order", tp)
+		last[tp] = o.id
+	}
+	for k := range topics {
+		tp := fmt.Sprintf("t%d", k)
+		recs := e.store.TopicRecords(tp, "test-producer")
+		want := 0
+		for i := k; i < n; i += topics {
+			require.Less(t, want, len(recs), "topic %s holds message %d", tp, i)
+			assert.Equal(t, uint64(want+1), recs[want].Seq, "no gap, no duplicate")
+			assert.Equal(t, payload(i), recs[want].Payload)
+			want++
+		}
+		assert.Len(t, recs, want)
+	}
+}
+
+// stuckStore blocks every Append of one topic until released.
+type stuckStore struct {
+	*broker.MemoryStore
+	topic   string
+	release chan struct{}
+}
+
+func (s *stuckStore) Append(topic, producer string, epoch uint64, recs []broker.Record) error {
+	if topic == s.topic {
+		<-s.release
+	}
+	return s.MemoryStore.Append(topic, producer, epoch, recs)
+}
+
+// TestStalledTopicDoesNotStallOthers: a topic whose Appends never return
+// holds its share of the budget and fails by its deadline; the other
+// topics go on meanwhile.
+func TestStalledTopicDoesNotStallOthers(t *testing.T) {
+	store := &stuckStore{MemoryStore: broker.NewMemoryStore(), topic: "stuck", release: make(chan struct{})}
+	b, err := broker.New(store)
+	require.NoError(t, err)
+	d := mem.NewDialer(b)
+	p, err := core.New(d, core.Name("stall"), core.SendTimeout(2*time.Second), core.MaxPending(64), core.BlockIfFull(true))
+	require.NoError(t, err)
+	defer func() {
+		close(store.release)
+		testkit.CloseProducer(t, p, time.Second)
+		_ = d.Close()
+	}()
+	var stuck sync.WaitGroup
+	var stuckErrs sync.Map
+	for i := range 20 {
+		stuck.Add(1)
+		require.NoError(t, p.SendAsync(context.Background(), &core.Message{Topic: "stuck", Payload: payload(i)}, func(_ core.MessageID, _ *core.Message, err error) {
+			stuckErrs.Store(i, err)
+			stuck.Done()
+		}))
+	}
+	// Many more than MaxPending to the healthy topics: they flow.
+	start := time.Now()
+	for i := range 2000 {
+		_, err := p.Send(context.Background(), &core.Message{Topic: fmt.Sprintf("ok%d", i%3), Payload: payload(i)})
+		require.NoError(t, err, "healthy message %d", i)
+	}
+	assert.Less(t, time.Since(start), 2*time.Second, "the healthy topics did not wait for the stuck one's deadline")
+	allDone := make(chan struct{})
+	go func() { stuck.Wait(); close(allDone) }()
+	testkit.WaitChan(t, allDone, "the stuck topic's callbacks")
+	stuckErrs.Range(func(k, v any) bool {
+		assert.ErrorIs(t, v.(error), core.ErrTimeout, "stuck message %v", k)
+		return true
+	})
+}
+
+// TestSharedMemoryLimitAcrossProducers: producers given one MemoryLimit
+// count their pending bytes against it together.
+func TestSharedMemoryLimitAcrossProducers(t *testing.T) {
+	limit, err := core.NewMemoryLimit(1000)
+	require.NoError(t, err)
+	_, err = core.NewMemoryLimit(0)
+	require.ErrorIs(t, err, core.ErrInvalidOption)
+
+	store := broker.NewMemoryStore()
+	b, err := broker.New(store)
+	require.NoError(t, err)
+	d := mem.NewDialer(b)
+	defer d.Close()
+	d.DropReceipts(true) // nothing is acknowledged: everything stays pending
+	p1, err := core.New(d, core.Name("one"), core.WithMemoryLimit(limit))
+	require.NoError(t, err)
+	p2, err := core.New(d, core.Name("two"), core.WithMemoryLimit(limit))
+	require.NoError(t, err)
+	defer testkit.CloseProducer(t, p1, 100*time.Millisecond)
+	defer testkit.CloseProducer(t, p2, 100*time.Millisecond)
+
+	done := make(chan error, 2)
+	cb := func(_ core.MessageID, _ *core.Message, err error) { done <- err }
+	require.NoError(t, p1.TrySendAsync(context.Background(), &core.Message{Payload: make([]byte, 600)}, cb))
+	assert.Equal(t, int64(600), limit.Used())
+	err = p2.TrySendAsync(context.Background(), &core.Message{Topic: "other", Payload: make([]byte, 600)}, cb)
+	require.ErrorIs(t, err, core.ErrQueueFull, "the other producer spent the shared limit")
+	require.NoError(t, p2.TrySendAsync(context.Background(), &core.Message{Payload: make([]byte, 300)}, cb), "what is left of it is free")
+	assert.Equal(t, int64(900), limit.Used())
+
+	d.DropReceipts(false)
+	d.DropConnections() // the resends are acknowledged
+	for range 2 {
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(waitTimeout):
+			t.Fatal("no callback")
+		}
+	}
+	waitUntil(t, "the limit to be given back", func() bool { return limit.Used() == 0 })
+}
+
+// TestNewIncarnationFencesEveryTopic: a new instance of a name fences the
+// older one on every topic, also on topics the new one never wrote.
+func TestNewIncarnationFencesEveryTopic(t *testing.T) {
+	store := broker.NewMemoryStore()
+	b, err := broker.New(store)
+	require.NoError(t, err)
+	d := mem.NewDialer(b)
+	defer d.Close()
+	ctx := context.Background()
+	old, err := core.New(d, core.Name("svc"))
+	require.NoError(t, err)
+	defer testkit.CloseProducer(t, old, 100*time.Millisecond)
+	for _, tp := range []string{"a", "b"} {
+		_, err := old.Send(ctx, &core.Message{Topic: tp, Payload: []byte(tp)})
+		require.NoError(t, err)
+	}
+
+	young, err := core.New(d, core.Name("svc"))
+	require.NoError(t, err)
+	defer testkit.CloseProducer(t, young, time.Second)
+	_, err = young.Send(ctx, &core.Message{Topic: "c", Payload: []byte("c")})
+	require.NoError(t, err)
+
+	for _, tp := range []string{"a", "b", "d"} {
+		waitUntil(t, "the old instance to be fenced", func() bool {
+			_, err := old.Send(ctx, &core.Message{Topic: tp, Payload: []byte("late")})
+			return errors.Is(err, core.ErrFenced)
+		})
+	}
+	assert.Len(t, store.TopicRecords("a", "svc"), 1, "nothing of the old instance stored after the fence")
+	assert.Len(t, store.TopicRecords("b", "svc"), 1)
+	assert.Empty(t, store.TopicRecords("d", "svc"))
+}
+
+// TestIdleTopicForgottenWithoutSeqReuse: a topic idle for
+// TopicIdleTimeout is forgotten, and its next message goes on after the
+// broker's last sequence ID.
+func TestIdleTopicForgottenWithoutSeqReuse(t *testing.T) {
+	e := newEnv(t, core.TopicIdleTimeout(20*time.Millisecond))
+	ctx := context.Background()
+	for i := range 3 {
+		id, err := e.p.Send(ctx, &core.Message{Topic: "brief", Payload: payload(i)})
+		require.NoError(t, err)
+		require.Equal(t, core.MessageID(i+1), id)
+	}
+	require.NoError(t, e.p.Flush(ctx))
+	waitUntil(t, "the idle topic to be forgotten", func() bool { return e.p.Stats().Topics == 1 })
+	id, err := e.p.Send(ctx, &core.Message{Topic: "brief", Payload: payload(3)})
+	require.NoError(t, err)
+	assert.Equal(t, core.MessageID(4), id, "after the last one stored, not from 1 again")
+	recs := e.store.TopicRecords("brief", "test-producer")
+	require.Len(t, recs, 4)
+	for i, r := range recs {
+		assert.Equal(t, uint64(i+1), r.Seq)
+	}
+}
