@@ -14,8 +14,11 @@ const (
 	// the payload as sent, its key, event time, headers, producer name and
 	// sequence ID in NATS headers a person can read (layout.SetNativeHeaders),
 	// on the subject PREFIX.<topic tokens>.<producer>: any NATS consumer
-	// reads the records. One Append is written as atomic batches (ADR-50,
-	// nats-server 2.12 or later) of at most Config.MaxBatch messages.
+	// reads the records. On a stream of one replica that allows batch
+	// publish (EnsureStream's do), one Append is written as one fast batch
+	// (ADR-50, nats-server 2.14 or later) of up to 8192 records, every
+	// message checked; else as atomic batches (2.12 or later) of at most
+	// Config.MaxBatch messages.
 	LayoutNative Layout = iota
 	// LayoutPacked: the records of one Append in one message, split into
 	// compare-and-set-chained messages when over the server's max_payload.
@@ -76,6 +79,10 @@ type Config struct {
 	// MaxConflicts is how many failed compare-and-sets in a row one Append
 	// takes before it fails with ErrTailMoving, default 16.
 	MaxConflicts int
+
+	// noFast (tests): atomic batches even on a stream where fast ones
+	// would do.
+	noFast bool
 }
 
 func (c *Config) setDefaults() error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"flag"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -351,23 +352,35 @@ func leaderLoss(t *testing.T, l natsjs.Layout, n int) {
 // resent records. A's write is then let go before B writes, while B writes,
 // or after B wrote everything: its compare-and-set fails where B got there
 // first, A drops what B stored, and every record is stored once, in order.
+// The native layout runs on R3 (atomic batches) and on R1 (fast batches).
 func TestNativeTwoGatewaysRace(t *testing.T) {
-	c := startCluster(t, 3, natsjstest.Options{})
-	ensureStream(t, c, natsjs.StreamConfig{Replicas: 3})
-	for _, l := range []natsjs.Layout{natsjs.LayoutNative, natsjs.LayoutPacked} {
+	r3 := startCluster(t, 3, natsjstest.Options{})
+	ensureStream(t, r3, natsjs.StreamConfig{Replicas: 3})
+	r1 := startCluster(t, 1, natsjstest.Options{})
+	ensureStream(t, r1, natsjs.StreamConfig{Replicas: 1})
+	for _, tc := range []struct {
+		name string
+		c    *natsjstest.Cluster
+		l    natsjs.Layout
+	}{
+		{"native/R3", r3, natsjs.LayoutNative},
+		{"native/R1", r1, natsjs.LayoutNative},
+		{"packed/R3", r3, natsjs.LayoutPacked},
+	} {
 		for _, when := range []string{"before", "during", "after"} {
-			t.Run(l.String()+"/"+when, func(t *testing.T) { twoGateways(t, c, l, when) })
+			t.Run(tc.name+"/"+when, func(t *testing.T) { twoGateways(t, tc.c, tc.l, tc.name+"-"+when) })
 		}
 	}
 }
 
-func twoGateways(t *testing.T, c *natsjstest.Cluster, l natsjs.Layout, when string) {
+func twoGateways(t *testing.T, c *natsjstest.Cluster, l natsjs.Layout, name string) {
+	when := name[strings.LastIndexByte(name, '-')+1:]
 	const (
 		warm  = 1000  // records through A before its write is held
 		held  = 500   // records in A's held write (the producer's batch)
 		total = 12000 // records in all
 	)
-	producer := "race-" + l.String() + "-" + when
+	producer := "race-" + strings.ReplaceAll(name, "/", "-")
 	// A's first write after the warm-up is held until letGo.
 	a := newHeldGateway(t, c, l)
 	letGo := func() { a.letGo(t) }
@@ -376,6 +389,9 @@ func twoGateways(t *testing.T, c *natsjstest.Cluster, l natsjs.Layout, when stri
 	// for the first time (B read the tail before A's write landed);
 	// "during": when B has written part of what A holds.
 	bB, sB := gateway(t, c, natsjs.Config{Layout: l, MaxRecords: 100, MaxBatch: 100}, nil)
+	if fast := strings.HasPrefix(name, "native/R1"); natsjs.UsesFastBatch(sB) != fast {
+		t.Fatalf("%s: the store writes fast batches: %v, want %v", name, !fast, fast)
+	}
 	natsjs.SetBeforeWrite(sB, func(_ string, first, _ uint64) {
 		if when == "before" || when == "during" && first > warm+held/2 {
 			letGo()

@@ -92,10 +92,13 @@ func Dial(rawURL string) (*nats.Conn, Config, error) {
 	return nc, cfg, nil
 }
 
-// Close closes the NATS connection if Open made it (a Store from New
-// leaves its connection to the caller). Call it after the last Append
-// returned.
+// Close ends the store's subscription for fast batch replies and closes
+// the NATS connection if Open made it (a Store from New leaves its
+// connection to the caller). Call it after the last Append returned.
 func (s *Store) Close() {
+	if s.fast != nil {
+		s.fast.close()
+	}
 	if s.ownConn {
 		s.nc.Close()
 	}

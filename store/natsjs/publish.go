@@ -7,8 +7,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
-
-	"github.com/inflightmq/inflight/store/natsjs/layout"
 )
 
 // Headers of the JetStream publish protocol.
@@ -72,6 +70,7 @@ type check struct {
 	mark       string // where a mark goes when the batch has one message
 	markEpoch  uint64
 	marked     bool // set by publishBatch: a mark was written after msgs
+	fast       bool // the write is a fast batch (publishFast)
 }
 
 // publishBatch writes msgs (on c.subject) as one atomic batch (ADR-50) that
@@ -93,11 +92,7 @@ type check struct {
 func (s *Store) publishBatch(msgs []*nats.Msg, c *check) (uint64, error) {
 	c.marked = len(msgs) == 1
 	if c.marked {
-		m := &nats.Msg{Subject: c.mark, Header: make(nats.Header, 8)}
-		m.Header[layout.HdrLayout] = []string{layout.Mark}
-		layout.SetEpoch(m.Header, c.markEpoch)
-		m.Header[hdrRollup] = []string{"sub"}
-		msgs = append(msgs, m)
+		msgs = append(msgs, s.markMsg(c))
 	}
 	s.setCAS(msgs[0].Header, "", c.subjectSeq)
 	s.setCAS(msgs[1].Header, c.fence, c.fenceSeq)

@@ -2,6 +2,7 @@ package natsjs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -41,6 +42,12 @@ type Store struct {
 
 	bufs sync.Pool // *[]byte packed bodies
 
+	// fast is set when native writes go as fast batches (a stream of one
+	// replica allowing batch publish); useFast turns off for good when
+	// the stream refuses one (it was scaled up, or the setting removed).
+	fast    *fastBatches
+	useFast atomic.Bool
+
 	messages, records, conflicts, trimmed atomic.Uint64
 
 	// Test hooks, nil in production: beforeWrite runs before every write;
@@ -56,6 +63,9 @@ type subjectState struct {
 	subject string
 	t       tail
 	known   bool // t was read or written by this store and not since doubted
+	// refence (a fence subject): a fast batch of the name's ended without
+	// an answer; write the fence again before the next one (see refence).
+	refence bool
 }
 
 // Stats counts a Store's work since New.
@@ -99,7 +109,14 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if cfg.Read == ReadDirect && !got.AllowDirect {
 		return nil, fmt.Errorf("%w: stream %q does not allow direct get (needed by ReadDirect)", ErrStreamMismatch, cfg.Stream)
 	}
-	return &Store{cfg: cfg, nc: nc, tails: make(map[key]*subjectState), fences: make(map[string]*subjectState)}, nil
+	s := &Store{cfg: cfg, nc: nc, tails: make(map[key]*subjectState), fences: make(map[string]*subjectState)}
+	if cfg.Layout == LayoutNative && !cfg.noFast && got.AllowBatchPublish && got.Replicas <= 1 {
+		if s.fast, err = newFastBatches(nc); err != nil {
+			return nil, err
+		}
+		s.useFast.Store(true)
+	}
+	return s, nil
 }
 
 // Subject returns the subject of (topic, producer) in this store.
@@ -314,6 +331,16 @@ func (s *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 	if err != nil {
 		return err
 	}
+	if s.useFast.Load() && epoch > 0 {
+		s.mu.Lock()
+		again := ft.refence
+		s.mu.Unlock()
+		if again {
+			if f, t, err = s.refence(ft, st, epoch); err != nil {
+				return err
+			}
+		}
+	}
 	c := check{subject: st.subject, fence: ft.subject, mark: markSubject(s.cfg.Prefix, producer), markEpoch: epoch}
 	for conflicts := 0; ; {
 		if stored := max(f.epoch, t.epoch); stored > epoch {
@@ -330,7 +357,13 @@ func (s *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 			return nil
 		}
 		c.subjectSeq, c.fenceSeq = t.streamSeq, f.streamSeq
-		n, next, err := s.write(&c, producer, epoch, recs)
+		n, stored, next, err := s.write(&c, producer, epoch, recs)
+		if err != nil && stored > 0 {
+			// A fast batch stored a prefix before a check refused the
+			// rest: the re-read below starts after it.
+			s.records.Add(uint64(stored))
+			conflicts = 0
+		}
 		switch {
 		case err == nil:
 			t = tail{streamSeq: next, last: recs[n-1].Seq, epoch: max(t.epoch, epoch)}
@@ -338,6 +371,12 @@ func (s *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 			s.records.Add(uint64(n))
 			recs = recs[n:]
 			conflicts = 0
+		case s.fastRefused(err):
+			// The stream takes no more fast batches with these checks:
+			// write this and every later batch as atomic batches.
+			if t, err = s.read(st, false); err != nil {
+				return err
+			}
 		case isConflict(err):
 			// Another writer (a gateway that served this producer before,
 			// one that fenced it, or this store's own write whose ack was
@@ -361,6 +400,11 @@ func (s *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 			// unknown: the next Append or State reads the tail again.
 			s.remember(st, tail{}, false)
 			s.remember(ft, tail{}, false)
+			if c.fast {
+				s.mu.Lock()
+				ft.refence = true
+				s.mu.Unlock()
+			}
 			if isSizeErr(err) {
 				return err
 			}
@@ -369,17 +413,18 @@ func (s *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 	}
 }
 
-// write writes a leading part of recs (how many: n) in one atomic batch
+// write writes a leading part of recs (how many: n) in one batch
 // conditional on c, and returns the stream sequence of its last record
-// message.
-func (s *Store) write(c *check, producer string, epoch uint64, recs []broker.Record) (n int, next uint64, err error) {
+// message. On an error, the first stored of the n records may be in the
+// stream (a fast batch stores a prefix; an atomic batch, none).
+func (s *Store) write(c *check, producer string, epoch uint64, recs []broker.Record) (n, stored int, next uint64, err error) {
 	maxPayload := int(s.nc.MaxPayload())
 	if s.cfg.Layout == LayoutNative {
 		return s.writeNative(c, producer, epoch, recs, maxPayload)
 	}
 	n, size := layout.PackedFit(recs, maxPayload-headerReserve, s.cfg.MaxRecords)
 	if n == 0 {
-		return 1, 0, fmt.Errorf("%w: %s: record %d takes %d bytes packed, max_payload %d", ErrRecordTooLarge, c.subject,
+		return 1, 0, 0, fmt.Errorf("%w: %s: record %d takes %d bytes packed, max_payload %d", ErrRecordTooLarge, c.subject,
 			recs[0].Seq, layout.PackedSize(recs[:1]), maxPayload)
 	}
 	bp, _ := s.bufs.Get().(*[]byte)
@@ -402,11 +447,17 @@ func (s *Store) write(c *check, producer string, epoch uint64, recs []broker.Rec
 	if err == nil {
 		s.messages.Add(2)
 	}
-	return n, next, err
+	return n, 0, next, err
 }
 
-func (s *Store) writeNative(c *check, producer string, epoch uint64, recs []broker.Record, maxPayload int) (int, uint64, error) {
-	msgs := make([]*nats.Msg, 0, min(len(recs), s.cfg.MaxBatch))
+func (s *Store) writeNative(c *check, producer string, epoch uint64, recs []broker.Record, maxPayload int) (int, int, uint64, error) {
+	fast := s.useFast.Load() && epoch > 0 // (a fence of epoch 0 cannot be written again)
+	c.fast = fast
+	limit := s.cfg.MaxBatch
+	if fast {
+		limit = maxFastBatch
+	}
+	msgs := make([]*nats.Msg, 0, min(len(recs), limit))
 	for i := range cap(msgs) {
 		r := &recs[i]
 		var err error
@@ -422,7 +473,7 @@ func (s *Store) writeNative(c *check, producer string, epoch uint64, recs []brok
 		}
 		if err != nil {
 			if i == 0 {
-				return 1, 0, err
+				return 1, 0, 0, err
 			}
 			break // write the records before it; the next write fails
 		}
@@ -432,6 +483,14 @@ func (s *Store) writeNative(c *check, producer string, epoch uint64, recs []brok
 	if s.beforeWrite != nil {
 		s.beforeWrite(c.subject, recs[0].Seq, recs[n-1].Seq)
 	}
+	if fast {
+		stored, next, err := s.publishFast(msgs, c)
+		s.messages.Add(uint64(stored))
+		if c.marked {
+			s.messages.Add(1)
+		}
+		return n, stored, next, err
+	}
 	next, err := s.publishBatch(msgs, c)
 	if err == nil {
 		s.messages.Add(uint64(len(msgs)))
@@ -439,5 +498,63 @@ func (s *Store) writeNative(c *check, producer string, epoch uint64, recs []brok
 			s.messages.Add(1)
 		}
 	}
-	return n, next, err
+	return n, 0, next, err
+}
+
+// maxFastBatch caps the records of one fast batch: the messages of a batch
+// are built before it is sent.
+const maxFastBatch = 8192
+
+// fastRefused reports an error of the server that refuses this store's
+// fast batches for good (the stream no longer allows batch publish, or it
+// was scaled up: a replicated stream takes one check per subject in
+// flight, and every message of a fast batch checks the fence), and then
+// turns them off.
+func (s *Store) fastRefused(err error) bool {
+	var ae *apiError
+	if !s.useFast.Load() || !errors.As(err, &ae) || ae.ErrCode != codeWrongLastConst && ae.ErrCode != codeBatchDisabled {
+		return false
+	}
+	s.useFast.Store(false)
+	return true
+}
+
+// refence writes the fence of the name again, with the same epoch, before
+// the first fast batch after one whose outcome the store never learned
+// (a timeout, a lost connection): that batch's messages may still be on
+// their way, and each checks the fence at the stream sequence it had, so
+// moving the fence refuses whatever of them did not land yet. It returns
+// the fence and the records' tail read after it, from the stream leader.
+// A fence above epoch is returned as it is (Append then fails with
+// ErrFenced).
+func (s *Store) refence(ft, st *subjectState, epoch uint64) (f, t tail, err error) {
+	for conflicts := 0; ; conflicts++ {
+		if f, err = s.read(ft, false); err != nil {
+			return f, t, err
+		}
+		if f.epoch > epoch {
+			break
+		}
+		m := &nats.Msg{Subject: ft.subject, Header: make(nats.Header, 5)}
+		layout.SetFenceHeaders(m.Header, epoch, 0)
+		s.setCAS(m.Header, "", f.streamSeq)
+		next, err := s.request(m)
+		if err == nil {
+			f = tail{streamSeq: next, epoch: epoch}
+			s.mu.Lock()
+			ft.t, ft.known, ft.refence = f, true, false
+			s.mu.Unlock()
+			s.messages.Add(1)
+			break
+		}
+		if !isConflict(err) {
+			return f, t, fmt.Errorf("%w: %s fence %d again: %w", ErrPublish, ft.subject, epoch, err)
+		}
+		s.conflicts.Add(1)
+		if conflicts >= s.cfg.MaxConflicts {
+			return f, t, fmt.Errorf("%w: %s: %d conflicts in a row: %w", ErrTailMoving, ft.subject, conflicts+1, err)
+		}
+	}
+	t, err = s.read(st, false)
+	return f, t, err
 }

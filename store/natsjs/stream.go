@@ -65,6 +65,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c StreamConfig) (
 		MaxBytes:           c.MaxBytes,
 		AllowDirect:        c.AllowDirect,
 		AllowAtomicPublish: true,
+		AllowBatchPublish:  true,
 		AllowRollup:        true,
 		Discard:            jetstream.DiscardOld,
 	}

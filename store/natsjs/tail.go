@@ -23,6 +23,7 @@ const (
 	codeMsgNotFound    = 10037
 	codeWrongLast      = 10071
 	codeWrongLastConst = 10164 // replicated streams (R > 1)
+	codeBatchDisabled  = 10205 // fast batch publish not allowed
 )
 
 // readTail reads the last message of subject: from the stream leader with
