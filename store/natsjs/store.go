@@ -280,7 +280,7 @@ func (s *Store) Fence(producer string, epoch uint64) error {
 			}
 		default:
 			s.remember(ft, tail{}, false)
-			return fmt.Errorf("%w: %s fence %d: %w", ErrPublish, ft.subject, epoch, err)
+			return fmt.Errorf("%w: %s fence %d: %w", ErrPublish, ft.subject, epoch, withCause(err))
 		}
 	}
 }
@@ -408,7 +408,7 @@ func (s *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 			if isSizeErr(err) {
 				return err
 			}
-			return fmt.Errorf("%w: %s [%d..%d]: %w", ErrPublish, st.subject, recs[0].Seq, recs[n-1].Seq, err)
+			return fmt.Errorf("%w: %s [%d..%d]: %w", ErrPublish, st.subject, recs[0].Seq, recs[n-1].Seq, withCause(err))
 		}
 	}
 }
@@ -548,7 +548,7 @@ func (s *Store) refence(ft, st *subjectState, epoch uint64) (f, t tail, err erro
 			break
 		}
 		if !isConflict(err) {
-			return f, t, fmt.Errorf("%w: %s fence %d again: %w", ErrPublish, ft.subject, epoch, err)
+			return f, t, fmt.Errorf("%w: %s fence %d again: %w", ErrPublish, ft.subject, epoch, withCause(err))
 		}
 		s.conflicts.Add(1)
 		if conflicts >= s.cfg.MaxConflicts {

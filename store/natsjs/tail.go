@@ -37,7 +37,7 @@ func (s *Store) readTail(subject string, direct bool) (tail, error) {
 	}{subject})
 	resp, err := s.nc.Request("$JS.API.STREAM.MSG.GET."+s.cfg.Stream, req, s.cfg.Timeout)
 	if err != nil {
-		return tail{}, fmt.Errorf("%w: %s: %w", ErrRead, subject, err)
+		return tail{}, fmt.Errorf("%w: %s: %w", ErrRead, subject, withCause(err))
 	}
 	var r struct {
 		Error   *apiError `json:"error"`
@@ -69,7 +69,7 @@ func (s *Store) readTail(subject string, direct bool) (tail, error) {
 func (s *Store) readTailDirect(subject string) (tail, error) {
 	resp, err := s.nc.Request("$JS.API.DIRECT.GET."+s.cfg.Stream+"."+subject, nil, s.cfg.Timeout)
 	if err != nil {
-		return tail{}, fmt.Errorf("%w: %s (direct): %w", ErrRead, subject, err)
+		return tail{}, fmt.Errorf("%w: %s (direct): %w", ErrRead, subject, withCause(err))
 	}
 	if st := resp.Header.Get("Status"); st != "" {
 		if st == "404" {
