@@ -29,9 +29,10 @@ import (
 //	go test -run '^$' -bench Embedded -benchtime 3000000x
 func BenchmarkEmbedded(b *testing.B) {
 	benchCases(b, false, []benchCase{
-		{"native/R1", natsjs.LayoutNative, 1},
-		{"native/R3", natsjs.LayoutNative, 3},
-		{"packed/R1", natsjs.LayoutPacked, 1},
+		{"native/R1", natsjs.LayoutNative, 1, false},
+		{"native-atomic/R1", natsjs.LayoutNative, 1, true}, // as before fast batches
+		{"native/R3", natsjs.LayoutNative, 3, false},
+		{"packed/R1", natsjs.LayoutPacked, 1, false},
 	})
 }
 
@@ -42,8 +43,8 @@ func BenchmarkEmbedded(b *testing.B) {
 //	go test -run '^$' -bench Gateway -benchtime 3000000x
 func BenchmarkGateway(b *testing.B) {
 	benchCases(b, true, []benchCase{
-		{"native/R1", natsjs.LayoutNative, 1},
-		{"native/R3", natsjs.LayoutNative, 3},
+		{"native/R1", natsjs.LayoutNative, 1, false},
+		{"native/R3", natsjs.LayoutNative, 3, false},
 	})
 }
 
@@ -51,6 +52,7 @@ type benchCase struct {
 	name     string
 	layout   natsjs.Layout
 	replicas int
+	atomic   bool // atomic batches even on R1 (natsjs.NoFastBatch)
 }
 
 func benchCases(b *testing.B, viaTCP bool, cases []benchCase) {
@@ -93,7 +95,11 @@ func benchCases(b *testing.B, viaTCP bool, cases []benchCase) {
 					}
 					ensureStream(b, c, natsjs.StreamConfig{Replicas: tc.replicas})
 				}
-				benchLoadRun(b, c, tc.layout, producers, viaTCP)
+				cfg := natsjs.Config{Layout: tc.layout}
+				if tc.atomic {
+					cfg = natsjs.NoFastBatch(cfg)
+				}
+				benchLoadRun(b, c, cfg, producers, viaTCP)
 			})
 			if c != nil {
 				c.Shutdown()
@@ -106,8 +112,8 @@ func benchCases(b *testing.B, viaTCP bool, cases []benchCase) {
 // benchRun numbers the producer names so that no run resumes another's.
 var benchRun atomic.Int64
 
-func benchLoadRun(b *testing.B, c *natsjstest.Cluster, l natsjs.Layout, producers int, viaTCP bool) {
-	br, _ := gateway(b, c, natsjs.Config{Layout: l}, nil)
+func benchLoadRun(b *testing.B, c *natsjstest.Cluster, cfg natsjs.Config, producers int, viaTCP bool) {
+	br, _ := gateway(b, c, cfg, nil)
 	var d transport.Dialer
 	if viaTCP {
 		srv, err := server.New("127.0.0.1:0", br)
