@@ -27,12 +27,18 @@ import (
 // stays unhealthy until restarted; its error wraps broker.ErrStoreFailed,
 // and the first such error is also sent on failed (buffered, one value), for
 // serve to stop on. Safe for concurrent use.
+//
+// onChange, if set, is called when the store starts failing (with the
+// error) and when it recovers (nil), once per change; it runs on the
+// broker's goroutine that made the call and must not block.
 type healthStore struct {
 	broker.Store
 	appendErr  atomic.Pointer[error]
 	lastSeqErr atomic.Pointer[error]
 	failed     chan error // nil: nobody listens
 	failOnce   sync.Once
+	onChange   func(error)
+	down       atomic.Bool // what onChange was last told
 }
 
 // record keeps err (nil: healthy) in p, with only a load on the healthy path.
@@ -40,12 +46,25 @@ func (h *healthStore) record(p *atomic.Pointer[error], err error) {
 	if err == nil {
 		if p.Load() != nil {
 			p.Store(nil)
+			h.noteChange()
 		}
 		return
 	}
 	p.Store(&err)
 	if h.failed != nil && errors.Is(err, broker.ErrStoreFailed) {
 		h.failOnce.Do(func() { h.failed <- err })
+	}
+	h.noteChange()
+}
+
+// noteChange tells onChange when the store's health changed.
+func (h *healthStore) noteChange() {
+	if h.onChange == nil {
+		return
+	}
+	err := h.health()
+	if h.down.CompareAndSwap(err == nil, err != nil) {
+		h.onChange(err)
 	}
 }
 

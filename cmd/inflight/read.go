@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +32,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	n := fs.Int("n", 0, "at most this many records (0: all)")
 	format := fs.String("format", "text", "one line per record: text (key=value, every value quoted) or json (see below)")
 	skipDamaged := fs.Bool("skip-damaged", false, "file store: at damage, say what is skipped (the damaged entry: one producer frame) and go on at the next intact entry\nor segment; exit 1 at the end")
+	list := fs.Bool("list", false, "list the topics and producers the store holds, one line each with its count of messages, instead of the records")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: inflight read -store file:PATH|nats://HOST:PORT/STREAM [flags]
 
@@ -38,6 +41,15 @@ A file store is read without a lock and without writing: what was complete
 when it started, beside a running serve. A NATS JetStream stream (written by
 serve -store nats://...) is read in stream order up to the last message
 present when it started.
+
+-list prints the topics and producers the store holds instead, one line
+each with its count of messages, sorted:
+
+  topic="orders" producer="till-1" messages=42
+
+A stream is read under the prefix of its URL (?prefix=P, default
+inflight); one that does not capture it is named with the prefix it has,
+and read exits 1 rather than print nothing.
 
 -format text prints key=value pairs; every topic, name, key, header and
 payload is quoted as Go quotes strings, so no byte can forge a line:
@@ -69,8 +81,8 @@ flags:
 	switch {
 	case (!isFile || path == "") && !isNATSStore(*storeFlag):
 		return usageError(fs, stderr, "-store must be file:PATH or nats://HOST:PORT/STREAM, not %q", *storeFlag)
-	case isNATSStore(*storeFlag) && *topic == "":
-		return usageError(fs, stderr, "-topic is required with a nats:// store")
+	case isNATSStore(*storeFlag) && *topic == "" && !*list:
+		return usageError(fs, stderr, "-topic is required with a nats:// store (-list shows the topics)")
 	case *n < 0:
 		return usageError(fs, stderr, "-n must not be negative")
 	case *format != "text" && *format != "json":
@@ -104,6 +116,9 @@ flags:
 		scan = func(fn func(topic, producer string, r broker.Record) error) error {
 			return scanNATS(ctx, *storeFlag, *topic, *producer, fn)
 		}
+	}
+	if *list {
+		return listStore(ctx, *storeFlag, path, *format, scan, stdout, stderr)
 	}
 	line := textRecord
 	if *format == "json" {
@@ -140,6 +155,60 @@ flags:
 	if skipped > 0 {
 		fmt.Fprintf(stderr, "inflight read: %d records printed; %d damaged segments were read only up to their damage\n", printed, skipped)
 		return exitFailure
+	}
+	return exitOK
+}
+
+// listStore prints the (topic, producer) pairs of a store, sorted, with
+// their message counts (for a file store, records), one line each:
+//
+//	topic="orders" producer="till-1" messages=42
+func listStore(ctx context.Context, storeFlag, path, format string, scan func(func(string, string, broker.Record) error) error, stdout, stderr io.Writer) int {
+	var pairs []natsjs.Pair
+	var err error
+	if isNATSStore(storeFlag) {
+		pairs, err = listNATS(ctx, storeFlag)
+	} else {
+		counts := map[[2]string]uint64{}
+		err = scan(func(t, p string, _ broker.Record) error {
+			counts[[2]string{t, p}]++
+			return ctx.Err()
+		})
+		for k, n := range counts {
+			pairs = append(pairs, natsjs.Pair{Topic: k[0], Producer: k[1], Messages: n})
+		}
+		slices.SortFunc(pairs, func(a, b natsjs.Pair) int {
+			return cmp.Or(strings.Compare(a.Topic, b.Topic), strings.Compare(a.Producer, b.Producer))
+		})
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "inflight read: %v\n", err)
+		return exitFailure
+	}
+	var b []byte
+	for _, p := range pairs {
+		b = b[:0]
+		if format == "json" {
+			out, _ := json.Marshal(struct {
+				Topic    string `json:"topic"`
+				Producer string `json:"producer"`
+				Messages uint64 `json:"messages"`
+			}{p.Topic, p.Producer, p.Messages})
+			b = append(b, out...)
+		} else {
+			b = append(b, "topic="...)
+			b = strconv.AppendQuote(b, p.Topic)
+			b = append(b, " producer="...)
+			b = strconv.AppendQuote(b, p.Producer)
+			b = append(b, " messages="...)
+			b = strconv.AppendUint(b, p.Messages, 10)
+		}
+		if _, err := stdout.Write(append(b, '\n')); err != nil {
+			return exitFailure
+		}
+	}
+	if len(pairs) == 0 {
+		fmt.Fprintln(stderr, "inflight read: the store holds no records")
 	}
 	return exitOK
 }

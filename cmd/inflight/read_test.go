@@ -77,14 +77,14 @@ topic="orders" producer="till-1" seq=3 payload="croissant"
 	var first, second jsonLine
 	require.NoError(t, json.Unmarshal([]byte(lines[0]), &first))
 	require.NoError(t, json.Unmarshal([]byte(lines[1]), &second))
-	assert.Equal(t, "orders", first.Topic)
-	assert.Equal(t, "till-1", first.Producer)
+	assert.Equal(t, "orders", *first.Topic)
+	assert.Equal(t, "till-1", *first.Producer)
 	assert.Equal(t, uint64(1), first.Seq)
 	assert.Equal(t, "table-7", *first.Key)
 	assert.Equal(t, []byte("table-7"), first.KeyBase64)
 	assert.True(t, at.Equal(*first.EventTime))
-	cli := "cli"
-	assert.Equal(t, []jsonHeader{{Key: "src", Value: &cli, ValueBase64: []byte("cli")}, {Key: "bin", ValueBase64: []byte{0xff}}}, first.Headers)
+	cli, src, bin := "cli", "src", "bin"
+	assert.Equal(t, []jsonHeader{{Key: &src, KeyBase64: []byte(src), Value: &cli, ValueBase64: []byte("cli")}, {Key: &bin, KeyBase64: []byte(bin), ValueBase64: []byte{0xff}}}, first.Headers)
 	assert.Equal(t, "espresso", *first.Payload)
 	assert.Equal(t, []byte("espresso"), first.PayloadBase64, "base64 always")
 	assert.Nil(t, second.Payload, "bytes that are not UTF-8 have no text")

@@ -248,7 +248,7 @@ func TestServeLogsRefusals(t *testing.T) {
 	held, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer held.Close()
-	h, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "held", Topic: wire.DefaultTopic})
+	h, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize, Producer: "held"})
 	require.NoError(t, err)
 	_, err = held.Write(h)
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -109,6 +110,15 @@ flags:
 	}
 
 	health := &healthStore{Store: store, failed: make(chan error, 1)}
+	var downSince atomic.Int64 // unix ns
+	health.onChange = func(err error) {
+		if err != nil {
+			downSince.Store(time.Now().UnixNano())
+			log.Error("store failing; producers are told its error until it recovers", "cause", storeCause(err), "err", err)
+			return
+		}
+		log.Info("store recovered", "down_for", time.Since(time.Unix(0, downSince.Load())).Round(time.Millisecond))
+	}
 	bopts, err := sec.brokerOptions()
 	if err != nil {
 		return fatal("cannot load the access list", err, "auth", sec.auth)
@@ -183,6 +193,16 @@ flags:
 		}
 	}
 	return shutdown(srv, closeStore, f.shutdown, fatal, code)
+}
+
+// storeCause says in words why the store fails: for a NATS store what the
+// connection says ("NATS unreachable: nats: connection closed"), else the
+// error itself.
+func storeCause(err error) string {
+	if c := natsjs.Cause(err); c != "" {
+		return c
+	}
+	return err.Error()
 }
 
 // logStats writes the stats line. refused counts every connection refused,

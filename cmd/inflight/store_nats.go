@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -43,6 +44,15 @@ func scanNATS(ctx context.Context, url, topic, producer string, fn func(topic, p
 	if err != nil {
 		return err
 	}
+	// A stream under another prefix holds nothing under this one: say so
+	// rather than print nothing.
+	st, err := js.Stream(ctx, cfg.Stream)
+	if err != nil {
+		return fmt.Errorf("stream %q: %w", cfg.Stream, err)
+	}
+	if err := natsjs.CheckPrefix(st.CachedInfo().Config, cfg.Prefix); err != nil {
+		return err
+	}
 	filter := natsjs.TopicSubjects(cfg.Prefix, topic)
 	if producer != "" {
 		filter = natsjs.Subject(cfg.Prefix, topic, producer)
@@ -51,4 +61,19 @@ func scanNATS(ctx context.Context, url, topic, producer string, fn func(topic, p
 		_, prod, _ := natsjs.ParseSubject(cfg.Prefix, subject)
 		return fn(topic, prod, r)
 	})
+}
+
+// listNATS returns the (topic, producer) pairs of the stream a nats://
+// -store value names, with their message counts.
+func listNATS(ctx context.Context, url string) ([]natsjs.Pair, error) {
+	nc, cfg, err := natsjs.Dial(url)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	return natsjs.List(ctx, js, cfg.Stream, cfg.Prefix)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -150,4 +151,113 @@ func TestDemoReportWhenReadBackFails(t *testing.T) {
 	require.Regexp(t, `stream read back\s+FAILED no record came for 30s`, out.String())
 	require.NotContains(t, out.String(), "in the stream exactly once")
 	require.Contains(t, out.String(), "THE STREAM COULD NOT BE READ BACK")
+}
+
+// TestReadListsTopics: `inflight read -list` prints every (topic,
+// producer) of a stream with its count, sorted; `inflight read` under a
+// prefix the stream does not capture says so and exits 1 instead of
+// printing nothing.
+func TestReadListsTopics(t *testing.T) {
+	c, err := natsjstest.Start(t.TempDir(), 1, natsjstest.Options{})
+	require.NoError(t, err)
+	defer c.Shutdown()
+	hosts := strings.TrimPrefix(c.URLs(), "nats://")
+	storeURL := "nats://" + hosts + "/LIST?prefix=shop"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := natsjs.Open(ctx, storeURL)
+	require.NoError(t, err)
+	for _, w := range []struct {
+		topic, producer string
+		n               int
+	}{{"orders.us", "till-2", 1}, {"orders.eu", "till-1", 3}, {"orders.eu", "till-2", 2}, {"audit", "till-1", 1}} {
+		require.NoError(t, s.Fence(w.producer+"-"+strings.ReplaceAll(w.topic, ".", "-"), 1))
+		recs := make([]broker.Record, w.n)
+		for i := range recs {
+			recs[i] = broker.Record{Seq: uint64(i + 1), Payload: []byte("x")}
+		}
+		require.NoError(t, s.Append(w.topic, w.producer+"-"+strings.ReplaceAll(w.topic, ".", "-"), 1, recs))
+	}
+	s.Close()
+
+	code, out, errOut := runCmd(t, "read", "-list", "-store="+storeURL)
+	require.Equal(t, exitOK, code, errOut)
+	require.Equal(t, `topic="audit" producer="till-1-audit" messages=1
+topic="orders.eu" producer="till-1-orders-eu" messages=3
+topic="orders.eu" producer="till-2-orders-eu" messages=2
+topic="orders.us" producer="till-2-orders-us" messages=1
+`, out)
+	code, out, errOut = runCmd(t, "read", "-list", "-format=json", "-store="+storeURL)
+	require.Equal(t, exitOK, code, errOut)
+	require.Equal(t, `{"topic":"audit","producer":"till-1-audit","messages":1}`, strings.SplitN(out, "\n", 2)[0])
+
+	// The default prefix ("inflight") is not this stream's.
+	for _, args := range [][]string{
+		{"read", "-store=nats://" + hosts + "/LIST", "-topic=orders.eu"},
+		{"read", "-list", "-store=nats://" + hosts + "/LIST"},
+	} {
+		code, out, errOut = runCmd(t, args...)
+		require.Equal(t, exitFailure, code, "%v: %s", args, out)
+		require.Empty(t, out)
+		require.Contains(t, errOut, `its prefix is "shop" (add ?prefix=shop to the URL)`, args)
+	}
+}
+
+// TestGatewayLogsStoreOutage: when NATS goes away behind `inflight serve`,
+// the gateway logs once that the store is failing, with the cause in
+// words, and once that it recovered; the producer's error names the cause.
+func TestGatewayLogsStoreOutage(t *testing.T) {
+	c, err := natsjstest.Start(t.TempDir(), 1, natsjstest.Options{})
+	require.NoError(t, err)
+	defer c.Shutdown()
+	storeURL := "nats://" + strings.TrimPrefix(c.URLs(), "nats://") + "/OUTAGE?replicas=1&timeout=1s"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := newWatchWriter()
+	wait := runAsync(t, ctx, out, out, "serve", "-listen=127.0.0.1:0", "-store="+storeURL, "-stats-every=0")
+	addr := out.wait(t, listeningLine, 30*time.Second)[1]
+	d, err := tcp.NewDialer(addr)
+	require.NoError(t, err)
+	defer d.Close()
+	errs := make(chan error, 1024)
+	p, err := core.New(d, core.Topic("orders"), core.Name("outage"), core.SendTimeout(60*time.Second),
+		core.ReconnectBackoff(50*time.Millisecond, 200*time.Millisecond),
+		core.ErrorHandler(func(err error) {
+			select {
+			case errs <- err:
+			default:
+			}
+		}))
+	require.NoError(t, err)
+	_, err = p.Send(context.Background(), &core.Message{Payload: []byte("before")})
+	require.NoError(t, err)
+
+	c.Stop(0)
+	done := make(chan error, 1)
+	require.NoError(t, p.SendAsync(context.Background(), &core.Message{Payload: []byte("during")}, func(_ core.MessageID, _ *core.Message, err error) { done <- err }))
+	out.wait(t, regexp.MustCompile(`level=ERROR msg="store failing[^"]*" cause="NATS unreachable: `), 30*time.Second)
+	deadline := time.After(30 * time.Second)
+	for named := false; !named; {
+		select {
+		case err := <-errs:
+			named = strings.Contains(err.Error(), "NATS unreachable: ")
+		case <-deadline:
+			t.Fatalf("no producer error names the cause\n%s", out)
+		}
+	}
+
+	require.NoError(t, c.Restart(0))
+	out.wait(t, regexp.MustCompile(`level=INFO msg="store recovered" down_for=\S+`), 60*time.Second)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the record sent during the outage was not stored\n%s", out)
+	}
+	require.NoError(t, p.Close(context.Background()))
+	cancel()
+	require.Equal(t, exitOK, wait(), out.String())
+	log := out.String()
+	require.Equal(t, 1, strings.Count(log, `msg="store failing`), log)
+	require.Equal(t, 1, strings.Count(log, `msg="store recovered"`), log)
 }

@@ -29,9 +29,10 @@ import (
 //	go test -run '^$' -bench Embedded -benchtime 3000000x
 func BenchmarkEmbedded(b *testing.B) {
 	benchCases(b, false, []benchCase{
-		{"packed/R3", natsjs.LayoutPacked, 3},
-		{"packed/R1", natsjs.LayoutPacked, 1},
-		{"per-record/R3", natsjs.LayoutPerRecord, 3},
+		{"native/R1", natsjs.LayoutNative, 1, false},
+		{"native-atomic/R1", natsjs.LayoutNative, 1, true}, // as before fast batches
+		{"native/R3", natsjs.LayoutNative, 3, false},
+		{"packed/R1", natsjs.LayoutPacked, 1, false},
 	})
 }
 
@@ -42,8 +43,8 @@ func BenchmarkEmbedded(b *testing.B) {
 //	go test -run '^$' -bench Gateway -benchtime 3000000x
 func BenchmarkGateway(b *testing.B) {
 	benchCases(b, true, []benchCase{
-		{"packed/R3", natsjs.LayoutPacked, 3},
-		{"packed/R1", natsjs.LayoutPacked, 1},
+		{"native/R1", natsjs.LayoutNative, 1, false},
+		{"native/R3", natsjs.LayoutNative, 3, false},
 	})
 }
 
@@ -51,9 +52,31 @@ type benchCase struct {
 	name     string
 	layout   natsjs.Layout
 	replicas int
+	atomic   bool // atomic batches even on R1 (natsjs.NoFastBatch)
 }
 
 func benchCases(b *testing.B, viaTCP bool, cases []benchCase) {
+	// The engine's own fast batch publisher on the same kind of cluster,
+	// in the same run, for comparison.
+	for _, r := range []int{1, 3} {
+		dir, err := os.MkdirTemp("", "natsjs-bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		var c *natsjstest.Cluster
+		b.Run(fmt.Sprintf("engine-fast-batch/R%d", r), func(b *testing.B) {
+			if c == nil {
+				if c, err = natsjstest.Start(dir, r, natsjstest.Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			benchEngineFast(b, c, r)
+		})
+		if c != nil {
+			c.Shutdown()
+		}
+		os.RemoveAll(dir)
+	}
 	for _, tc := range cases {
 		for _, producers := range []int{1, 4} {
 			// A fresh cluster for each case (kept across the function's
@@ -70,9 +93,13 @@ func benchCases(b *testing.B, viaTCP bool, cases []benchCase) {
 					if c, err = natsjstest.Start(dir, tc.replicas, natsjstest.Options{}); err != nil {
 						b.Fatal(err)
 					}
-					ensureStream(b, c, natsjs.StreamConfig{Replicas: tc.replicas, AtomicPublish: true})
+					ensureStream(b, c, natsjs.StreamConfig{Replicas: tc.replicas})
 				}
-				benchLoadRun(b, c, tc.layout, producers, viaTCP)
+				cfg := natsjs.Config{Layout: tc.layout}
+				if tc.atomic {
+					cfg = natsjs.NoFastBatch(cfg)
+				}
+				benchLoadRun(b, c, cfg, producers, viaTCP)
 			})
 			if c != nil {
 				c.Shutdown()
@@ -85,8 +112,8 @@ func benchCases(b *testing.B, viaTCP bool, cases []benchCase) {
 // benchRun numbers the producer names so that no run resumes another's.
 var benchRun atomic.Int64
 
-func benchLoadRun(b *testing.B, c *natsjstest.Cluster, l natsjs.Layout, producers int, viaTCP bool) {
-	br, _ := gateway(b, c, natsjs.Config{Layout: l}, nil)
+func benchLoadRun(b *testing.B, c *natsjstest.Cluster, cfg natsjs.Config, producers int, viaTCP bool) {
+	br, _ := gateway(b, c, cfg, nil)
 	var d transport.Dialer
 	if viaTCP {
 		srv, err := server.New("127.0.0.1:0", br)

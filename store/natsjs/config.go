@@ -10,26 +10,30 @@ import (
 type Layout int
 
 const (
-	// LayoutPacked (the default): the records of one Append in one message,
-	// split into compare-and-set-chained messages when over the server's
-	// max_payload. The fastest: a replicated stream takes one
-	// compare-and-set per subject at a time, so records per message is what
-	// scales.
-	LayoutPacked Layout = iota
-	// LayoutPerRecord: one plain message per record (payload as data,
-	// metadata in headers), readable by any NATS consumer. One Append is
-	// written as atomic batches (ADR-50, nats-server 2.12 or later, the
-	// stream's AllowAtomicPublish on) of at most Config.MaxBatch messages.
-	// About ten times slower than packed.
-	LayoutPerRecord
+	// LayoutNative (the default): one stream message per record, its data
+	// the payload as sent, its key, event time, headers, producer name and
+	// sequence ID in NATS headers a person can read (layout.SetNativeHeaders),
+	// on the subject PREFIX.<topic tokens>.<producer>: any NATS consumer
+	// reads the records. On a stream of one replica that allows batch
+	// publish (EnsureStream's do), one Append is written as one fast batch
+	// (ADR-50, nats-server 2.14 or later) of up to 8192 records, every
+	// message checked; else as atomic batches (2.12 or later) of at most
+	// Config.MaxBatch messages.
+	LayoutNative Layout = iota
+	// LayoutPacked: the records of one Append in one message, split into
+	// compare-and-set-chained messages when over the server's max_payload.
+	// For raw ingest: only layout.DecodeMessage (and `inflight read`) reads
+	// it. A replicated stream takes one compare-and-set per subject at a
+	// time, so records per message is what scales.
+	LayoutPacked
 )
 
 func (l Layout) String() string {
 	switch l {
+	case LayoutNative:
+		return "native"
 	case LayoutPacked:
 		return "packed"
-	case LayoutPerRecord:
-		return "per-record"
 	}
 	return fmt.Sprintf("Layout(%d)", int(l))
 }
@@ -56,7 +60,7 @@ type Config struct {
 	// Prefix is the first subject token, default "inflight". It may hold
 	// dots ("a.b") but no wildcard and no empty token.
 	Prefix string
-	// Layout, default LayoutPacked.
+	// Layout, default LayoutNative.
 	Layout Layout
 	// Read, default ReadLeader.
 	Read ReadMode
@@ -67,19 +71,25 @@ type Config struct {
 	// MaxRecords caps the records of one packed message (0: as many as
 	// fit in max_payload).
 	MaxRecords int
-	// MaxBatch caps the messages of one atomic batch in LayoutPerRecord,
-	// default 1000 (the server's default limit, max_batch_size).
+	// MaxBatch caps the records of one atomic batch in LayoutNative,
+	// default 999 (the server's default limit, max_batch_size, is 1000
+	// messages; a batch of one record takes a second message for its fence
+	// check).
 	MaxBatch int
 	// MaxConflicts is how many failed compare-and-sets in a row one Append
 	// takes before it fails with ErrTailMoving, default 16.
 	MaxConflicts int
+
+	// noFast (tests): atomic batches even on a stream where fast ones
+	// would do.
+	noFast bool
 }
 
 func (c *Config) setDefaults() error {
 	if err := checkNames(c.Stream, &c.Prefix); err != nil {
 		return err
 	}
-	if c.Layout != LayoutPacked && c.Layout != LayoutPerRecord {
+	if c.Layout != LayoutNative && c.Layout != LayoutPacked {
 		return fmt.Errorf("%w: %v", ErrInvalidConfig, c.Layout)
 	}
 	if c.Read != ReadLeader && c.Read != ReadDirect {
@@ -98,7 +108,7 @@ func (c *Config) setDefaults() error {
 	case c.MaxBatch < 0:
 		return fmt.Errorf("%w: MaxBatch %d", ErrInvalidConfig, c.MaxBatch)
 	case c.MaxBatch == 0:
-		c.MaxBatch = 1000
+		c.MaxBatch = 999
 	}
 	switch {
 	case c.MaxConflicts < 0:

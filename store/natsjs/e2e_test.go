@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"flag"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,7 +19,7 @@ import (
 )
 
 var (
-	leaderLossRecords = flag.Int("leaderloss.records", 200_000, "records sent in TestJetStreamExactlyOnceAcrossLeaderLoss (the issue's figure is 1000000)")
+	leaderLossRecords = flag.Int("leaderloss.records", 200_000, "records sent in TestNativeExactlyOnceAcrossLeaderLoss (the issue's figure is 1000000)")
 	storeTimeout      = flag.Duration("store.timeout", 2*time.Second, "the store's publish timeout in the end-to-end tests")
 )
 
@@ -288,7 +289,7 @@ func closeProducer(t testing.TB, p *core.Producer) {
 	}
 }
 
-// TestJetStreamExactlyOnceAcrossLeaderLoss: a producer sends through a
+// TestNativeExactlyOnceAcrossLeaderLoss: a producer sends through a
 // broker on an R3 stream (the embedded mode: mem transport, broker in
 // process) while the stream's leader is stopped, brought back, and the new
 // leader stopped in turn. Every callback runs once, successes come in
@@ -296,13 +297,13 @@ func closeProducer(t testing.TB, p *core.Producer) {
 //
 // The per-record layout (atomic batches, about a tenth of packed's speed)
 // runs with a tenth of the records.
-func TestJetStreamExactlyOnceAcrossLeaderLoss(t *testing.T) {
+func TestNativeExactlyOnceAcrossLeaderLoss(t *testing.T) {
 	for _, tc := range []struct {
 		layout natsjs.Layout
 		n      int
 	}{
+		{natsjs.LayoutNative, *leaderLossRecords / 10},
 		{natsjs.LayoutPacked, *leaderLossRecords},
-		{natsjs.LayoutPerRecord, *leaderLossRecords / 10},
 	} {
 		t.Run(tc.layout.String(), func(t *testing.T) { leaderLoss(t, tc.layout, tc.n) })
 	}
@@ -310,7 +311,7 @@ func TestJetStreamExactlyOnceAcrossLeaderLoss(t *testing.T) {
 
 func leaderLoss(t *testing.T, l natsjs.Layout, n int) {
 	c := startCluster(t, 3, natsjstest.Options{})
-	ensureStream(t, c, natsjs.StreamConfig{Replicas: 3, AtomicPublish: true})
+	ensureStream(t, c, natsjs.StreamConfig{Replicas: 3})
 	b, s := gateway(t, c, natsjs.Config{Layout: l, Timeout: *storeTimeout}, nil)
 	d := mem.NewDialer(b)
 	defer d.Close()
@@ -346,28 +347,40 @@ func leaderLoss(t *testing.T, l natsjs.Layout, n int) {
 	o.check(t, c, s.Subject(testTopic, "leader-loss"))
 }
 
-// TestTwoGatewaysRace: gateway A holds a write in flight while its producer
+// TestNativeTwoGatewaysRace: gateway A holds a write in flight while its producer
 // moves to gateway B, which learns the tail from the stream and stores the
 // resent records. A's write is then let go before B writes, while B writes,
 // or after B wrote everything: its compare-and-set fails where B got there
 // first, A drops what B stored, and every record is stored once, in order.
-func TestTwoGatewaysRace(t *testing.T) {
-	c := startCluster(t, 3, natsjstest.Options{})
-	ensureStream(t, c, natsjs.StreamConfig{Replicas: 3, AtomicPublish: true})
-	for _, l := range []natsjs.Layout{natsjs.LayoutPacked, natsjs.LayoutPerRecord} {
+// The native layout runs on R3 (atomic batches) and on R1 (fast batches).
+func TestNativeTwoGatewaysRace(t *testing.T) {
+	r3 := startCluster(t, 3, natsjstest.Options{})
+	ensureStream(t, r3, natsjs.StreamConfig{Replicas: 3})
+	r1 := startCluster(t, 1, natsjstest.Options{})
+	ensureStream(t, r1, natsjs.StreamConfig{Replicas: 1})
+	for _, tc := range []struct {
+		name string
+		c    *natsjstest.Cluster
+		l    natsjs.Layout
+	}{
+		{"native/R3", r3, natsjs.LayoutNative},
+		{"native/R1", r1, natsjs.LayoutNative},
+		{"packed/R3", r3, natsjs.LayoutPacked},
+	} {
 		for _, when := range []string{"before", "during", "after"} {
-			t.Run(l.String()+"/"+when, func(t *testing.T) { twoGateways(t, c, l, when) })
+			t.Run(tc.name+"/"+when, func(t *testing.T) { twoGateways(t, tc.c, tc.l, tc.name+"-"+when) })
 		}
 	}
 }
 
-func twoGateways(t *testing.T, c *natsjstest.Cluster, l natsjs.Layout, when string) {
+func twoGateways(t *testing.T, c *natsjstest.Cluster, l natsjs.Layout, name string) {
+	when := name[strings.LastIndexByte(name, '-')+1:]
 	const (
 		warm  = 1000  // records through A before its write is held
 		held  = 500   // records in A's held write (the producer's batch)
 		total = 12000 // records in all
 	)
-	producer := "race-" + l.String() + "-" + when
+	producer := "race-" + strings.ReplaceAll(name, "/", "-")
 	// A's first write after the warm-up is held until letGo.
 	a := newHeldGateway(t, c, l)
 	letGo := func() { a.letGo(t) }
@@ -376,6 +389,9 @@ func twoGateways(t *testing.T, c *natsjstest.Cluster, l natsjs.Layout, when stri
 	// for the first time (B read the tail before A's write landed);
 	// "during": when B has written part of what A holds.
 	bB, sB := gateway(t, c, natsjs.Config{Layout: l, MaxRecords: 100, MaxBatch: 100}, nil)
+	if fast := strings.HasPrefix(name, "native/R1"); natsjs.UsesFastBatch(sB) != fast {
+		t.Fatalf("%s: the store writes fast batches: %v, want %v", name, !fast, fast)
+	}
 	natsjs.SetBeforeWrite(sB, func(_ string, first, _ uint64) {
 		if when == "before" || when == "during" && first > warm+held/2 {
 			letGo()
@@ -418,7 +434,7 @@ func twoGateways(t *testing.T, c *natsjstest.Cluster, l natsjs.Layout, when stri
 // go from core.Message through the broker into the stream, in both layouts.
 func TestMetadataThroughBroker(t *testing.T) {
 	c := startCluster(t, 1, natsjstest.Options{})
-	ensureStream(t, c, natsjs.StreamConfig{AtomicPublish: true})
+	ensureStream(t, c, natsjs.StreamConfig{})
 	at := time.Date(2026, 12, 3, 10, 0, 0, 42, time.UTC)
 	msgs := []core.Message{
 		{Payload: []byte("plain")},
@@ -426,7 +442,7 @@ func TestMetadataThroughBroker(t *testing.T) {
 		{Payload: []byte("all"), Key: []byte("k"), EventTime: at,
 			Headers: []core.Header{{Key: "trace", Value: []byte("abc")}, {Key: "trace", Value: []byte("def")}}},
 	}
-	for _, l := range []natsjs.Layout{natsjs.LayoutPacked, natsjs.LayoutPerRecord} {
+	for _, l := range []natsjs.Layout{natsjs.LayoutPacked, natsjs.LayoutNative} {
 		t.Run(l.String(), func(t *testing.T) {
 			b, s := gateway(t, c, natsjs.Config{Layout: l}, nil)
 			d := mem.NewDialer(b)

@@ -2,6 +2,9 @@ package natsjs
 
 import (
 	"errors"
+	"strings"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/inflightmq/inflight/store/natsjs/layout"
 )
@@ -16,8 +19,13 @@ var (
 	// ErrStreamMismatch: the stream exists with a configuration the store
 	// cannot use (subjects, retention, replicas, storage, atomic publish).
 	ErrStreamMismatch = errors.New("inflight: natsjs: stream configuration does not fit")
-	// ErrEmptyTopic: Append or LastSeq with an empty topic.
+	// ErrEmptyTopic: State or Append with an empty topic.
 	ErrEmptyTopic = errors.New("inflight: natsjs: empty topic")
+	// ErrInvalidName: a topic or producer name that cannot be subject
+	// tokens (see CheckTopic, CheckProducer), refused by State, Fence and
+	// Append, so a producer learns it when it starts or first writes the
+	// topic.
+	ErrInvalidName = errors.New("inflight: natsjs: name cannot be a NATS subject token")
 	// ErrBadRecords: Append's records are not in strictly increasing
 	// sequence order, or a sequence ID is 0.
 	ErrBadRecords = errors.New("inflight: natsjs: records not in increasing sequence order")
@@ -37,7 +45,68 @@ var (
 	ErrPublish = errors.New("inflight: natsjs: publish failed")
 	// ErrRead: the subject's tail could not be read.
 	ErrRead = errors.New("inflight: natsjs: reading the subject's tail failed")
+	// ErrPrefix: a stream read under a prefix it does not capture
+	// (CheckPrefix).
+	ErrPrefix = errors.New("inflight: natsjs: stream does not hold this prefix")
+	// ErrUnreachable is wrapped by ErrPublish and ErrRead when the NATS
+	// connection is down (closed, reconnecting, no server): Cause words it.
+	ErrUnreachable = errors.New("inflight: natsjs: NATS unreachable")
+	// ErrNoAnswer is wrapped by ErrPublish and ErrRead when NATS is
+	// connected but JetStream did not answer in time or at all (no
+	// responders: the stream has no leader, or JetStream is off).
+	ErrNoAnswer = errors.New("inflight: natsjs: JetStream not answering")
 )
+
+// causeError is a client error with the words that say what it means for
+// the store ("NATS unreachable: nats: connection closed").
+type causeError struct {
+	kind error  // ErrUnreachable or ErrNoAnswer
+	note string // what the client's error means, if its text does not say
+	err  error
+}
+
+func (e *causeError) Error() string {
+	s := strings.TrimPrefix(e.kind.Error(), "inflight: natsjs: ") + ": "
+	if e.note != "" {
+		return s + e.note + " (" + e.err.Error() + ")"
+	}
+	return s + e.err.Error()
+}
+
+func (e *causeError) Unwrap() []error { return []error{e.kind, e.err} }
+
+// withCause wraps a NATS client error in the words of its cause (an error
+// that is none of those, such as a server's refusal, is returned as it is).
+func withCause(err error) error {
+	var ce *causeError
+	switch {
+	case err == nil || errors.As(err, &ce):
+		return err
+	case errors.Is(err, nats.ErrReconnectBufExceeded), errors.Is(err, nats.ErrConnectionReconnecting):
+		// The store's connection buffers nothing while it reconnects.
+		return &causeError{ErrUnreachable, "connection lost, reconnecting", err}
+	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining),
+		errors.Is(err, nats.ErrNoServers), errors.Is(err, nats.ErrDisconnected), errors.Is(err, nats.ErrStaleConnection):
+		return &causeError{ErrUnreachable, "", err}
+	case errors.Is(err, nats.ErrNoResponders):
+		return &causeError{ErrNoAnswer, "no stream leader, or JetStream is off", err}
+	case errors.Is(err, nats.ErrTimeout):
+		return &causeError{ErrNoAnswer, "", err}
+	}
+	return err
+}
+
+// Cause returns what an error of a Store says of NATS, in words: "NATS
+// unreachable: connection lost, reconnecting (nats: outbound buffer limit
+// exceeded)", "JetStream not answering: nats: timeout"; "" when it says
+// neither.
+func Cause(err error) string {
+	var ce *causeError
+	if errors.As(err, &ce) {
+		return ce.Error()
+	}
+	return ""
+}
 
 // isSizeErr: errors Append returns as they are, not as ErrPublish.
 func isSizeErr(err error) bool {

@@ -85,8 +85,8 @@ func (tw *twin) wait(t testing.TB) {
 // sequence IDs. P1 is fenced at its next write in every case.
 func TestTwoGatewaysFence(t *testing.T) {
 	c := startCluster(t, 1, natsjstest.Options{})
-	ensureStream(t, c, natsjs.StreamConfig{AtomicPublish: true})
-	for _, l := range []natsjs.Layout{natsjs.LayoutPacked, natsjs.LayoutPerRecord} {
+	ensureStream(t, c, natsjs.StreamConfig{})
+	for _, l := range []natsjs.Layout{natsjs.LayoutPacked, natsjs.LayoutNative} {
 		for _, when := range []string{"before", "after-fence", "after-writes"} {
 			t.Run(l.String()+"/"+when, func(t *testing.T) { gatewaysFence(t, c, l, when) })
 		}

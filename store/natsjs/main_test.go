@@ -9,7 +9,7 @@ import (
 )
 
 // TestMain checks that no test leaves a goroutine behind. The only ignores
-// are gnet's pool workers (leakcheck.Options: TestGatewayKill9 dials over
+// are gnet's pool workers (leakcheck.Options: TestNativeGatewayKill9 dials over
 // TCP, and gnet keeps its pool for the life of the process); nats-server
 // and nats.go need none, since a Cluster's Shutdown and a connection's
 // Close stop all of theirs.

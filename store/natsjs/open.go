@@ -24,7 +24,7 @@ import (
 //	storage=file|memory      stream storage (default file)
 //	max_age=DURATION         stream MaxAge, e.g. 720h (default: forever)
 //	max_bytes=N              stream MaxBytes (default: no limit)
-//	layout=packed|per-record record layout (default packed)
+//	layout=native|packed     record layout (default native)
 //	read=leader|direct       where tails are read (default leader; direct
 //	                         also makes the stream AllowDirect)
 //	prefix=P                 subject prefix (default inflight)
@@ -92,10 +92,13 @@ func Dial(rawURL string) (*nats.Conn, Config, error) {
 	return nc, cfg, nil
 }
 
-// Close closes the NATS connection if Open made it (a Store from New
-// leaves its connection to the caller). Call it after the last Append
-// returned.
+// Close ends the store's subscription for fast batch replies and closes
+// the NATS connection if Open made it (a Store from New leaves its
+// connection to the caller). Call it after the last Append returned.
 func (s *Store) Close() {
+	if s.fast != nil {
+		s.fast.close()
+	}
 	if s.ownConn {
 		s.nc.Close()
 	}
@@ -148,12 +151,12 @@ func parseURL(raw string) (servers string, cfg Config, sc StreamConfig, create b
 			sc.MaxBytes, err = strconv.ParseInt(v, 10, 64)
 		case "layout":
 			switch v {
+			case "native":
+				cfg.Layout = LayoutNative
 			case "packed":
 				cfg.Layout = LayoutPacked
-			case "per-record":
-				cfg.Layout, sc.AtomicPublish = LayoutPerRecord, true
 			default:
-				err = fmt.Errorf("not packed or per-record")
+				err = fmt.Errorf("not native or packed")
 			}
 		case "read":
 			switch v {

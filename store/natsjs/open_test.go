@@ -19,7 +19,7 @@ func TestOpen(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	hosts := strings.ReplaceAll(c.URLs(), "nats://", "")
-	for _, q := range []string{"", "?layout=per-record&storage=memory&read=direct&prefix=x.y&timeout=3s&max_age=1h&max_bytes=100000000"} {
+	for _, q := range []string{"", "?layout=packed&storage=memory&read=direct&prefix=x.y&timeout=3s&max_age=1h&max_bytes=100000000"} {
 		stream := "OPEN" + map[bool]string{true: "A", false: "B"}[q == ""]
 		s, err := natsjs.Open(ctx, "nats://"+hosts+"/"+stream+q)
 		if err != nil {

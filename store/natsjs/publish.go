@@ -11,11 +11,12 @@ import (
 
 // Headers of the JetStream publish protocol.
 const (
-	hdrExpectLastSubjSeq = "Nats-Expected-Last-Subject-Sequence"
-	hdrExpectStream      = "Nats-Expected-Stream"
-	hdrBatchID           = "Nats-Batch-Id"
-	hdrBatchSeq          = "Nats-Batch-Sequence"
-	hdrBatchCommit       = "Nats-Batch-Commit"
+	hdrExpectLastSubjSeq     = "Nats-Expected-Last-Subject-Sequence"
+	hdrExpectLastSubjSeqSubj = "Nats-Expected-Last-Subject-Sequence-Subject"
+	hdrBatchID               = "Nats-Batch-Id"
+	hdrBatchSeq              = "Nats-Batch-Sequence"
+	hdrBatchCommit           = "Nats-Batch-Commit"
+	hdrRollup                = "Nats-Rollup"
 )
 
 // pubAck is the reply to a JetStream publish or batch commit.
@@ -27,8 +28,8 @@ type pubAck struct {
 }
 
 // request writes m as a request and returns the stream sequence of the
-// stored message; m's headers must hold the compare-and-set. The reply
-// error is an *apiError (isConflict tells a lost compare-and-set).
+// stored message (of a batch: its last message). The reply error is an
+// *apiError (isConflict tells a lost compare-and-set).
 func (s *Store) request(m *nats.Msg) (uint64, error) {
 	resp, err := s.nc.RequestMsg(m, s.cfg.Timeout)
 	if err != nil {
@@ -47,21 +48,55 @@ func (s *Store) request(m *nats.Msg) (uint64, error) {
 	return ack.Seq, nil
 }
 
-// setCAS makes h a compare-and-set on the subject's tail at stream
-// sequence expect (0: the subject must be empty) in this store's stream.
-func (s *Store) setCAS(h nats.Header, expect uint64) {
+// setCAS makes h a compare-and-set on the tail of subject (empty: the
+// message's own) at stream sequence expect (0: it must be empty). (No
+// Nats-Expected-Stream: the stream captures the subjects, and the headers
+// stay in every stored message.)
+func (s *Store) setCAS(h nats.Header, subject string, expect uint64) {
 	h[hdrExpectLastSubjSeq] = []string{strconv.FormatUint(expect, 10)}
-	h[hdrExpectStream] = []string{s.cfg.Stream}
+	if subject != "" {
+		h[hdrExpectLastSubjSeqSubj] = []string{subject}
+	}
 }
 
-// publishBatch writes msgs as one atomic batch (ADR-50): the first carries
-// the compare-and-set, every message but the last is a plain publish, the
-// last commits and is a request whose reply is the batch's ack. The server
-// stores all of them or none; a batch never committed (the connection
-// dropped midway) is discarded by the server.
-func (s *Store) publishBatch(msgs []*nats.Msg, expect uint64) (uint64, error) {
+// check is the state one write is conditional on: the record subject's
+// tail and the producer name's fence, each at the stream sequence the
+// store knows.
+type check struct {
+	subject    string // the records' subject
+	subjectSeq uint64
+	fence      string // the name's fence subject
+	fenceSeq   uint64
+	mark       string // where a mark goes when the batch has one message
+	markEpoch  uint64
+	marked     bool // set by publishBatch: a mark was written after msgs
+	fast       bool // the write is a fast batch (publishFast)
+}
+
+// publishBatch writes msgs (on c.subject) as one atomic batch (ADR-50) that
+// the stream stores only if both checks hold:
+//
+//	msgs[0]   Nats-Expected-Last-Subject-Sequence: c.subjectSeq          (the records' subject)
+//	msgs[1]   Nats-Expected-Last-Subject-Sequence: c.fenceSeq
+//	          Nats-Expected-Last-Subject-Sequence-Subject: c.fence       (the name's fence)
+//
+// The server takes one check per message, and one on a subject before the
+// batch writes it: so the records' subject is checked first, the fence by
+// the second message. A batch of one record gets a second message for
+// the fence check: a mark on c.mark (outside the consumers' subjects;
+// Nats-Rollup keeps one per name). Every message but the last is a plain
+// publish, the last commits and is a request whose reply is the batch's
+// ack; a batch never committed (the connection dropped midway) is
+// discarded by the server. It returns the stream sequence of the last
+// message of msgs.
+func (s *Store) publishBatch(msgs []*nats.Msg, c *check) (uint64, error) {
+	c.marked = len(msgs) == 1
+	if c.marked {
+		msgs = append(msgs, s.markMsg(c))
+	}
+	s.setCAS(msgs[0].Header, "", c.subjectSeq)
+	s.setCAS(msgs[1].Header, c.fence, c.fenceSeq)
 	id := nuid.Next()
-	s.setCAS(msgs[0].Header, expect)
 	for i, m := range msgs {
 		m.Header[hdrBatchID] = []string{id}
 		m.Header[hdrBatchSeq] = []string{strconv.Itoa(i + 1)}
@@ -73,5 +108,12 @@ func (s *Store) publishBatch(msgs []*nats.Msg, expect uint64) (uint64, error) {
 		}
 	}
 	last.Header[hdrBatchCommit] = []string{"1"}
-	return s.request(last)
+	seq, err := s.request(last)
+	if err == nil && c.marked {
+		// An atomic batch takes consecutive stream sequences: the record
+		// is just before the mark. (Were it not, the next write's
+		// compare-and-set would fail and the store would read the tail.)
+		seq--
+	}
+	return seq, err
 }

@@ -3,7 +3,6 @@ package natsjs
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -11,28 +10,6 @@ import (
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/store/natsjs/layout"
 )
-
-// TopicSubjects returns the filter subject of every producer of topic under
-// prefix: prefix.Token(topic).*
-func TopicSubjects(prefix, topic string) string { return prefix + "." + Token(topic) + ".*" }
-
-// ParseSubject returns the topic and producer of a store subject under
-// prefix; ok is false for a subject the store does not write.
-func ParseSubject(prefix, subject string) (topic, producer string, ok bool) {
-	rest, found := strings.CutPrefix(subject, prefix+".")
-	if !found {
-		return "", "", false
-	}
-	t, p, found := strings.Cut(rest, ".")
-	if !found || strings.Contains(p, ".") {
-		return "", "", false
-	}
-	if topic, ok = Name(t); !ok {
-		return "", "", false
-	}
-	producer, ok = Name(p)
-	return topic, producer, ok
-}
 
 // Read calls fn for every record stored on the subjects filter matches (a
 // Subject, or TopicSubjects for a whole topic) in stream order, up to the

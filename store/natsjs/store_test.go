@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -39,8 +39,8 @@ func metaRecords() []broker.Record {
 // field, in order, and LastSeq follows the writes.
 func TestRoundTrip(t *testing.T) {
 	c := startCluster(t, 1, natsjstest.Options{})
-	ensureStream(t, c, natsjs.StreamConfig{AtomicPublish: true})
-	for _, l := range []natsjs.Layout{natsjs.LayoutPacked, natsjs.LayoutPerRecord} {
+	ensureStream(t, c, natsjs.StreamConfig{})
+	for _, l := range []natsjs.Layout{natsjs.LayoutPacked, natsjs.LayoutNative} {
 		t.Run(l.String(), func(t *testing.T) {
 			s := newStore(t, c, natsjs.Config{Layout: l})
 			topic, producer := "rt-"+l.String(), "p"
@@ -80,7 +80,7 @@ func TestRoundTrip(t *testing.T) {
 func TestChunkingOverMaxPayload(t *testing.T) {
 	const maxPayload = 64 << 10
 	c := startCluster(t, 1, natsjstest.Options{MaxPayload: maxPayload})
-	ensureStream(t, c, natsjs.StreamConfig{AtomicPublish: true})
+	ensureStream(t, c, natsjs.StreamConfig{})
 	s := newStore(t, c, natsjs.Config{})
 	recs := make([]broker.Record, 200)
 	for i := range recs {
@@ -114,7 +114,7 @@ func TestChunkingOverMaxPayload(t *testing.T) {
 	}
 
 	big := []broker.Record{{Seq: 201, Payload: make([]byte, maxPayload)}}
-	for _, l := range []natsjs.Layout{natsjs.LayoutPacked, natsjs.LayoutPerRecord} {
+	for _, l := range []natsjs.Layout{natsjs.LayoutPacked, natsjs.LayoutNative} {
 		err := newStore(t, c, natsjs.Config{Layout: l}).Append("chunks", "p", 0, big)
 		if !errors.Is(err, natsjs.ErrRecordTooLarge) {
 			t.Errorf("%v: Append of a record over max_payload: %v, want ErrRecordTooLarge", l, err)
@@ -125,72 +125,88 @@ func TestChunkingOverMaxPayload(t *testing.T) {
 	}
 }
 
-// TestNamesNotSubjectTokens: topics and producer names with dots, spaces,
-// wildcards, '=' and non-ASCII each get their own subject; an empty topic
-// is refused.
-func TestNamesNotSubjectTokens(t *testing.T) {
+// TestNativeSubjectsFollowTopicTokens: a topic's own tokens and the
+// producer name make the subject, so a plain NATS filter on a topic prefix
+// selects what a user means; names that cannot be subject tokens are
+// refused (by State, what a producer meets when it starts, and by Fence
+// and Append) with ErrInvalidName, and nothing is written for them.
+func TestNativeSubjectsFollowTopicTokens(t *testing.T) {
 	c := startCluster(t, 1, natsjstest.Options{})
 	ensureStream(t, c, natsjs.StreamConfig{})
 	s := newStore(t, c, natsjs.Config{Prefix: "inflight"})
-	names := []string{"plain", "a.b", "a b", "*", ">", "a.>", "=x", "=", "Ünïcødé ✓", "-_", "\x00\r\n", ""}
-	subjects := map[string]string{}
-	for i, topic := range names[:len(names)-1] { // an empty topic is refused below
-		for j, producer := range names {
-			seq := uint64(i*len(names) + j + 1)
-			if err := s.Append(topic, producer, 0, plainRecords(seq)); err != nil {
-				t.Fatalf("Append(%q, %q): %v", topic, producer, err)
-			}
-			subj := s.Subject(topic, producer)
-			if prev, dup := subjects[subj]; dup {
-				t.Fatalf("(%q, %q) and %s share subject %q", topic, producer, prev, subj)
-			}
-			subjects[subj] = fmt.Sprintf("(%q, %q)", topic, producer)
+	writes := []struct{ topic, producer string }{
+		{"orders.eu", "svc-1"}, {"orders.eu", "svc-2"}, {"orders.us", "svc-1"}, {"orders", "svc-1"}, {"audit", "Ünïcødé"},
+	}
+	for i, w := range writes {
+		if err := s.Append(w.topic, w.producer, 0, plainRecords(uint64(i+1))); err != nil {
+			t.Fatalf("Append(%q, %q): %v", w.topic, w.producer, err)
 		}
 	}
-	for i, topic := range names[:len(names)-1] {
-		for j, producer := range names {
-			want := uint64(i*len(names) + j + 1)
-			if last, err := s.LastSeq(topic, producer); err != nil || last != want {
-				t.Errorf("LastSeq(%q, %q) = %d, %v; want %d", topic, producer, last, err, want)
-			}
-		}
+	if got, want := s.Subject("orders.eu", "svc-1"), "inflight.orders.eu.svc-1"; got != want {
+		t.Errorf("Subject = %q, want %q", got, want)
 	}
-	// A whole topic reads back with every producer's name.
-	js, err := jetstream.New(connect(t, c))
+	nc := connect(t, c)
+	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for i, topic := range names[:len(names)-1] {
-		got := map[string]uint64{}
-		err := natsjs.Read(ctx, js, streamName, natsjs.TopicSubjects("inflight", topic), func(subject string, _ uint64, r broker.Record) error {
-			tp, producer, ok := natsjs.ParseSubject("inflight", subject)
-			if !ok || tp != topic {
-				t.Errorf("ParseSubject(%q) = %q, %q, %v", subject, tp, producer, ok)
-			}
-			got[producer] = r.Seq
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
+	for filter, want := range map[string][]string{
+		"inflight.orders.>":     {"inflight.orders.eu.svc-1", "inflight.orders.eu.svc-2", "inflight.orders.us.svc-1", "inflight.orders.svc-1"},
+		"inflight.orders.eu.*":  {"inflight.orders.eu.svc-1", "inflight.orders.eu.svc-2"},
+		"inflight.*.*.svc-1":    {"inflight.orders.eu.svc-1", "inflight.orders.us.svc-1"},
+		"inflight.audit.*":      {"inflight.audit.Ünïcødé"},
+		"inflight.orders.eu.>":  {"inflight.orders.eu.svc-1", "inflight.orders.eu.svc-2"},
+		"inflight.orders.svc-1": {"inflight.orders.svc-1"},
+	} {
+		var got []string
+		for _, m := range plainConsume(t, ctx, js, filter, len(want)) {
+			got = append(got, m.Subject())
 		}
-		for j, producer := range names {
-			if want := uint64(i*len(names) + j + 1); got[producer] != want {
-				t.Errorf("topic %q producer %q: read seq %d, want %d", topic, producer, got[producer], want)
-			}
+		if !slices.Equal(got, want) {
+			t.Errorf("consumer on %s got %q, want %q", filter, got, want)
 		}
 	}
-	for _, name := range names {
-		if got, ok := natsjs.Name(natsjs.Token(name)); !ok || got != name {
-			t.Errorf("Name(Token(%q)) = %q, %v", name, got, ok)
+	// ParseSubject reads back topic and producer, for `inflight read`.
+	if tp, p, ok := natsjs.ParseSubject("inflight", "inflight.orders.eu.svc-1"); !ok || tp != "orders.eu" || p != "svc-1" {
+		t.Errorf("ParseSubject = %q, %q, %v", tp, p, ok)
+	}
+	if tp, p, ok := natsjs.ParseSubject("inflight", "inflight.=b3JkZXJzLmV1.svc-1"); !ok || tp != "orders.eu" || p != "svc-1" {
+		t.Errorf("ParseSubject of a subject written before the native layout = %q, %q, %v", tp, p, ok)
+	}
+
+	bad := []struct{ topic, producer string }{
+		{"a..b", "p"}, {".a", "p"}, {"a.", "p"}, {"a b", "p"}, {"a.*", "p"}, {">", "p"}, {"=x", "p"}, {"a\r\n", "p"},
+		{"t", "a.b"}, {"t", "a b"}, {"t", "*"}, {"t", ">"}, {"t", ""}, {"t", "=p"},
+	}
+	for _, b := range bad {
+		if _, err := s.State(b.topic, b.producer); !errors.Is(err, natsjs.ErrInvalidName) {
+			t.Errorf("State(%q, %q): %v, want ErrInvalidName", b.topic, b.producer, err)
 		}
+		if err := s.Append(b.topic, b.producer, 0, plainRecords(1)); !errors.Is(err, natsjs.ErrInvalidName) {
+			t.Errorf("Append(%q, %q): %v, want ErrInvalidName", b.topic, b.producer, err)
+		}
+	}
+	if err := s.Fence("a.b", 1); !errors.Is(err, natsjs.ErrInvalidName) {
+		t.Errorf("Fence of a dotted name: %v, want ErrInvalidName", err)
 	}
 	if err := s.Append("", "p", 0, plainRecords(1)); !errors.Is(err, natsjs.ErrEmptyTopic) {
 		t.Errorf("Append with an empty topic: %v, want ErrEmptyTopic", err)
 	}
-	if _, err := s.LastSeq("", "p"); !errors.Is(err, natsjs.ErrEmptyTopic) {
-		t.Errorf("LastSeq with an empty topic: %v, want ErrEmptyTopic", err)
+	if _, err := s.State("", "p"); !errors.Is(err, natsjs.ErrEmptyTopic) {
+		t.Errorf("State with an empty topic: %v, want ErrEmptyTopic", err)
+	}
+	st, err := js.Stream(ctx, streamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter("inflight.>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs == 0 || len(info.State.Subjects) != len(writes) {
+		t.Errorf("subjects under inflight.>: %v, want the %d written", info.State.Subjects, len(writes))
 	}
 }
 
@@ -210,9 +226,9 @@ func TestStaleDirectRead(t *testing.T) {
 	b := newStore(t, c, natsjs.Config{Read: natsjs.ReadDirect})
 	var staleReads int
 	natsjs.SetDirectHook(b, func(_ string, streamSeq, last uint64) (uint64, uint64) {
-		if streamSeq == 3 && last == 30 {
+		if streamSeq == 30 && last == 30 {
 			staleReads++
-			return 2, 20 // the tail as a replica one message behind sees it
+			return 20, 20 // the tail as a replica one batch behind sees it
 		}
 		return streamSeq, last
 	})
@@ -239,7 +255,7 @@ func TestStaleDirectRead(t *testing.T) {
 // store each record once, in order, in both layouts.
 func TestCASConflict(t *testing.T) {
 	c := startCluster(t, 3, natsjstest.Options{})
-	ensureStream(t, c, natsjs.StreamConfig{Replicas: 3, AtomicPublish: true})
+	ensureStream(t, c, natsjs.StreamConfig{Replicas: 3})
 	t.Run("stale-tail", func(t *testing.T) {
 		a, b := newStore(t, c, natsjs.Config{}), newStore(t, c, natsjs.Config{})
 		if last, err := b.LastSeq("t", "stale"); err != nil || last != 0 {
@@ -256,7 +272,7 @@ func TestCASConflict(t *testing.T) {
 		}
 		checkSeqs(t, records(readSubject(t, c, a.Subject("t", "stale"))), seqs(1, 14))
 	})
-	for _, l := range []natsjs.Layout{natsjs.LayoutPacked, natsjs.LayoutPerRecord} {
+	for _, l := range []natsjs.Layout{natsjs.LayoutPacked, natsjs.LayoutNative} {
 		t.Run("race-"+l.String(), func(t *testing.T) {
 			const n = 3000
 			all := plainRecords(seqs(1, n)...)
@@ -293,6 +309,15 @@ func TestNewRefuses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	nc := connect(t, c)
+	// A stream made before the native layout: no fence subjects, no
+	// atomic publish, no rollups.
+	legacy, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := legacy.CreateStream(ctx, jetstream.StreamConfig{Name: "LEGACY", Subjects: []string{"legacy.>"}}); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		cfg  natsjs.Config
 		want error
@@ -304,7 +329,7 @@ func TestNewRefuses(t *testing.T) {
 		{natsjs.Config{Stream: streamName, Timeout: -1}, natsjs.ErrInvalidConfig},
 		{natsjs.Config{Stream: streamName, Layout: 7}, natsjs.ErrInvalidConfig},
 		{natsjs.Config{Stream: streamName, Prefix: "other"}, natsjs.ErrStreamMismatch},
-		{natsjs.Config{Stream: streamName, Layout: natsjs.LayoutPerRecord}, natsjs.ErrStreamMismatch},
+		{natsjs.Config{Stream: "LEGACY", Prefix: "legacy"}, natsjs.ErrStreamMismatch},
 		{natsjs.Config{Stream: streamName, Read: natsjs.ReadDirect}, natsjs.ErrStreamMismatch},
 	} {
 		if _, err := natsjs.New(ctx, nc, tc.cfg); !errors.Is(err, tc.want) {
@@ -326,8 +351,8 @@ func TestNewRefuses(t *testing.T) {
 	for _, sc := range []natsjs.StreamConfig{
 		{Name: streamName, Replicas: 3},
 		{Name: streamName, Storage: jetstream.MemoryStorage},
-		{Name: streamName, AtomicPublish: true},
 		{Name: streamName, Prefix: "elsewhere"},
+		{Name: "LEGACY", Prefix: "legacy"},
 	} {
 		if _, err := natsjs.EnsureStream(ctx, js, sc); !errors.Is(err, natsjs.ErrStreamMismatch) {
 			t.Errorf("EnsureStream(%+v) on the existing stream: %v, want ErrStreamMismatch", sc, err)

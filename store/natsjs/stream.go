@@ -14,7 +14,9 @@ import (
 // StreamConfig describes the stream EnsureStream creates or checks.
 type StreamConfig struct {
 	// Name and Prefix as in Config (Prefix default "inflight"); the stream
-	// captures Prefix + ".>".
+	// captures Prefix + ".>" (the records) and "_INFLIGHT." + Prefix + ".>"
+	// (the producer names' fences, where consumers of the records do not
+	// look).
 	Name   string
 	Prefix string
 	// Replicas, default 1; 3 survives the loss of one server.
@@ -31,16 +33,14 @@ type StreamConfig struct {
 	MaxBytes int64
 	// AllowDirect lets any replica answer reads (for ReadDirect).
 	AllowDirect bool
-	// AtomicPublish allows atomic batches (needed by LayoutPerRecord,
-	// nats-server 2.12 or later).
-	AtomicPublish bool
 }
 
 // EnsureStream creates the stream if it does not exist, or checks that the
-// existing one fits: it captures Prefix + ".>", keeps messages by limits
-// (not work-queue or interest retention, which delete what LastSeq needs),
-// has the replicas and storage asked for, and allows atomic publish if
-// asked. A stream that does not fit yields ErrStreamMismatch; EnsureStream
+// existing one fits: it captures Prefix + ".>" and "_INFLIGHT." + Prefix +
+// ".>", keeps messages by limits (not work-queue or interest retention,
+// which delete what State needs), has the replicas and storage asked for,
+// and allows atomic publish (nats-server 2.12 or later) and rollups (which
+// keep one check mark per producer name). A stream that does not fit yields ErrStreamMismatch; EnsureStream
 // never changes an existing stream.
 //
 // An error the server gives for good (its subjects overlap another
@@ -57,14 +57,16 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, c StreamConfig) (
 	}
 	want := jetstream.StreamConfig{
 		Name:               c.Name,
-		Subjects:           []string{c.Prefix + ".>"},
+		Subjects:           []string{c.Prefix + ".>", fenceSpace(c.Prefix)},
 		Retention:          jetstream.LimitsPolicy,
 		Storage:            c.Storage,
 		Replicas:           c.Replicas,
 		MaxAge:             c.MaxAge,
 		MaxBytes:           c.MaxBytes,
 		AllowDirect:        c.AllowDirect,
-		AllowAtomicPublish: c.AtomicPublish,
+		AllowAtomicPublish: true,
+		AllowBatchPublish:  true,
+		AllowRollup:        true,
 		Discard:            jetstream.DiscardOld,
 	}
 	if c.MaxBytes == 0 {
@@ -203,20 +205,44 @@ func (c *StreamConfig) setDefaults() error {
 
 // checkStream says why an existing stream does not fit c.
 func checkStream(got jetstream.StreamConfig, c StreamConfig) error {
-	all := c.Prefix + ".>"
+	if err := checkWritable(got, c.Name, c.Prefix); err != nil {
+		return err
+	}
 	switch {
-	case !slices.Contains(got.Subjects, all) && !slices.Contains(got.Subjects, ">"):
-		return fmt.Errorf("%w: stream %q captures %q, not %q", ErrStreamMismatch, c.Name, got.Subjects, all)
-	case got.Retention != jetstream.LimitsPolicy:
-		return fmt.Errorf("%w: stream %q has retention %v; the store needs limits retention", ErrStreamMismatch, c.Name, got.Retention)
 	case got.Replicas != c.Replicas && !(got.Replicas == 0 && c.Replicas == 1):
 		return fmt.Errorf("%w: stream %q has %d replicas, want %d", ErrStreamMismatch, c.Name, got.Replicas, c.Replicas)
 	case got.Storage != c.Storage:
 		return fmt.Errorf("%w: stream %q has %v storage, want %v", ErrStreamMismatch, c.Name, got.Storage, c.Storage)
-	case c.AtomicPublish && !got.AllowAtomicPublish:
-		return fmt.Errorf("%w: stream %q does not allow atomic publish (needed by the per-record layout)", ErrStreamMismatch, c.Name)
 	case c.AllowDirect && !got.AllowDirect:
 		return fmt.Errorf("%w: stream %q does not allow direct get", ErrStreamMismatch, c.Name)
+	}
+	return nil
+}
+
+// checkWritable says why a Store cannot write a stream of this
+// configuration under prefix. A stream made before the native layout (it
+// captures only prefix.>, and the per-record layout's needed atomic
+// publish only) stays readable; to write it, add the fence subjects and
+// allow atomic publish and rollups, e.g.
+//
+//	nats stream edit STREAM --subjects 'inflight.>' --subjects '_INFLIGHT.inflight.>' \
+//	    --allow-batch --allow-rollup
+func checkWritable(got jetstream.StreamConfig, name, prefix string) error {
+	all, fences := prefix+".>", fenceSpace(prefix)
+	captures := func(subj string) bool {
+		return slices.Contains(got.Subjects, subj) || slices.Contains(got.Subjects, ">")
+	}
+	switch {
+	case !captures(all):
+		return fmt.Errorf("%w: stream %q captures %q, not %q", ErrStreamMismatch, name, got.Subjects, all)
+	case !captures(fences):
+		return fmt.Errorf("%w: stream %q captures %q, not the fences' %q (a stream made before the native layout: add that subject, see docs/jetstream.md)", ErrStreamMismatch, name, got.Subjects, fences)
+	case got.Retention != jetstream.LimitsPolicy:
+		return fmt.Errorf("%w: stream %q has retention %v; the store needs limits retention", ErrStreamMismatch, name, got.Retention)
+	case !got.AllowAtomicPublish:
+		return fmt.Errorf("%w: stream %q does not allow atomic publish (every write is an atomic batch)", ErrStreamMismatch, name)
+	case !got.AllowRollup || got.DenyPurge:
+		return fmt.Errorf("%w: stream %q does not allow rollups (they keep one check mark per producer name)", ErrStreamMismatch, name)
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ const (
 	codeMsgNotFound    = 10037
 	codeWrongLast      = 10071
 	codeWrongLastConst = 10164 // replicated streams (R > 1)
+	codeBatchDisabled  = 10205 // fast batch publish not allowed
 )
 
 // readTail reads the last message of subject: from the stream leader with
@@ -36,7 +37,7 @@ func (s *Store) readTail(subject string, direct bool) (tail, error) {
 	}{subject})
 	resp, err := s.nc.Request("$JS.API.STREAM.MSG.GET."+s.cfg.Stream, req, s.cfg.Timeout)
 	if err != nil {
-		return tail{}, fmt.Errorf("%w: %s: %w", ErrRead, subject, err)
+		return tail{}, fmt.Errorf("%w: %s: %w", ErrRead, subject, withCause(err))
 	}
 	var r struct {
 		Error   *apiError `json:"error"`
@@ -68,7 +69,7 @@ func (s *Store) readTail(subject string, direct bool) (tail, error) {
 func (s *Store) readTailDirect(subject string) (tail, error) {
 	resp, err := s.nc.Request("$JS.API.DIRECT.GET."+s.cfg.Stream+"."+subject, nil, s.cfg.Timeout)
 	if err != nil {
-		return tail{}, fmt.Errorf("%w: %s (direct): %w", ErrRead, subject, err)
+		return tail{}, fmt.Errorf("%w: %s (direct): %w", ErrRead, subject, withCause(err))
 	}
 	if st := resp.Header.Get("Status"); st != "" {
 		if st == "404" {

@@ -27,6 +27,7 @@ const (
 	Packed    = "packed/1"
 	PerRecord = "record/1"
 	Fence     = "fence/1" // no records: a producer name's new epoch
+	Mark      = "mark/1"  // no records: the second message of a one-record write, for its fence check (never under the records' prefix)
 )
 
 // SetEpoch sets the HdrEpoch of a message written by the incarnation epoch
@@ -122,8 +123,12 @@ func RecordHeadersSize(r *broker.Record) int {
 	return n
 }
 
-// LastSeq returns the HdrLastSeq of a message.
+// LastSeq returns the HdrLastSeq of a message, or a native message's
+// HdrSeq.
 func LastSeq(h map[string][]string) (uint64, error) {
+	if native(h) {
+		return seqHeader(h, HdrSeq)
+	}
 	return seqHeader(h, HdrLastSeq)
 }
 
@@ -140,7 +145,7 @@ func seqHeader(h map[string][]string, name string) (uint64, error) {
 }
 
 // DecodeMessage calls fn for each record of a stored message (headers h,
-// data), in order, whatever its layout; the views are as in DecodePacked.
+// data), in order, whatever its layout (native, packed, per-record); the views are as in DecodePacked.
 // A fence message holds no record: fn is not called. A packed body must
 // match its HdrFirstSeq and HdrLastSeq. It returns fn's first error, or an
 // error wrapping ErrMalformed.
@@ -181,6 +186,8 @@ func DecodeMessage(h map[string][]string, data []byte, fn func(r broker.Record) 
 			return err
 		}
 		return fn(r)
+	case Mark:
+		return nil
 	case Fence:
 		if _, _, err := Tail(h); err != nil {
 			return err
@@ -189,6 +196,15 @@ func DecodeMessage(h map[string][]string, data []byte, fn func(r broker.Record) 
 			return fmt.Errorf("%w: a fence with %d bytes of data", ErrMalformed, len(data))
 		}
 		return nil
+	case "":
+		if !native(h) {
+			return fmt.Errorf("%w: neither %s nor %s", ErrMalformed, HdrLayout, HdrSeq)
+		}
+		r, err := decodeNative(h, data)
+		if err != nil {
+			return err
+		}
+		return fn(r)
 	default:
 		return fmt.Errorf("%w: %s %q", ErrMalformed, HdrLayout, kind)
 	}

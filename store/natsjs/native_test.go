@@ -1,0 +1,170 @@
+package natsjs_test
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/store/natsjs"
+	"github.com/inflightmq/inflight/store/natsjs/layout"
+	"github.com/inflightmq/inflight/store/natsjs/natsjstest"
+	"github.com/inflightmq/inflight/wire"
+)
+
+// plainConsume reads every message on filter with a plain nats.go ordered
+// consumer, as a NATS user would, until the server says none is pending;
+// it expects at least want of them (the stream holds them already).
+func plainConsume(t testing.TB, ctx context.Context, js jetstream.JetStream, filter string, want int) []jetstream.Msg {
+	t.Helper()
+	st, err := js.Stream(ctx, streamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	if n == 0 {
+		return nil
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []jetstream.Msg
+	for {
+		m, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+		if err != nil {
+			t.Fatalf("consumer on %s after %d messages (of %d, want %d): %v", filter, len(out), n, want, err)
+		}
+		out = append(out, m)
+		md, err := m.Metadata()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if md.NumPending == 0 && uint64(len(out)) >= n {
+			return out
+		}
+	}
+}
+
+// TestNativeRecordsReadByPlainConsumer: a plain nats.go consumer on
+// PREFIX.> gets each record once, its data the payload as sent, the key,
+// event time, producer name and sequence ID as readable headers, the
+// user's headers as NATS headers (repeated keys in order; keys NATS or
+// this package reads, and bytes that are not header text, in their
+// documented encodings), and no other message: no fence, no mark.
+func TestNativeRecordsReadByPlainConsumer(t *testing.T) {
+	c := startCluster(t, 1, natsjstest.Options{})
+	ensureStream(t, c, natsjs.StreamConfig{})
+	s := newStore(t, c, natsjs.Config{})
+	when := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	sent := []broker.Record{
+		{Seq: 1, Payload: []byte("hello"), Key: []byte("order-7"), EventTime: when,
+			Headers: []wire.Header{{Key: "src", Value: []byte("cli")}, {Key: "tag", Value: []byte("a")}, {Key: "tag", Value: []byte("b")}}},
+		{Seq: 2, Payload: []byte{0, 1, 2}, Key: []byte{0xff, '\n'},
+			Headers: []wire.Header{{Key: "Nats-Expected-Stream", Value: []byte("other")}, {Key: "bin", Value: []byte("a\r\nb")}, {Key: "sp ace", Value: []byte(" x ")}}},
+		{Seq: 3, Payload: []byte{}, Key: []byte{}},
+	}
+	if err := s.Fence("svc-1", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append("orders.eu", "svc-1", 1, sent[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append("orders.eu", "svc-1", 1, sent[2:]); err != nil { // one record: a batch with a mark
+		t.Fatal(err)
+	}
+	if err := s.Fence("svc-1", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append("orders.eu", "svc-1", 2, []broker.Record{{Seq: 4, Payload: []byte("after the fence")}}); err != nil {
+		t.Fatal(err)
+	}
+	sent = append(sent, broker.Record{Seq: 4, Payload: []byte("after the fence")})
+
+	js, err := jetstream.New(connect(t, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	msgs := plainConsume(t, ctx, js, "inflight.>", len(sent))
+	if len(msgs) != len(sent) {
+		t.Fatalf("%d messages under inflight.>, want exactly the %d records", len(msgs), len(sent))
+	}
+	for i, m := range msgs {
+		h := m.Headers()
+		if m.Subject() != "inflight.orders.eu.svc-1" || !bytes.Equal(m.Data(), sent[i].Payload) {
+			t.Errorf("message %d: %s %q, want inflight.orders.eu.svc-1 %q", i, m.Subject(), m.Data(), sent[i].Payload)
+		}
+		if h.Get("Inflight-Producer") != "svc-1" || h.Get("Inflight-Seq") != string(rune('1'+i)) {
+			t.Errorf("message %d: producer %q seq %q", i, h.Get("Inflight-Producer"), h.Get("Inflight-Seq"))
+		}
+	}
+	h0, h1, h2 := msgs[0].Headers(), msgs[1].Headers(), msgs[2].Headers()
+	for _, tc := range []struct {
+		name, got, want string
+	}{
+		{"key", h0.Get("Inflight-Key"), "order-7"},
+		{"event time", h0.Get("Inflight-Event-Time"), "2026-01-02T03:04:05.000000006Z"},
+		{"src", h0.Get("src"), "cli"},
+		{"binary key", h1.Get("Inflight-Key"), "base64:/wo="},
+		{"bytes that are not header text", h1.Get("bin"), "base64:YQ0KYg=="},
+		{"empty key", h2.Get("Inflight-Key"), ""},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: header %q, want %q", tc.name, tc.got, tc.want)
+		}
+	}
+	if got := h0.Values("tag"); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("repeated header: %q, want [a b]", got)
+	}
+	if _, ok := h2["Inflight-Key"]; !ok {
+		t.Error("an empty key is not an absent key")
+	}
+	if got := h1.Values("Inflight-Header"); len(got) != 2 {
+		t.Errorf("Inflight-Header %q: want the reserved key and the key with a space", got)
+	}
+	if h1.Get("Nats-Expected-Stream") == "other" {
+		t.Error("a user header reached the server as Nats-Expected-Stream")
+	}
+	// And the package's decoder gives back what was sent.
+	for i, m := range msgs {
+		var got []broker.Record
+		if err := layout.DecodeMessage(m.Headers(), m.Data(), func(r broker.Record) error { got = append(got, cloneRecord(r)); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		want := sent[i]
+		slices.SortStableFunc(want.Headers, func(a, b wire.Header) int { return compareKeys(a.Key, b.Key) })
+		if len(got) != 1 {
+			t.Errorf("decoded %d: %d records", i, len(got))
+		} else if err := sameRecord(got[0], want); err != nil {
+			t.Errorf("decoded %d: %v", i, err)
+		}
+	}
+	// The fences and marks are in the same stream, where consumers of the
+	// records do not look.
+	if n := len(plainConsume(t, ctx, js, "_INFLIGHT.inflight.>", 1)); n < 2 {
+		t.Errorf("%d messages in the fence space, want the fences and a mark", n)
+	}
+}
+
+func compareKeys(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
