@@ -9,6 +9,8 @@ package broker
 // incarnation never declared.
 //
 //	HELLO epoch        stored epoch s      answer
+//	0, instance of     s                   HELLO_OK(s): the same Producer redialed (its first HELLO's
+//	  the holder                           admission came late); the older session is replaced
 //	0                  any                 Fence(s+1), HELLO_OK(s+1); a live session of this broker
 //	                                       holding the name is fenced on all its topics (ERROR
 //	                                       fenced, closed)
@@ -54,9 +56,12 @@ type nameState struct {
 	owner   atomic.Pointer[Session]
 	ownerID Identity // owner's identity
 	epoch   uint64   // the name's newest epoch, as this broker knows it (another may have fenced since)
-	loaded  bool     // epoch was read from the Store (false: read it again)
-	forgot  bool     // the Store had forgotten the name when it was read (NameState.Forgotten)
-	dead    bool     // removed from the broker's map; look the name up again
+	// instance is the wire.Hello.Instance of the Producer this broker gave
+	// epoch, or admitted at it (0: none known).
+	instance uint64
+	loaded   bool // epoch was read from the Store (false: read it again)
+	forgot   bool // the Store had forgotten the name when it was read (NameState.Forgotten)
+	dead     bool // removed from the broker's map; look the name up again
 }
 
 // maxFenceTries bounds how often a HELLO tries to fence when other brokers
@@ -123,6 +128,11 @@ func (b *Broker) admit(name string, p *nameState, h *wire.Hello) error {
 		}
 	}
 	switch {
+	case h.Epoch == 0 && h.Instance != 0 && h.Instance == p.instance && p.epoch != 0 && p.owner.Load() != nil:
+		// The Producer that holds the name redialed before it heard the
+		// answer to its first HELLO, whose admission came after this
+		// one's: the same incarnation, not a new one.
+		return nil
 	case h.Epoch == 0:
 		if h.Yield && p.owner.Load() != nil {
 			return fmt.Errorf("%w: producer %q is held by a live session (epoch %d)", ErrNameInUse, name, p.epoch)

@@ -193,3 +193,37 @@ func TestPinLiveSessions(t *testing.T) {
 	c.Close()
 	assert.Equal(t, 0, store.pinned("p"))
 }
+
+// TestSameInstanceHelloIsNotANewIncarnation: a Producer that redials before
+// it heard the answer to its first HELLO sends a second HELLO of epoch 0
+// with the same Instance. Whichever the broker admits last, the Producer
+// keeps one epoch: the later session replaces the earlier, and nothing is
+// fenced. A HELLO of epoch 0 with another Instance is a new incarnation.
+func TestSameInstanceHelloIsNotANewIncarnation(t *testing.T) {
+	b, _ := newBroker(t)
+	hello := func(instance uint64) []byte {
+		f, err := wire.AppendHello(nil, wire.Hello{Version: wire.Version, MaxFrameSize: wire.DefaultMaxFrameSize,
+			Instance: instance, Producer: "p"})
+		require.NoError(t, err)
+		return f
+	}
+	first := newConn(t, b)
+	reply, err := first.handle(t, hello(7))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), helloOK(t, reply).Epoch)
+
+	second := newConn(t, b)
+	reply, err = second.handle(t, hello(7))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), helloOK(t, reply).Epoch, "the same incarnation")
+	waitUntil(t, "the first session to be closed", first.peer.closed)
+	assert.Empty(t, first.peer.take(), "replaced, not fenced: no ERROR")
+	assert.Equal(t, uint64(0), b.Stats().Fenced)
+
+	third := newConn(t, b)
+	reply, err = third.handle(t, hello(8))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), helloOK(t, reply).Epoch, "another Producer: a new incarnation")
+	e := errorFrame(t, second.peer.next())
+	assert.Equal(t, wire.CodeFenced, e.Code)
+}

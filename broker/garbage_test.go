@@ -93,7 +93,7 @@ func TestGarbage(t *testing.T) {
 
 		{name: "truncated hello", frame: hello[:len(hello)-1], wantCode: wire.CodeProtocol, wantErr: wire.ErrTruncated},
 		{name: "hello body too short", frame: rawFrame(byte(wire.TypeHello), 0, 4, 0), wantCode: wire.CodeProtocol, wantErr: wire.ErrTruncated},
-		{name: "hello empty name", frame: rawFrame(byte(wire.TypeHello), 0, 4, 0, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), wantCode: wire.CodeProtocol, wantErr: wire.ErrMalformed},
+		{name: "hello empty name", frame: rawFrame(byte(wire.TypeHello), 0, 4, 0, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), wantCode: wire.CodeProtocol, wantErr: wire.ErrMalformed},
 		{name: "hello max frame too small", frame: patched(hello, putU32(wire.HeaderSize+2, wire.MinMaxFrameSize-1)), wantCode: wire.CodeProtocol, wantErr: wire.ErrMalformed},
 		{name: "hello bad version", frame: badVersion, wantCode: wire.CodeVersion, wantErr: wire.ErrVersion},
 

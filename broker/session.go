@@ -222,7 +222,7 @@ func (s *Session) admitHello(h wire.Hello) {
 		} else if pin, ok := s.b.store.(Pinner); ok {
 			pin.Pin(h.Producer) // unpinned by release, once s lets the name go
 		}
-		p.ownerID = s.id
+		p.ownerID, p.instance = s.id, h.Instance
 		s.epoch = epoch
 		p.owner.Store(s)
 		return nil

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,6 +78,9 @@ type Producer struct {
 	// from its HELLO_OK (0: none yet, or given up under WaitForName after a
 	// fence); the pump's.
 	incarnation uint64
+	// instance is drawn once (see wire.Hello.Instance): it tells the
+	// broker that two HELLOs of epoch 0 come from this one Producer.
+	instance uint64
 }
 
 // New returns a Producer that connects through dialer and starts its
@@ -116,6 +120,7 @@ func New(dialer transport.Dialer, opts ...Option) (*Producer, error) {
 		stop:         make(chan struct{}),
 		stopDisp:     make(chan struct{}),
 		closed:       make(chan struct{}),
+		instance:     rand.Uint64() | 1, // never 0
 	}
 	def, err := p.makeLane(cfg.topic)
 	if err != nil {

@@ -192,7 +192,7 @@ func (s *session) OnClose(err error) {
 func (s *session) hello(epoch uint64) ([]byte, error) {
 	c := &s.p.cfg
 	h := wire.Hello{Version: wire.Version, MaxFrameSize: uint32(c.maxFrameSize), Epoch: epoch,
-		Yield: c.access != Fencing, Producer: c.name}
+		Instance: s.p.instance, Yield: c.access != Fencing, Producer: c.name}
 	if c.token != nil {
 		h.Token = *c.token
 	}

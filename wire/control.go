@@ -20,8 +20,8 @@ const (
 
 // Body sizes of the fixed-size control frames.
 const (
-	helloFixedLen = 2 + 4 + 8 + 1 + 1 // version, maxFrameSize, epoch, flags, nameLen
-	tokenLenLen   = 2                 // the optional token's length
+	helloFixedLen = 2 + 4 + 8 + 8 + 1 + 1 // version, maxFrameSize, epoch, instance, flags, nameLen
+	tokenLenLen   = 2                     // the optional token's length
 	helloOKLen    = 4 + 8
 	receiptEntry  = 4 + 8 // topic id, seq
 	topicOKLen    = 4 + 8
@@ -40,9 +40,9 @@ const MaxReceiptEntries = 4096
 // the newest epoch per name and the last stored sequence id per (topic,
 // name).
 //
-//	+---------+--------------+-----------+----------+---------+------+
-//	| u16 ver | u32 maxFrame | u64 epoch | u8 flags | u8 nlen | name |
-//	+---------+--------------+-----------+----------+---------+------+
+//	+---------+--------------+-----------+--------------+----------+---------+------+
+//	| u16 ver | u32 maxFrame | u64 epoch | u64 instance | u8 flags | u8 nlen | name |
+//	+---------+--------------+-----------+--------------+----------+---------+------+
 //	optional:  +----------+-------+
 //	           | u16 klen | token |
 //	           +----------+-------+
@@ -60,6 +60,12 @@ type Hello struct {
 	// producer (a reconnect). The broker refuses a HELLO whose epoch is
 	// below the name's newest with an ERROR of code CodeFenced.
 	Epoch uint64
+	// Instance is a random number a Producer draws once and sends in every
+	// HELLO (0: none). Two HELLOs of epoch 0 with the same Instance come
+	// from one Producer that redialed before it heard the first answer: the
+	// broker gives the second the epoch it gave the first instead of
+	// fencing the Producer with itself.
+	Instance uint64
 	// Yield asks the broker not to take the name from a live session of
 	// another incarnation: a HELLO of epoch 0 is then refused with an
 	// ERROR of code CodeNameInUse while one holds the name, instead of
@@ -99,6 +105,7 @@ func AppendHello(dst []byte, h Hello) ([]byte, error) {
 	dst = binary.BigEndian.AppendUint16(dst, h.Version)
 	dst = binary.BigEndian.AppendUint32(dst, h.MaxFrameSize)
 	dst = binary.BigEndian.AppendUint64(dst, h.Epoch)
+	dst = binary.BigEndian.AppendUint64(dst, h.Instance)
 	dst = append(dst, flags)
 	dst = append(dst, byte(len(h.Producer)))
 	dst = append(dst, h.Producer...)
@@ -129,7 +136,7 @@ func DecodeHello(frame []byte) (Hello, error) {
 	if len(b) < helloFixedLen {
 		return Hello{}, checkLen(TypeHello, b, helloFixedLen)
 	}
-	const offFlags, offName = 14, 15 // after version, maxFrame and epoch; the name's length
+	const offFlags, offName = 22, 23 // after version, maxFrame, epoch and instance; the name's length
 	nameLen := int(b[offName])
 	if nameLen == 0 {
 		return Hello{}, fmt.Errorf("%w: empty producer name", ErrMalformed)
@@ -150,6 +157,7 @@ func DecodeHello(frame []byte) (Hello, error) {
 		Version:      Version,
 		MaxFrameSize: binary.BigEndian.Uint32(b[2:]),
 		Epoch:        binary.BigEndian.Uint64(b[6:]),
+		Instance:     binary.BigEndian.Uint64(b[14:]),
 		Yield:        flags&helloYield != 0,
 	}
 	if h.MaxFrameSize < MinMaxFrameSize {

@@ -202,7 +202,7 @@ func TestHelloErrors(t *testing.T) {
 		{"empty name", hb(0, 0), wire.ErrMalformed},
 		{"name short", hb(0, 3, 'p', 'q'), wire.ErrTruncated},
 		{"unknown flag", hb(2, 1, 'p'), wire.ErrMalformed},
-		{"small limit", append([]byte{0, 4, 0, 0, 3, 0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0}, 1, 'p'), wire.ErrMalformed},
+		{"small limit", append([]byte{0, 4, 0, 0, 3, 0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 1, 'p'), wire.ErrMalformed},
 	} {
 		if _, err := wire.DecodeHello(frameOf(wire.TypeHello, tc.body)); !errors.Is(err, tc.want) {
 			t.Errorf("%s: DecodeHello: %v, want %v", tc.name, err, tc.want)
@@ -213,7 +213,7 @@ func TestHelloErrors(t *testing.T) {
 // hb is the body of a version 4 HELLO with a 4 MiB limit and epoch 7, whose
 // flags byte and the rest are given.
 func hb(flags byte, rest ...byte) []byte {
-	return append([]byte{0, 4, 0, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, flags}, rest...)
+	return append([]byte{0, 4, 0, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 9, flags}, rest...)
 }
 
 func TestHelloOKMalformed(t *testing.T) {

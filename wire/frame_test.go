@@ -47,7 +47,7 @@ func TestStrings(t *testing.T) {
 
 // TestGoldenFrames pins the byte layout other packages are written against.
 func TestGoldenFrames(t *testing.T) {
-	hello, err := wire.AppendHello(nil, wire.Hello{Version: 4, MaxFrameSize: 4 << 20, Epoch: 0x0102, Yield: true, Producer: "ab"})
+	hello, err := wire.AppendHello(nil, wire.Hello{Version: 4, MaxFrameSize: 4 << 20, Epoch: 0x0102, Instance: 0x0a0b, Yield: true, Producer: "ab"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestGoldenFrames(t *testing.T) {
 		got  []byte
 		want string
 	}{
-		{"hello", hello, "00000013 01 0004 00400000 0000000000000102 01 02 6162"},
+		{"hello", hello, "0000001b 01 0004 00400000 0000000000000102 0000000000000a0b 01 02 6162"},
 		{"hello_ok", wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: 4 << 20, Epoch: 3}),
 			"0000000d 02 00400000 0000000000000003"},
 		{"receipt", wire.AppendReceipt(nil, wire.Receipt{Topic: 1, Seq: 0x0102030405060708}),
