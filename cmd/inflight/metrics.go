@@ -29,16 +29,23 @@ import (
 // serve to stop on. Safe for concurrent use.
 //
 // onChange, if set, is called when the store starts failing (with the
-// error) and when it recovers (nil), once per change; it runs on the
-// broker's goroutine that made the call and must not block.
+// error, starting true), when it recovers (nil), and, while it fails, when
+// the kind of its error changes (starting false): a NATS store whose
+// server just stopped may first time out ("JetStream not answering")
+// before its connection sees the server gone ("NATS unreachable"), and
+// its operator must learn the second. kind names an error's kind (nil:
+// every error is of one kind). onChange runs on the broker's goroutine
+// that made the call and must not block.
 type healthStore struct {
 	broker.Store
 	appendErr  atomic.Pointer[error]
 	lastSeqErr atomic.Pointer[error]
 	failed     chan error // nil: nobody listens
 	failOnce   sync.Once
-	onChange   func(error)
-	down       atomic.Bool // what onChange was last told
+	onChange   func(err error, starting bool)
+	kind       func(error) string
+	down       atomic.Bool            // what onChange was last told
+	told       atomic.Pointer[string] // the kind of error onChange was last told
 }
 
 // record keeps err (nil: healthy) in p, with only a load on the healthy path.
@@ -63,8 +70,17 @@ func (h *healthStore) noteChange() {
 		return
 	}
 	err := h.health()
+	kind := ""
+	if err != nil && h.kind != nil {
+		kind = h.kind(err)
+	}
 	if h.down.CompareAndSwap(err == nil, err != nil) {
-		h.onChange(err)
+		h.told.Store(&kind)
+		h.onChange(err, err != nil)
+		return
+	}
+	if told := h.told.Load(); err != nil && told != nil && *told != kind && h.told.CompareAndSwap(told, &kind) {
+		h.onChange(err, false)
 	}
 }
 

@@ -111,10 +111,16 @@ flags:
 
 	health := &healthStore{Store: store, failed: make(chan error, 1)}
 	var downSince atomic.Int64 // unix ns
-	health.onChange = func(err error) {
-		if err != nil {
+	health.kind = storeCauseKind
+	health.onChange = func(err error, starting bool) {
+		switch {
+		case starting:
 			downSince.Store(time.Now().UnixNano())
 			log.Error("store failing; producers are told its error until it recovers", "cause", storeCause(err), "err", err)
+			return
+		case err != nil:
+			log.Error("store still failing, for another cause", "cause", storeCause(err), "err", err,
+				"down_for", time.Since(time.Unix(0, downSince.Load())).Round(time.Millisecond))
 			return
 		}
 		log.Info("store recovered", "down_for", time.Since(time.Unix(0, downSince.Load())).Round(time.Millisecond))
@@ -203,6 +209,18 @@ func storeCause(err error) string {
 		return c
 	}
 	return err.Error()
+}
+
+// storeCauseKind is the kind of a store's error, as serve's log tells it
+// apart: NATS unreachable, JetStream not answering, or another error.
+func storeCauseKind(err error) string {
+	switch {
+	case errors.Is(err, natsjs.ErrUnreachable):
+		return "unreachable"
+	case errors.Is(err, natsjs.ErrNoAnswer):
+		return "no answer"
+	}
+	return "other"
 }
 
 // logStats writes the stats line. refused counts every connection refused,
