@@ -62,7 +62,7 @@ func TestCertsRecipe(t *testing.T) {
 	intruder := setFlag(setFlag(command("produce .*-name till-2"), "-addr", addr), "-name", "till-1-b")
 	code, pout, perr = runCmd(t, append(intruder, "-n=1", "-timeout=500ms", "-progress=1h")...)
 	assert.Equal(t, exitFailure, code)
-	assert.Contains(t, pout, `may not write topic "orders" as producer "till-1-b"`)
+	assert.Contains(t, pout, `certificate till-2 may not write as producer "till-1-b"`, "refused at HELLO, before any topic")
 	assert.Regexp(t, `^inflight produce: 1 message failed: `, perr, "why it failed, on stderr")
 	stop()
 	require.Equal(t, exitOK, wait(), log.String())

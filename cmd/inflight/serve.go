@@ -134,7 +134,7 @@ flags:
 	refusals := startTrouble(func(line string) { log.Warn("refused", "what", line) }, troubleSummaryEvery)
 	defer refusals.close()
 	bopts = append(bopts, broker.MaxFrameSize(f.maxFrame), broker.OnRefused(func(r broker.Refusal) {
-		refusals.observe(fmt.Errorf("refused %v, topic %s, producer %s: %w", r.Identity, r.Topic, r.Producer, r.Err))
+		refusals.observe(refusalError(r))
 	}))
 	if f.maxBuffered != broker.DefaultMaxBufferedBytes {
 		bopts = append(bopts, broker.MaxBufferedBytes(f.maxBuffered))
@@ -209,6 +209,17 @@ func storeCause(err error) string {
 		return c
 	}
 	return err.Error()
+}
+
+// refusalError says what the broker refused. Since protocol version 4 a
+// HELLO names no topic: the broker asks there whether the identity may
+// write as the producer name on some topic, and each topic apart when the
+// producer declares it (TOPIC).
+func refusalError(r broker.Refusal) error {
+	if r.Topic == "" {
+		return fmt.Errorf("refused %v as producer %s (HELLO): %w", r.Identity, r.Producer, r.Err)
+	}
+	return fmt.Errorf("refused %v topic %s as producer %s (TOPIC): %w", r.Identity, r.Topic, r.Producer, r.Err)
 }
 
 // storeCauseKind is the kind of a store's error, as serve's log tells it
