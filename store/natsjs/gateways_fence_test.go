@@ -210,3 +210,54 @@ func gatewaysFence(t *testing.T, c *natsjstest.Cluster, l natsjs.Layout, when st
 	}
 	t.Logf("P1: %d stored, %d fenced; P2: %d stored; A %+v", len(p1.ids), len(p1.errs), len(p2.ids), a.s.Stats())
 }
+
+// TestGatewaysFenceEveryTopic: one writer per name across topics and
+// gateways. P1 writes topics a and b through gateway A; a new instance P2
+// of its name writes only topic c through gateway B. P1 is then fenced on
+// every topic, through its own gateway: a and b, and d, which it never
+// wrote (the fence is the name's, on a subject of its own that every write
+// of every topic checks). Nothing of P1's is stored after the fence.
+func TestGatewaysFenceEveryTopic(t *testing.T) {
+	c := startCluster(t, 1, natsjstest.Options{})
+	ensureStream(t, c, natsjs.StreamConfig{})
+	bA, sA := gateway(t, c, natsjs.Config{}, nil)
+	bB, _ := gateway(t, c, natsjs.Config{}, nil)
+	dA, dB := mem.NewDialer(bA), mem.NewDialer(bB)
+	defer dA.Close()
+	defer dB.Close()
+	ctx := context.Background()
+	const name = "every-topic"
+
+	closeSoon := func(p *core.Producer) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = p.Close(ctx)
+	}
+	p1 := newProducer(t, dA, name)
+	defer closeSoon(p1)
+	for _, topic := range []string{"a", "b"} {
+		if _, err := p1.Send(ctx, &core.Message{Topic: topic, Payload: []byte("p1 " + topic)}); err != nil {
+			t.Fatalf("P1 on %s: %v", topic, err)
+		}
+	}
+	p2 := newProducer(t, dB, name)
+	defer closeSoon(p2)
+	if _, err := p2.Send(ctx, &core.Message{Topic: "c", Payload: []byte("p2 c")}); err != nil {
+		t.Fatalf("P2 on c: %v", err)
+	}
+	for _, topic := range []string{"a", "b", "d"} {
+		_, err := p1.Send(ctx, &core.Message{Topic: topic, Payload: []byte("p1 late " + topic)})
+		if !errors.Is(err, core.ErrFenced) {
+			t.Fatalf("P1 on %s after P2 started: %v, want ErrFenced", topic, err)
+		}
+	}
+	for topic, want := range map[string]uint64{"a": 1, "b": 1, "c": 1, "d": 0} {
+		st, err := sA.State(topic, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.LastSeq != want {
+			t.Errorf("topic %s: last seq %d, want %d (nothing of P1's after the fence)", topic, st.LastSeq, want)
+		}
+	}
+}
