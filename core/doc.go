@@ -40,10 +40,11 @@
 //     the broker drops duplicates by sequence ID, so no success is stored
 //     twice. A message reported as failed may still have been stored (the
 //     receipt lost the race with the deadline).
-//   - A producer name has one writer at a time: each Producer is a new
-//     instance of its (Topic, Name), with an epoch the broker stores before
-//     it accepts it. By default the newest instance takes the name over,
-//     and the older one, if it still runs, is fenced: its pending messages
+//   - A producer name has one writer at a time, across all its topics:
+//     each Producer is a new instance of its Name, with an epoch the broker
+//     stores before it accepts it. By default the newest instance takes the
+//     name over, and the older one, if it still runs, is fenced on every
+//     topic, also topics the newer one never wrote: its pending messages
 //     fail with ErrFenced, never acknowledged as duplicates of the newer
 //     one's records, and so do its later sends. This holds across broker
 //     restarts and between brokers that share a store. See Name for what a
@@ -51,16 +52,29 @@
 //   - Sequence IDs never wrap: a name whose last stored sequence ID is
 //     wire.MaxSeq fails its messages with ErrSequenceExhausted.
 //   - Backpressure: at most MaxPending messages and MaxPendingBytes bytes
-//     (payload plus metadata) are pending; beyond that SendAsync waits (BlockIfFull, bounded
-//     by the message's deadline) or fails with ErrQueueFull.
+//     (payload plus metadata) are pending, every topic counted, and one
+//     topic holds at most its share; beyond that SendAsync waits
+//     (BlockIfFull, bounded by the message's deadline) or fails with
+//     ErrQueueFull.
 //
-// # Messages
+// # Messages and topics
 //
-// A producer writes one topic (Topic, default "default"). A Message has a
-// Payload and optional metadata: a Key, ordered Headers and an EventTime,
-// all referenced until its callback returned, all stored by the broker with
-// the record. Deduplication is per (topic, Name). See Message for the
-// limits.
+// A Message has a Topic (empty: the producer's Topic option, default
+// "default"), a Payload and optional metadata: a Key, ordered Headers and
+// an EventTime, all referenced until its callback returned, all stored by
+// the broker with the record. See Message for the limits.
+//
+// One producer writes any number of topics over one connection. Sequence
+// IDs, order of successes, resends and deduplication are per (topic, Name):
+// the guarantees above that speak of order hold within a topic, and there
+// is no order between topics. Flush and Close wait for every topic.
+// MaxPending and MaxPendingBytes count every topic, each topic holding at
+// most its share (MaxPendingPerTopic), so a topic the broker does not
+// acknowledge fails by its deadlines without stalling the others; a
+// MemoryLimit may be shared by several producers. A topic costs no
+// goroutine; one with nothing pending for TopicIdleTimeout is forgotten,
+// and its next message learns the broker's last sequence ID again, so no
+// sequence ID is reused.
 //
 // # Goroutines
 //
