@@ -10,14 +10,18 @@ import (
 	"sync"
 
 	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/wire"
 )
 
 // lineSource is produce -input: one message per line of a file or stdin,
 // the line without its end ("\n", or "\r\n"), until the end of the input.
+// With topics (-input-format topic-tab) a line is TOPIC<TAB>PAYLOAD: the
+// topic is the text before its first tab ("": the producer's Topic).
 // Lines are read on a goroutine of their own, a few ahead, so that an
 // interrupt never waits for a line that may never come (a terminal).
 type lineSource struct {
-	lines    chan []byte // closed at the end of the input
+	lines    chan inputLine // closed at the end of the input
+	topics   bool
 	stop     chan struct{}
 	stopOnce sync.Once
 	closer   io.Closer // the file, nil for stdin
@@ -26,9 +30,20 @@ type lineSource struct {
 	ended   bool  // next saw lines closed: readErr may be read
 }
 
-// startLines starts reading r; c (if not nil) is closed by close.
-func startLines(r io.Reader, c io.Closer) *lineSource {
-	s := &lineSource{lines: make(chan []byte, 64), stop: make(chan struct{}), closer: c}
+// inputLine is one line of -input, split.
+type inputLine struct {
+	topic   string
+	payload []byte
+}
+
+// maxLine is the longest line of -input: a payload of maxPayload after a
+// topic of at most wire.MaxTopicLen bytes and its tab.
+const maxLine = maxPayload + wire.MaxTopicLen + 1
+
+// startLines starts reading r; c (if not nil) is closed by close. With
+// topics each line starts with its topic and a tab.
+func startLines(r io.Reader, c io.Closer, topics bool) *lineSource {
+	s := &lineSource{lines: make(chan inputLine, 64), stop: make(chan struct{}), closer: c, topics: topics}
 	go s.read(r)
 	return s
 }
@@ -36,15 +51,25 @@ func startLines(r io.Reader, c io.Closer) *lineSource {
 func (s *lineSource) read(r io.Reader) {
 	defer close(s.lines)
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxPayload+len("\r\n"))
+	sc.Buffer(make([]byte, 64<<10), maxLine+len("\r\n"))
 	n := 0
 	for sc.Scan() {
 		n++
-		line := bytes.Clone(sc.Bytes()) // the producer holds it until its callback
-		if len(line) > maxPayload {
+		var line inputLine
+		payload := sc.Bytes()
+		if s.topics {
+			topic, rest, ok := bytes.Cut(payload, []byte{'\t'})
+			if !ok {
+				s.readErr = fmt.Errorf("line %d: no tab after a topic (-input-format topic-tab: TOPIC<TAB>PAYLOAD)", n)
+				return
+			}
+			line.topic, payload = string(topic), rest
+		}
+		if len(payload) > maxPayload {
 			s.readErr = fmt.Errorf("line %d: longer than the limit of %d bytes", n, maxPayload)
 			return
 		}
+		line.payload = bytes.Clone(payload) // the producer holds it until its callback
 		select {
 		case s.lines <- line:
 		case <-s.stop:
@@ -65,7 +90,7 @@ func (s *lineSource) next(ctx context.Context, m *core.Message, _ uint64) bool {
 			s.ended = true
 			return false
 		}
-		m.Payload = line
+		m.Topic, m.Payload = line.topic, line.payload
 		return true
 	case <-ctx.Done():
 		return false

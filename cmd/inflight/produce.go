@@ -8,11 +8,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/inflightmq/inflight/core"
 	"github.com/inflightmq/inflight/internal/hist"
+	"github.com/inflightmq/inflight/wire"
 )
 
 // maxPayload is the largest payload produce sends: -size, -payload, or a
@@ -22,6 +25,8 @@ const maxPayload = 1 << 20
 // produceFlags are produce's flags, parsed.
 type produceFlags struct {
 	addr, codec, name, topic, payload, input string
+	inputFormat                              string
+	topics                                   []string // -topics, split; nil without it
 	n, size, rate                            int
 	timeout, every, linger, drain            time.Duration
 	payloadSet                               bool // -payload given, maybe ""
@@ -44,7 +49,17 @@ func runProduce(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	fs.DurationVar(&f.drain, "drain-timeout", 5*time.Second, "on SIGINT or SIGTERM, how long to wait for the messages already sent to be acknowledged")
 	fs.StringVar(&f.name, "name", "", "producer name (default: random, printed at the start)")
 	fs.DurationVar(&f.every, "progress", time.Second/2, "progress line interval")
-	fs.StringVar(&f.topic, "topic", core.DefaultTopic, "topic to write")
+	fs.StringVar(&f.topic, "topic", core.DefaultTopic, "topic to write (with -input-format topic-tab, of the lines whose topic is empty)")
+	fs.Func("topics", "comma-separated topics to write round robin: message i goes to the (i mod n)th (not with -topic or -input-format topic-tab)", func(v string) error {
+		f.topics = strings.Split(v, ",")
+		for _, t := range f.topics {
+			if err := wire.CheckTopic(t); err != nil {
+				return fmt.Errorf("%q: %w", t, err)
+			}
+		}
+		return nil
+	})
+	fs.StringVar(&f.inputFormat, "input-format", "line", "with -input: line (the line is the payload) or topic-tab (TOPIC<TAB>PAYLOAD, see above)")
 	fs.Var(&f.key, "key", `record key: a fixed key, "random" (16 random bytes per message) or "" (none)`)
 	fs.Var(&f.headers, "header", "header key=value on every message (repeatable)")
 	var sec clientSecurity
@@ -59,6 +74,18 @@ generator), the message -payload (once, or -n times), or one message per line of
 inflight read -producer. On SIGINT or SIGTERM it stops sending, waits up to
 -drain-timeout for what was sent, and says how many messages were
 acknowledged, failed, and left unacknowledged.
+
+One producer writes several topics over one connection: -topics a,b,c
+sends message i to topic number i mod 3 (a, b, c, a, ...); with
+-input-format topic-tab each line of -input names its topic: the text
+before its first tab is the topic, the rest (tabs included) the payload;
+an empty topic is -topic's, and a line without a tab stops produce with
+the line's number, after the lines before it were sent:
+
+  printf 'orders\tespresso\npayments\t3.20\n' | inflight produce -input - -input-format topic-tab
+
+Order and exactly-once hold per topic (and producer name), not across
+topics.
 
 Exit status 1 if a message failed or it was interrupted. Over TLS with -tls
 or any -tls-* flag. A token to present is read from -token-file or
@@ -118,7 +145,7 @@ flags:
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
-	prog.note(fmt.Sprintf("producer %q, topic %q, broker %s", p.Name(), f.topic, f.addr)) // prog: connTrouble writes too
+	prog.note(fmt.Sprintf("producer %q, %s, broker %s", p.Name(), describeTopics(&f), f.addr)) // prog: connTrouble writes too
 	r := &producing{p: p, f: &f, src: src, prog: prog, drained: make(chan struct{})}
 	// An interrupt closes the producer at once: a SendAsync waiting for
 	// room returns, nothing more is accepted, and what was sent drains.
@@ -153,6 +180,12 @@ func checkProduceFlags(fs *flag.FlagSet, f *produceFlags, stderr io.Writer) int 
 		return usageError(fs, stderr, "-timeout, -progress and -drain-timeout must be positive")
 	case f.linger < 0:
 		return usageError(fs, stderr, "-linger must not be negative")
+	case f.inputFormat != "line" && f.inputFormat != "topic-tab":
+		return usageError(fs, stderr, "-input-format must be line or topic-tab, not %q", f.inputFormat)
+	case set["input-format"] && !set["input"]:
+		return usageError(fs, stderr, "-input-format applies to -input only")
+	case f.topics != nil && (set["topic"] || f.inputFormat == "topic-tab"):
+		return usageError(fs, stderr, "-topics names the topics: -topic and -input-format topic-tab do not apply")
 	}
 	if err := checkHostPorts(f.addr); err != nil {
 		return usageError(fs, stderr, "-addr: %v", err)
@@ -222,6 +255,9 @@ func (r *producing) send(ctx context.Context) {
 		m := &msgs[slot]
 		if !r.src.next(ctx, m, i) {
 			break
+		}
+		if r.f.topics != nil {
+			m.Topic = r.f.topics[i%uint64(len(r.f.topics))]
 		}
 		r.f.key.next(m)
 		r.sentAt[slot] = time.Since(r.start)
@@ -384,6 +420,21 @@ func (r *producing) report(stdout, stderr io.Writer, interrupted bool) int {
 	return code
 }
 
+// describeTopics names the topics produce writes, for its first line.
+func describeTopics(f *produceFlags) string {
+	switch {
+	case f.topics != nil:
+		q := make([]string, len(f.topics))
+		for i, t := range f.topics {
+			q[i] = strconv.Quote(t)
+		}
+		return "topics " + strings.Join(q, ", ") + " (round robin)"
+	case f.inputFormat == "topic-tab":
+		return fmt.Sprintf("topics from -input (empty: %q)", f.topic)
+	}
+	return fmt.Sprintf("topic %q", f.topic)
+}
+
 // source makes the payloads produce sends.
 type source interface {
 	// next sets the payload of m, message number i, and reports whether
@@ -400,13 +451,13 @@ type source interface {
 func newSource(f *produceFlags, stdin io.Reader) (source, error) {
 	switch {
 	case f.input == "-":
-		return startLines(stdin, nil), nil
+		return startLines(stdin, nil, f.inputFormat == "topic-tab"), nil
 	case f.input != "":
 		file, err := os.Open(f.input)
 		if err != nil {
 			return nil, fmt.Errorf("-input: %w", err)
 		}
-		return startLines(file, file), nil
+		return startLines(file, file, f.inputFormat == "topic-tab"), nil
 	case f.payloadSet:
 		return &fixedSource{payload: []byte(f.payload), n: uint64(f.n)}, nil
 	}

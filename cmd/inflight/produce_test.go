@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inflightmq/inflight/broker"
-	"github.com/inflightmq/inflight/wire"
 )
 
 // recordingStore is, through storeHook, the store of a serve a test runs:
@@ -29,11 +28,11 @@ type recordingStore struct {
 	once     sync.Once
 
 	mu   sync.Mutex
-	recs map[string][]broker.Record // by producer
+	recs map[[2]string][]broker.Record // by topic and producer
 }
 
 func newRecordingStore(gated bool) *recordingStore {
-	s := &recordingStore{appended: make(chan struct{}), recs: map[string][]broker.Record{}}
+	s := &recordingStore{appended: make(chan struct{}), recs: map[[2]string][]broker.Record{}}
 	if gated {
 		s.gate = make(chan struct{})
 	}
@@ -53,22 +52,22 @@ func (s *recordingStore) Append(topic, producer string, epoch uint64, recs []bro
 	for _, r := range recs {
 		r.Payload = append([]byte{}, r.Payload...)
 		r.Key = nil
-		r.Headers = []wire.Header{{Key: "topic", Value: []byte(topic)}} // where it went
-		s.recs[producer] = append(s.recs[producer], r)
+		r.Headers = nil
+		k := [2]string{topic, producer}
+		s.recs[k] = append(s.recs[k], r)
 	}
 	return nil
 }
 
-// stored returns the payloads stored for producer, checking that their
-// sequence IDs are 1, 2, 3... and their topic is topic.
+// stored returns the payloads stored for (topic, producer), checking that
+// their sequence IDs are 1, 2, 3... (sequence IDs are per topic).
 func (s *recordingStore) stored(t *testing.T, topic, producer string) []string {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []string
-	for i, r := range s.recs[producer] {
-		require.Equal(t, uint64(i+1), r.Seq, "producer %s", producer)
-		require.Equal(t, topic, string(r.Headers[0].Value))
+	for i, r := range s.recs[[2]string{topic, producer}] {
+		require.Equal(t, uint64(i+1), r.Seq, "topic %s, producer %s: sequence IDs are per topic", topic, producer)
 		out = append(out, string(r.Payload))
 	}
 	return out
