@@ -54,15 +54,23 @@ const (
 // declare handles a TOPIC frame on the reader: it checks it, asks
 // Authorize, makes the topic's entry and starts its goroutine, which opens
 // it (openTopic). A refused topic gets a TOPIC_ERROR and the connection
-// goes on; an id or a name already declared and not ended is a protocol
-// error.
+// goes on. An open topic declared again under its id and name (a
+// producer that forgot it while it was idle) gets TOPIC_OK with the
+// highest sequence ID stored or queued on this connection; any other id or
+// name already declared and not ended is a protocol error.
 func (s *Session) declare(frame []byte) error {
 	d, err := wire.DecodeTopic(frame)
 	if err != nil {
 		return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
 	}
 	if t := s.topics[d.ID]; t != nil {
-		if t.state.Load() != topicEnded {
+		switch st := t.state.Load(); {
+		case st == topicOpen && t.name == d.Name:
+			// The producer forgot the topic (it was idle) and asks where
+			// its sequence IDs go on: the highest stored or queued here,
+			// which the reader knows once the topic is open.
+			return s.send(wire.AppendTopicOK(s.out[:0], wire.TopicOK{ID: d.ID, LastSeq: t.queued}))
+		case st != topicEnded:
 			return s.fail(fmt.Errorf("%w: topic id %d declared twice (it is %q)", ErrProtocol, d.ID, t.name))
 		}
 		s.forget(t)

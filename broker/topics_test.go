@@ -435,3 +435,15 @@ func TestSlowFenceHoldsNoReader(t *testing.T) {
 	assert.Equal(t, uint64(1), helloOK(t, frames[0]).Epoch)
 	assert.Zero(t, topicOK(t, frames[1]), "the TOPIC sent before HELLO_OK is answered after it")
 }
+
+// TestTopicDeclaredAgain: a producer that forgot an idle topic declares it
+// again under its id and name, and learns where its sequence IDs go on:
+// the highest stored or queued on the connection.
+func TestTopicDeclaredAgain(t *testing.T) {
+	b, _ := newBroker(t)
+	c := newConn(t, b)
+	c.hello(t, "p")
+	assert.Equal(t, uint64(5), c.send(t, 0, 1, 5))
+	assert.Equal(t, uint64(5), c.topic(t, 0, wire.DefaultTopic), "declared again: where its IDs go on")
+	assert.Equal(t, uint64(7), c.send(t, 1, 6, 2), "the topic stays open")
+}

@@ -158,6 +158,11 @@ func (p *Producer) retire(l *lane) bool {
 		return false
 	}
 	l.retired.Store(true)
+	if s := l.conn; s != nil && l.state != undeclared {
+		// The connection keeps the topic's id (s.ids), not the lane: a late
+		// receipt of the id is then ignored (see OnFrame).
+		s.byID.Delete(l.id)
+	}
 	p.lanesMu.Lock()
 	p.lanes.Delete(l.topic)
 	old := p.lanesSnapshot()

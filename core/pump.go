@@ -533,6 +533,7 @@ func (p *Producer) declare(s *session, l *lane) error {
 	if !ok {
 		id = uint32(len(s.ids) + 1)
 		s.ids[l.topic] = id
+		s.declared.Store(id)
 	}
 	l.id = id
 	s.byID.Store(id, l)

@@ -25,8 +25,9 @@ type session struct {
 	// topic keeps its id for the life of the connection, also when its
 	// lane is forgotten and made anew), lanes by id (the pump stores, the
 	// transport's goroutine reads receipts with it).
-	ids  map[string]uint32
-	byID sync.Map // uint32 -> *lane
+	ids      map[string]uint32
+	byID     sync.Map      // uint32 -> *lane, while the lane lives
+	declared atomic.Uint32 // the highest id in ids, for OnFrame
 
 	// The connection's window (the pump's): frames in flight of the lanes
 	// whose own window is not full, at most MaxFramesInFlight, so that many
@@ -132,6 +133,9 @@ func (s *session) OnFrame(frame []byte) {
 		for _, r := range rs {
 			v, ok := s.byID.Load(r.Topic)
 			if !ok {
+				if r.Topic != 0 && r.Topic <= s.declared.Load() {
+					continue // a topic forgotten since (retire): nothing of it is pending
+				}
 				s.fail(fmt.Errorf("%w: RECEIPT for topic id %d, never declared", ErrProtocol, r.Topic))
 				return
 			}

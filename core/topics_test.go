@@ -234,6 +234,8 @@ func TestIdleTopicForgottenWithoutSeqReuse(t *testing.T) {
 	id, err := e.p.Send(ctx, &core.Message{Topic: "brief", Payload: payload(3)})
 	require.NoError(t, err)
 	assert.Equal(t, core.MessageID(4), id, "after the last one stored, not from 1 again")
+	assert.Zero(t, e.p.Stats().Reconnects, "declared again on the same connection")
+	assert.Empty(t, e.errs.Snapshot())
 	recs := e.store.TopicRecords("brief", "test-producer")
 	require.Len(t, recs, 4)
 	for i, r := range recs {

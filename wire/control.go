@@ -233,11 +233,13 @@ func DecodeHelloOK(frame []byte) (HelloOK, error) {
 }
 
 // Topic declares a topic for the rest of the connection: BATCH frames and
-// receipts name it by ID. The producer picks the ids; an id is declared at
-// most once per connection. The broker answers with TOPIC_OK (the topic's
-// last stored sequence id for this producer) or TOPIC_ERROR (refused; the
-// connection goes on). The producer may send the topic's BATCH frames only
-// after its TOPIC_OK.
+// receipts name it by ID. The producer picks the ids and keeps one per
+// topic for the life of the connection; it may declare a topic again under
+// the same id and name (it forgot the idle topic and asks where its
+// sequence ids go on). The broker answers with TOPIC_OK (the topic's last
+// sequence id for this producer, stored or queued on the connection) or
+// TOPIC_ERROR (refused; the connection goes on). The producer may send the
+// topic's BATCH frames only after its TOPIC_OK.
 //
 //	+--------+---------+-------+
 //	| u32 id | u8 tlen | topic |
