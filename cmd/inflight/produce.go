@@ -226,23 +226,24 @@ type producing struct {
 }
 
 // send sends messages from the source until it ends or ctx does.
-// Messages are reused round robin over the accepted ones: a slot comes
-// around again only after MaxPending newer messages were accepted, and the
-// producer holds at most MaxPending, so its callback has run by then. A
-// refused message is not held, so its slot is used again at once.
+// Messages are reused once their callback ran (see slots); a refused
+// message is not held, so its slot is used again at once.
 func (r *producing) send(ctx context.Context) {
 	r.start = time.Now()
 	r.wake = make(chan struct{}, 1)
 	msgs := make([]core.Message, core.DefaultMaxPending+1)
 	cbs := make([]core.Callback, len(msgs))
 	r.sentAt = make([]time.Duration, len(msgs))
+	free := newSlots(len(msgs))
 	for i := range msgs {
 		r.f.key.prepare(&msgs[i], r.f.headers)
-		cbs[i] = func(_ core.MessageID, m *core.Message, err error) { r.callback(i, m, err) }
+		cbs[i] = func(_ core.MessageID, m *core.Message, err error) {
+			r.callback(i, m, err)
+			free.put(i)
+		}
 	}
 	tick := time.NewTicker(r.f.every)
 	defer tick.Stop()
-	slot := 0
 	for i := uint64(0); ctx.Err() == nil; i++ {
 		if r.f.rate > 0 && !r.pace(ctx, i) {
 			break
@@ -251,6 +252,10 @@ func (r *producing) send(ctx context.Context) {
 		case <-tick.C:
 			r.show()
 		default:
+		}
+		slot, ok := free.get(ctx)
+		if !ok {
+			break
 		}
 		m := &msgs[slot]
 		if !r.src.next(ctx, m, i) {
@@ -273,12 +278,11 @@ func (r *producing) send(ctx context.Context) {
 			if r.refusedErr == nil {
 				r.refusedErr = err
 			}
+			free.put(slot)
 			if errors.Is(err, core.ErrFenced) {
 				break // another producer took the name: nothing more can be sent
 			}
-			continue
 		}
-		slot = (slot + 1) % len(msgs)
 	}
 	r.sendingDone.Store(true)
 }

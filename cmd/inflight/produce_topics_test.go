@@ -11,19 +11,21 @@ import (
 
 // TestProduceTopicsRoundRobin: produce -topics a,b,c sends message i to
 // topic i mod 3 on one producer; each topic holds its messages once, in
-// send order, with sequence IDs 1, 2, 3... of its own.
+// send order, with sequence IDs 1, 2, 3... of its own. More messages than
+// produce has message slots, so slots are reused across topics (a slot
+// reused before its callback ran would store another message's payload).
 func TestProduceTopicsRoundRobin(t *testing.T) {
 	s := newRecordingStore(false)
 	addr, stop := serveWith(t, s)
 	defer stop()
 
-	code, out, errOut := runCmd(t, "produce", "-addr="+addr, "-topics=a,b,c", "-n=3000", "-name=rr", "-progress=1h")
+	code, out, errOut := runCmd(t, "produce", "-addr="+addr, "-topics=a,b,c", "-n=45000", "-name=rr", "-progress=1h")
 	require.Equal(t, exitOK, code, "%s\n%s", out, errOut)
 	assert.True(t, strings.HasPrefix(out, `producer "rr", topics "a", "b", "c" (round robin), broker `), out)
-	assert.Contains(t, out, "3,000 acked, 0 failed")
+	assert.Contains(t, out, "45,000 acked, 0 failed")
 	for k, topic := range []string{"a", "b", "c"} {
 		got := s.stored(t, topic, "rr")
-		require.Len(t, got, 1000, topic)
+		require.Len(t, got, 15000, topic)
 		for j, p := range got {
 			// The load generator's payload starts with the message's number.
 			require.Equal(t, uint64(3*j+k), binary.BigEndian.Uint64([]byte(p)), "topic %s, message %d", topic, j)
