@@ -49,12 +49,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: inflight demo [flags]
 
-Starts a broker on 127.0.0.1 (random port) and a producer over TCP, sends as
-fast as it can while the broker is stopped and restarted on the same address
-(same store), and then checks every guarantee: each accepted message got
-exactly one callback, successes came in send order, the broker stored no
-sequence ID twice, every success is stored, and every stored record has the
-topic, key and header it was sent with. Exit status 1 if one failed. With
+Starts a broker on 127.0.0.1 (random port) and a producer over TCP that
+writes three topics round robin on one connection, sends as fast as it can
+while the broker is stopped and restarted on the same address (same store),
+and then checks every guarantee, per topic: each accepted message got
+exactly one callback, successes came in send order within their topic, the
+broker stored no sequence ID of a topic twice, every success is stored, and
+every stored record has the topic, key and header it was sent with. Exit status 1 if one failed. With
 -tls, over mutual TLS with certificates made for the run, in memory.
 
 flags:
@@ -104,26 +105,28 @@ type demoResult struct {
 	failed     uint64 // other callback errors (ErrClosed at the end)
 	missingCB  uint64 // accepted messages whose callback never ran
 	doubleCB   uint64 // callbacks that ran twice
-	outOfOrder uint64 // successes reported out of send order
+	outOfOrder uint64 // successes reported out of send order within their topic
 	stored     uint64
 	duplicates uint64 // sequence IDs stored twice
 	disorder   uint64 // records stored out of send order
 	badMeta    uint64 // records whose topic, key or header differ from what was sent
 	missing    uint64 // successes not in the store
 	reconnects uint64
-	sec        *demoSecurity  // -tls only
-	latency    hist.Histogram // send to callback, of the successes
-	nats       *natsEngine    // -engine nats: the stored counts are the stream's
-	readErr    error          // -engine nats: the stream could not be read back (no stored counts)
+	topicAcked [len(demoTopics)]uint64 // by topic (demoTopics)
+	sec        *demoSecurity           // -tls only
+	latency    hist.Histogram          // send to callback, of the successes
+	nats       *natsEngine             // -engine nats: the stored counts are the stream's
+	readErr    error                   // -engine nats: the stream could not be read back (no stored counts)
 }
 
 // tally is the demo's callback: it runs on the producer's single callback
 // goroutine, so its bookkeeping needs no lock; counters the progress line
 // reads are atomic.
 type tally struct {
-	called       bitset // by message index
-	successSeqs  bitset // by sequence ID
-	lastSuccess  uint64 // message index + 1 of the newest success
+	called       bitset                  // by message index
+	successSeqs  [len(demoTopics)]bitset // by topic, by sequence ID (sequence IDs are per topic)
+	lastSuccess  [len(demoTopics)]uint64 // by topic: message index + 1 of its newest success
+	topicAcked   [len(demoTopics)]atomic.Uint64
 	doubles      uint64
 	outOfOrder   uint64
 	acked, timed atomic.Uint64
@@ -144,11 +147,13 @@ func (t *tally) callback(slot int, id core.MessageID, msg *core.Message, err err
 	switch {
 	case err == nil:
 		t.acked.Add(1)
-		t.successSeqs.set(uint64(id))
-		if idx+1 <= t.lastSuccess {
-			t.outOfOrder++
+		k := demoTopicOf(idx)
+		t.topicAcked[k].Add(1)
+		t.successSeqs[k].set(uint64(id))
+		if idx+1 <= t.lastSuccess[k] {
+			t.outOfOrder++ // within its topic: across topics no order is promised
 		}
-		t.lastSuccess = idx + 1
+		t.lastSuccess[k] = idx + 1
 		t.latency.Record(time.Since(t.sentAt[slot]))
 	case errors.Is(err, core.ErrTimeout):
 		t.timed.Add(1)
@@ -261,7 +266,7 @@ func demo(ctx context.Context, cfg demoConfig, codecOpt core.Option, stdout io.W
 	defer connTrouble.close()
 	opts := []core.Option{
 		core.Name("demo"),
-		core.Topic(demoTopic),
+		core.Topic(demoTopics[0]),
 		core.SendTimeout(cfg.timeout),
 		core.MaxPending(cfg.maxPending),
 		core.ReconnectBackoff(10*time.Millisecond, 100*time.Millisecond),
@@ -277,15 +282,15 @@ func demo(ctx context.Context, cfg demoConfig, codecOpt core.Option, stdout io.W
 	over := "TCP"
 	if b.sec != nil {
 		over = "mutual TLS 1.3, with an access list"
-		stopIntruder, err := b.sec.startIntruder(b.addr, []core.Option{core.Name("demo"), core.Topic(demoTopic),
+		stopIntruder, err := b.sec.startIntruder(b.addr, []core.Option{core.Name("demo"), core.Topic(demoTopics[0]),
 			core.SendTimeout(cfg.timeout), core.ReconnectBackoff(10*time.Millisecond, 100*time.Millisecond)})
 		if err != nil {
 			return nil, err
 		}
 		defer stopIntruder()
 	}
-	fmt.Fprintf(stdout, "inflight demo: broker on %s (%s), %d-byte messages for %v, broker killed every %v for %v, SendTimeout %v\n",
-		b.addr, over, cfg.size, cfg.duration, cfg.killEvery, cfg.downFor, cfg.timeout)
+	fmt.Fprintf(stdout, "inflight demo: broker on %s (%s), %d-byte messages round robin over %d topics for %v, broker killed every %v for %v, SendTimeout %v\n",
+		b.addr, over, cfg.size, len(demoTopics), cfg.duration, cfg.killEvery, cfg.downFor, cfg.timeout)
 
 	t := &tally{sentAt: make([]time.Time, cfg.maxPending+1)}
 	var sent, refused atomic.Uint64
@@ -334,10 +339,10 @@ func demo(ctx context.Context, cfg demoConfig, codecOpt core.Option, stdout io.W
 	b.down()
 
 	stored, dups, disorder, badMeta := chk.snapshot()
-	missing := chk.missing(t.successSeqs)
+	missing := chk.missing(t.successSeqs[:])
 	var readErr error
 	if eng != nil {
-		sc := eng.check(ctx, t.successSeqs, t.acked.Load(), prog, cfg.report)
+		sc := eng.check(ctx, t.successSeqs[:], t.acked.Load(), prog, cfg.report)
 		stored, dups, disorder, badMeta, missing, readErr = sc.records, sc.duplicates, sc.disorder, sc.badMeta, sc.missing, sc.err
 	}
 	res := &demoResult{
@@ -361,6 +366,9 @@ func demo(ctx context.Context, cfg demoConfig, codecOpt core.Option, stdout io.W
 		readErr:    readErr,
 		sec:        b.sec,
 	}
+	for i := range res.topicAcked {
+		res.topicAcked[i] = t.topicAcked[i].Load()
+	}
 	accepted := res.sent - res.refused
 	if cb := t.callbacks.Load(); cb < accepted {
 		res.missingCB = accepted - cb
@@ -378,23 +386,28 @@ func (b *demoBroker) state() string {
 }
 
 // sendLoop sends as fast as the producer takes messages until ctx ends.
-// Message objects are reused round robin: a slot comes around again only
-// after MaxPending newer messages were accepted, and the producer holds at
-// most MaxPending messages, so its callback has run by then. A refused
-// message is not held, so its slot is used again at once (counting sends
-// instead of acceptances would reuse a message still pending).
+// Message objects are reused once their callback ran (see slots); a
+// refused message is not held, so its slot is used again at once.
 func sendLoop(ctx context.Context, p *core.Producer, cfg demoConfig, t *tally, sent, refused *atomic.Uint64) {
 	msgs := make([]core.Message, cfg.maxPending+1)
 	cbs := make([]core.Callback, len(msgs))
+	free := newSlots(len(msgs))
 	for i := range msgs {
 		msgs[i].Payload = make([]byte, cfg.size)
 		msgs[i].Key = make([]byte, 8)
 		msgs[i].Headers = []core.Header{{Key: demoHeader, Value: make([]byte, 4)}}
-		cbs[i] = func(id core.MessageID, m *core.Message, err error) { t.callback(i, id, m, err) }
+		cbs[i] = func(id core.MessageID, m *core.Message, err error) {
+			t.callback(i, id, m, err)
+			free.put(i)
+		}
 	}
-	slot := 0
 	for idx := uint64(0); ctx.Err() == nil; idx++ {
+		slot, ok := free.get(ctx)
+		if !ok {
+			break
+		}
 		m := &msgs[slot]
+		m.Topic = demoTopics[demoTopicOf(idx)]
 		binary.BigEndian.PutUint64(m.Payload, idx)
 		demoMeta(idx, m.Key, m.Headers[0].Value)
 		t.sentAt[slot] = time.Now()
@@ -402,9 +415,8 @@ func sendLoop(ctx context.Context, p *core.Producer, cfg demoConfig, t *tally, s
 		// ctx only stops the loop: the messages live by SendTimeout alone.
 		if err := p.SendAsync(context.Background(), m, cbs[slot]); err != nil {
 			refused.Add(1) // waited for room past its deadline
-			continue
+			free.put(slot)
 		}
-		slot = (slot + 1) % len(msgs)
 	}
 }
 
@@ -445,7 +457,12 @@ func (r *demoResult) print(w io.Writer, cfg demoConfig) bool {
 	fmt.Fprintf(w, "\nsent %s messages in %.1fs, broker killed %d times, %d reconnects\n", count(r.sent), secs, r.kills, r.reconnects)
 	fmt.Fprintf(w, "  acked %s, timed out %s, failed at close %s, refused at send %s\n",
 		count(r.acked), count(r.timedOut), count(r.failed), count(r.refused))
-	fmt.Fprintf(w, "  throughput %s acked (%.1f MB/s of payload)\n\n", rate(float64(r.acked)/secs), float64(r.acked)*float64(cfg.size)/secs/1e6)
+	fmt.Fprintf(w, "  throughput %s acked (%.1f MB/s of payload)\n", rate(float64(r.acked)/secs), float64(r.acked)*float64(cfg.size)/secs/1e6)
+	fmt.Fprintf(w, "  acked by topic:")
+	for i, topic := range demoTopics {
+		fmt.Fprintf(w, " %s %s", topic, count(r.topicAcked[i]))
+	}
+	fmt.Fprintf(w, "\n\n  checked per topic (order, sequence IDs and dedup are per topic):\n")
 	if r.nats != nil {
 		r.nats.printEvents(w)
 		fmt.Fprintln(w)

@@ -120,7 +120,7 @@ const (
 // check reads the stream back and checks every record, showing on prog,
 // every interval, how many it read (of at least acked: every success is in
 // the stream).
-func (e *natsEngine) check(ctx context.Context, successes bitset, acked uint64, prog *progress, every time.Duration) streamCheck {
+func (e *natsEngine) check(ctx context.Context, successes []bitset, acked uint64, prog *progress, every time.Duration) streamCheck {
 	var c streamCheck
 	js, err := jetstream.New(e.nc)
 	if err != nil {
@@ -161,28 +161,36 @@ func (e *natsEngine) check(ctx context.Context, successes bitset, acked uint64, 
 		}
 	})
 
-	var stored bitset
-	var lastIdx uint64
-	err = natsjs.Read(rctx, js, demoStream, e.store.Subject(demoTopic, "demo"), func(_ string, _ uint64, r broker.Record) error {
-		read.Add(1)
-		c.records++
-		if stored.set(r.Seq) {
-			c.duplicates++
-		}
-		if len(r.Payload) < 8 {
-			c.badMeta++
+	// Each topic is its own subject, read in turn: sequence IDs, order and
+	// dedup are per topic.
+	stored := make([]bitset, len(demoTopics))
+	for k, topic := range demoTopics {
+		var lastIdx uint64
+		err = natsjs.Read(rctx, js, demoStream, e.store.Subject(topic, "demo"), func(_ string, _ uint64, r broker.Record) error {
+			read.Add(1)
+			c.records++
+			if stored[k].set(r.Seq) {
+				c.duplicates++
+			}
+			if len(r.Payload) < 8 {
+				c.badMeta++
+				return nil
+			}
+			idx := binary.BigEndian.Uint64(r.Payload)
+			if idx+1 <= lastIdx {
+				c.disorder++
+			}
+			lastIdx = idx + 1
+			if demoTopicOf(idx) != k || !demoMetaMatches(idx, r) {
+				c.badMeta++
+			}
 			return nil
+		})
+		if err != nil {
+			err = fmt.Errorf("topic %s: %w", topic, err)
+			break
 		}
-		idx := binary.BigEndian.Uint64(r.Payload)
-		if idx+1 <= lastIdx {
-			c.disorder++
-		}
-		lastIdx = idx + 1
-		if !demoMetaMatches(idx, r) {
-			c.badMeta++
-		}
-		return nil
-	})
+	}
 	close(done)
 	wg.Wait()
 	show()
@@ -194,11 +202,13 @@ func (e *natsEngine) check(ctx context.Context, successes bitset, acked uint64, 
 		c.err = err
 		return c
 	}
-	successes.each(func(seq uint64) {
-		if !stored.has(seq) {
-			c.missing++
-		}
-	})
+	for k := range demoTopics {
+		successes[k].each(func(seq uint64) {
+			if !stored[k].has(seq) {
+				c.missing++
+			}
+		})
+	}
 	return c
 }
 

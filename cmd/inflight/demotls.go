@@ -39,7 +39,7 @@ func newDemoSecurity() (*demoSecurity, error) {
 	if err != nil {
 		return nil, err
 	}
-	acl, err := broker.ParseACL(strings.NewReader(fmt.Sprintf("demo cert:%s %s demo\n", demoCertName, demoTopic)))
+	acl, err := broker.ParseACL(strings.NewReader(fmt.Sprintf("demo cert:%s %s demo\n", demoCertName, strings.Join(demoTopics[:], ","))))
 	if err != nil {
 		return nil, err
 	}

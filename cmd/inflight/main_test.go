@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -35,7 +36,8 @@ func runCmdInput(t *testing.T, input string, args ...string) (int, string, strin
 }
 
 // TestDemoGuaranteesHold runs the main job briefly, with the broker killed
-// several times, and checks its report.
+// several times, and checks its report: one producer writes three topics
+// round robin, each has successes, and the per-topic counts add up.
 func TestDemoGuaranteesHold(t *testing.T) {
 	code, out, errOut := runCmd(t, "demo", "-duration=1500ms", "-kill-every=300ms", "-down-for=100ms", "-timeout=500ms", "-max-pending=4096")
 	t.Log(out)
@@ -47,6 +49,18 @@ func TestDemoGuaranteesHold(t *testing.T) {
 		assert.Regexp(t, regexp.QuoteMeta(line)+`\s+ok`, out)
 	}
 	assert.Regexp(t, `broker killed [2-9] times`, out) // 3 expected; a loaded machine may fit 2
+	m := regexp.MustCompile(`(?m)^  acked ([\d,]+),.*\n.*\n  acked by topic: demo.orders ([\d,]+) demo.payments ([\d,]+) demo.audit ([\d,]+)$`).FindStringSubmatch(out)
+	require.NotNil(t, m, out)
+	var n [4]uint64
+	for i := range n {
+		v, err := strconv.ParseUint(strings.ReplaceAll(m[i+1], ",", ""), 10, 64)
+		require.NoError(t, err)
+		n[i] = v
+	}
+	assert.Equal(t, n[0], n[1]+n[2]+n[3], "the topics' successes add up to the total")
+	for i := 1; i < 4; i++ {
+		assert.Positive(t, n[i], "topic %d has successes", i)
+	}
 }
 
 func TestBadUsage(t *testing.T) {

@@ -42,13 +42,14 @@ func (b bitset) each(fn func(i uint64)) {
 }
 
 // checkStore is the demo's broker store: instead of keeping payloads it
-// checks, as records arrive, what the demo must prove about the broker side:
-// no sequence ID stored twice, records stored in send order (each payload
-// starts with the sender's message index), and each record's topic, key and
-// header as the sender made them from that index (see demoMeta).
+// checks, as records arrive, what the demo must prove about the broker side,
+// per topic (sequence IDs, order and dedup are per topic): no sequence ID
+// stored twice, records stored in send order (each payload starts with the
+// sender's message index), and each record's topic, key and header as the
+// sender made them from that index (see demoTopicOf, demoMeta).
 type checkStore struct {
 	mu         sync.Mutex
-	stored     bitset // by sequence ID
+	stored     map[string]*bitset // by topic, by sequence ID
 	last       map[[2]string]uint64
 	epochs     map[string]uint64    // by producer name
 	lastIndex  map[[2]string]uint64 // message index of the newest record + 1
@@ -59,7 +60,7 @@ type checkStore struct {
 }
 
 func newCheckStore() *checkStore {
-	return &checkStore{last: make(map[[2]string]uint64), epochs: make(map[string]uint64), lastIndex: make(map[[2]string]uint64)}
+	return &checkStore{stored: make(map[string]*bitset), last: make(map[[2]string]uint64), epochs: make(map[string]uint64), lastIndex: make(map[[2]string]uint64)}
 }
 
 func (s *checkStore) State(topic, producer string) (broker.NameState, error) {
@@ -86,8 +87,13 @@ func (s *checkStore) Append(topic, producer string, epoch uint64, recs []broker.
 	if epoch < s.epochs[producer] {
 		return fmt.Errorf("%w: epoch %d, stored %d", broker.ErrFenced, epoch, s.epochs[producer])
 	}
+	stored := s.stored[topic]
+	if stored == nil {
+		stored = new(bitset)
+		s.stored[topic] = stored
+	}
 	for _, r := range recs {
-		if s.stored.set(r.Seq) {
+		if stored.set(r.Seq) {
 			s.duplicates++
 		}
 		if len(r.Payload) >= 8 {
@@ -96,7 +102,7 @@ func (s *checkStore) Append(topic, producer string, epoch uint64, recs []broker.
 				s.disorder++
 			}
 			s.lastIndex[k] = idx + 1
-			if topic != demoTopic || !demoMetaMatches(idx, r) {
+			if topic != demoTopics[demoTopicOf(idx)] || !demoMetaMatches(idx, r) {
 				s.badMeta++
 			}
 		} else {
@@ -108,8 +114,13 @@ func (s *checkStore) Append(topic, producer string, epoch uint64, recs []broker.
 	return nil
 }
 
-// demoTopic is the topic the demo's producer writes.
-const demoTopic = "demo.orders"
+// demoTopics are the topics the demo's one producer writes, over one
+// connection: message idx goes to demoTopics[demoTopicOf(idx)].
+var demoTopics = [...]string{"demo.orders", "demo.payments", "demo.audit"}
+
+// demoTopicOf is the index in demoTopics of message idx's topic: round
+// robin.
+func demoTopicOf(idx uint64) int { return int(idx % uint64(len(demoTopics))) }
 
 // demoHeader is the key of the header every demo message carries.
 const demoHeader = "demo-check"
@@ -138,15 +149,22 @@ func (s *checkStore) snapshot() (records, duplicates, disorder, badMeta uint64) 
 	return s.records, s.duplicates, s.disorder, s.badMeta
 }
 
-// missing counts the members of successes the store does not hold.
-func (s *checkStore) missing(successes bitset) uint64 {
+// missing counts the successes the store does not hold: successes[i]
+// holds the sequence IDs of topic demoTopics[i].
+func (s *checkStore) missing(successes []bitset) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var n uint64
-	successes.each(func(seq uint64) {
-		if !s.stored.has(seq) {
-			n++
+	for i, topic := range demoTopics {
+		var stored bitset
+		if p := s.stored[topic]; p != nil {
+			stored = *p
 		}
-	})
+		successes[i].each(func(seq uint64) {
+			if !stored.has(seq) {
+				n++
+			}
+		})
+	}
 	return n
 }
