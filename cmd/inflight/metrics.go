@@ -183,3 +183,19 @@ func (m *metricsServer) close(ctx context.Context) error {
 	<-m.done
 	return err
 }
+
+// Pin and Unpin pass the broker's pins to the store when it forgets idle
+// names (store/file's ForgetProducersAfter, broker.Pinner): without them,
+// embedding the Store interface hid its Pinner, and serve
+// -forget-producers-after could forget a name held by a live session.
+func (h *healthStore) Pin(producer string) {
+	if p, ok := h.Store.(broker.Pinner); ok {
+		p.Pin(producer)
+	}
+}
+
+func (h *healthStore) Unpin(producer string) {
+	if p, ok := h.Store.(broker.Pinner); ok {
+		p.Unpin(producer)
+	}
+}
