@@ -128,7 +128,10 @@ func (p *Producer) newLane(topic string) (*lane, error) {
 		return nil, err
 	}
 	p.lanes.Store(topic, l)
-	all := append(append([]*lane(nil), p.lanesSnapshot()...), l)
+	p.topics.Add(1)
+	// Appended in place when the array has room: a reader's snapshot never
+	// sees past its own length, and nothing below it is written again.
+	all := append(p.lanesSnapshot(), l)
 	p.all.Store(&all)
 	return l, nil
 }
@@ -145,8 +148,10 @@ func (p *Producer) makeLane(topic string) (*lane, error) {
 	return l, nil
 }
 
-// lanesSnapshot returns every lane the producer has now. The slice is
-// never written again: iterate it freely.
+// lanesSnapshot returns every lane the producer has now, and lanes it
+// forgot lately (retired: empty, with a closed ring; compaction drops them
+// once they are half the list). No element of the slice is written again:
+// iterate it freely.
 func (p *Producer) lanesSnapshot() []*lane { return *p.all.Load() }
 
 // retire forgets l if it has nothing pending and nobody claims a position
@@ -165,14 +170,19 @@ func (p *Producer) retire(l *lane) bool {
 	}
 	p.lanesMu.Lock()
 	p.lanes.Delete(l.topic)
-	old := p.lanesSnapshot()
-	all := make([]*lane, 0, len(old)-1)
-	for _, o := range old {
-		if o != l {
-			all = append(all, o)
+	p.retiredLanes++
+	if old := p.lanesSnapshot(); p.retiredLanes > len(old)/2 {
+		// Into a new array: readers may still iterate the old one.
+		all := make([]*lane, 0, len(old)-p.retiredLanes+16)
+		for _, o := range old {
+			if !o.retired.Load() {
+				all = append(all, o)
+			}
 		}
+		p.all.Store(&all)
+		p.retiredLanes = 0
 	}
-	p.all.Store(&all)
+	p.topics.Add(-1)
 	p.lanesMu.Unlock()
 	return true
 }

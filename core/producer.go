@@ -38,9 +38,11 @@ type Producer struct {
 
 	// The lanes, one per topic: lanes maps a topic to its *lane, all
 	// lists them (copy on write, under lanesMu).
-	lanesMu sync.Mutex
-	lanes   sync.Map
-	all     atomic.Pointer[[]*lane]
+	lanesMu      sync.Mutex
+	lanes        sync.Map
+	all          atomic.Pointer[[]*lane]
+	retiredLanes int          // retired lanes still in all; under lanesMu
+	topics       atomic.Int64 // lanes not retired
 
 	pumpDirty    laneList      // lanes that may have something to write
 	pumpParked   atomic.Bool   // the pump waits on pumpWake
@@ -127,6 +129,7 @@ func New(dialer transport.Dialer, opts ...Option) (*Producer, error) {
 		return nil, err
 	}
 	p.def = def
+	p.topics.Store(1)
 	all := []*lane{def}
 	p.all.Store(&all)
 	if cfg.codec != wire.CodecNone {

@@ -346,20 +346,18 @@ func (p *Producer) writeLoop(s *session, bufs chan *transport.Buffer) {
 		}
 		clear(work[len(kept):])
 		work = kept
-		if len(work) == 0 && len(s.roomWait) > 0 {
-			// About to park: count again what the waiting lanes have in
-			// flight, in case their receipts came before they left work.
-			for _, l := range s.roomWait {
-				p.windowOpen(s, l)
-			}
+		// As many lanes as there is room for, in the order they waited
+		// (all of them at every pass would cost each pass every waiting
+		// lane, to let a few through).
+		for room := p.cfg.framesInFlight - s.flying; room > 0 && len(s.roomWait) > 0; room-- {
+			l := s.roomWait[0]
+			s.roomWait[0] = nil
+			s.roomWait = s.roomWait[1:]
+			l.roomy = false
+			work = p.enter(work, l)
 		}
-		if s.flying < p.cfg.framesInFlight && len(s.roomWait) > 0 {
-			for _, l := range s.roomWait {
-				l.roomy = false
-				work = p.enter(work, l)
-			}
-			clear(s.roomWait)
-			s.roomWait = s.roomWait[:0]
+		if len(s.roomWait) == 0 {
+			s.roomWait = nil
 		}
 		if now-lastForget >= int64(p.cfg.topicIdle)/2 {
 			p.forgetIdle(now)
@@ -604,7 +602,7 @@ func (p *Producer) answered(s *session, a topicAnswer) *lane {
 func (p *Producer) forgetIdle(now int64) {
 	idle := int64(p.cfg.topicIdle)
 	for _, l := range p.lanesSnapshot() {
-		if l == p.def || l.inWork || l.state == declaring || now-l.lastUsed.Load() < idle {
+		if l == p.def || l.inWork || l.state == declaring || l.retired.Load() || now-l.lastUsed.Load() < idle {
 			continue
 		}
 		p.retire(l)

@@ -48,7 +48,7 @@ func (p *Producer) Stats() Stats {
 	return Stats{
 		Pending:      int(p.budget.count.Load()),
 		PendingBytes: p.budget.bytes.Load(),
-		Topics:       len(p.lanesSnapshot()),
+		Topics:       int(p.topics.Load()),
 		Unacked:      unacked,
 		Sent:         p.stats.sent.Load(),
 		Acked:        p.stats.acked.Load(),

@@ -49,17 +49,26 @@ type Ring[T any] struct {
 	maxBytes int64
 	mask     uint64
 	// pages hold the slots, pageLen each, allocated by the first claim
-	// that lands in them: a ring that never fills costs the pages it used,
-	// not its capacity (many rings, one per topic, most of them small).
-	// A page, once there, stays until the ring is dropped.
-	pages    []atomic.Pointer[[pageLen]Slot[T]]
+	// that lands in them, through books of bookLen pages, allocated the
+	// same way: a ring that never fills costs the pages it used and a
+	// pointer per bookLen*pageLen of its capacity, not its capacity (many
+	// rings, one per topic, most of them small). A page, once there, stays
+	// until the ring is dropped.
+	pages    []atomic.Pointer[book[T]]
 	space    event  // head moved, bytes freed, or closed
 	consumer parker // the consumer waits here for a publish
 }
 
 // pageLen is the number of slots allocated at once (a ring smaller than
-// that uses the first Cap slots of its one page).
-const pageLen = 16
+// that uses the first Cap slots of its one page), bookLen the number of
+// pages a book points to.
+const (
+	pageLen = 16
+	bookLen = 64
+)
+
+// book points to bookLen pages.
+type book[T any] [bookLen]atomic.Pointer[[pageLen]Slot[T]]
 
 // New returns a ring that holds at most limit positions and maxBytes bytes
 // reserved by their claims (a single claim larger than maxBytes is admitted
@@ -78,7 +87,7 @@ func New[T any](limit int, maxBytes int64) (*Ring[T], error) {
 		limit:    uint64(limit),
 		maxBytes: maxBytes,
 		mask:     capacity - 1,
-		pages:    make([]atomic.Pointer[[pageLen]Slot[T]], (capacity+pageLen-1)/pageLen),
+		pages:    make([]atomic.Pointer[book[T]], (capacity+bookLen*pageLen-1)/(bookLen*pageLen)),
 		consumer: newParker(),
 	}
 	return r, nil
@@ -90,13 +99,17 @@ func (r *Ring[T]) Cap() int { return int(r.mask + 1) }
 // slot returns the slot of a position that was claimed: its page exists.
 func (r *Ring[T]) slot(pos uint64) *Slot[T] {
 	i := pos & r.mask
-	return &r.pages[i/pageLen].Load()[i%pageLen]
+	return &r.pages[i/(bookLen*pageLen)].Load()[i/pageLen%bookLen].Load()[i%pageLen]
 }
 
 // peek returns the slot of pos, or nil while no claim has reached its page.
 func (r *Ring[T]) peek(pos uint64) *Slot[T] {
 	i := pos & r.mask
-	pg := r.pages[i/pageLen].Load()
+	bk := r.pages[i/(bookLen*pageLen)].Load()
+	if bk == nil {
+		return nil
+	}
+	pg := bk[i/pageLen%bookLen].Load()
 	if pg == nil {
 		return nil
 	}
@@ -104,11 +117,19 @@ func (r *Ring[T]) peek(pos uint64) *Slot[T] {
 }
 
 // alloc returns the slot of pos, which the caller just claimed, allocating
-// its page if no claim did before. Claimers racing for one page agree on
-// the first one stored.
+// its book and page if no claim did before. Claimers racing for one agree
+// on the first one stored.
 func (r *Ring[T]) alloc(pos uint64) *Slot[T] {
 	i := pos & r.mask
-	pp := &r.pages[i/pageLen]
+	bp := &r.pages[i/(bookLen*pageLen)]
+	bk := bp.Load()
+	if bk == nil {
+		bk = new(book[T])
+		if !bp.CompareAndSwap(nil, bk) {
+			bk = bp.Load()
+		}
+	}
+	pp := &bk[i/pageLen%bookLen]
 	pg := pp.Load()
 	if pg == nil {
 		pg = new([pageLen]Slot[T])
