@@ -115,7 +115,10 @@ func TestBatchBeforeTopicOK(t *testing.T) {
 	assert.Contains(t, errorFrame(t, reply).Text, "before its TOPIC_OK")
 }
 
-func TestOldProtocolVersionRefused(t *testing.T) {
+// TestOldProtocolVersionRefusedClearly: a producer of protocol version 3
+// (a HELLO laid out with its topic) gets an ERROR of code version that
+// names both versions and what to do.
+func TestOldProtocolVersionRefusedClearly(t *testing.T) {
 	b, _ := newBroker(t)
 	c := newConn(t, b)
 	defer c.Close()
