@@ -2,8 +2,10 @@ package natsjs
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
@@ -30,8 +32,17 @@ type pubAck struct {
 // request writes m as a request and returns the stream sequence of the
 // stored message (of a batch: its last message). The reply error is an
 // *apiError (isConflict tells a lost compare-and-set).
+//
+// A request that found no responder (the stream has no leader yet, or the
+// interest of a new one has not reached this server) was delivered to
+// nobody, so it is sent again, for at most the store's Timeout.
 func (s *Store) request(m *nats.Msg) (uint64, error) {
+	deadline := time.Now().Add(s.cfg.Timeout)
 	resp, err := s.nc.RequestMsg(m, s.cfg.Timeout)
+	for wait := 5 * time.Millisecond; errors.Is(err, nats.ErrNoResponders) && time.Now().Add(wait).Before(deadline); wait = min(2*wait, 200*time.Millisecond) {
+		time.Sleep(wait) // bounded by the store's Timeout
+		resp, err = s.nc.RequestMsg(m, time.Until(deadline))
+	}
 	if err != nil {
 		return 0, err
 	}
