@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -293,6 +294,8 @@ func (p *Producer) writeLoop(s *session, bufs chan *transport.Buffer) {
 	}
 	var answers []topicAnswer
 	lastForget := p.preciseNow()
+	s.parkTimer = p.clock.NewTimer(p.cfg.topicIdle)
+	defer s.parkTimer.Stop()
 	for {
 		if s.isDead() || p.stopping() {
 			p.leave(s, work, later)
@@ -623,16 +626,24 @@ func (p *Producer) parkPump(s *session, later []*lane) bool {
 	if due != 0 {
 		wait = min(wait, max(time.Duration(due-p.preciseNow()), 0))
 	}
+	// A sender is often about to publish: yield a few times before
+	// parking, which costs it a wake-up (as the ring's own wait does).
+	for range spinTries {
+		runtime.Gosched()
+		if !p.pumpDirty.empty() || s.hasAnswers() {
+			return true
+		}
+	}
 	p.pumpParked.Store(true)
 	defer p.pumpParked.Store(false)
 	if !p.pumpDirty.empty() || s.hasAnswers() {
 		return true
 	}
-	t := p.clock.NewTimer(wait)
-	defer t.Stop()
+	s.parkTimer.Reset(wait)
+	defer s.parkTimer.Stop()
 	select {
 	case <-p.pumpWake:
-	case <-t.C():
+	case <-s.parkTimer.C():
 	case <-s.dead:
 		return false
 	case <-p.stop:
@@ -640,3 +651,6 @@ func (p *Producer) parkPump(s *session, later []*lane) bool {
 	}
 	return true
 }
+
+// spinTries is how many times the pump yields before it parks.
+const spinTries = 4

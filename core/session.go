@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"github.com/inflightmq/inflight/clock"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,8 @@ type session struct {
 	// Lanes waiting for room in it are in roomWait.
 	flying   int
 	roomWait []*lane
+
+	parkTimer clock.Timer // the pump's, for parkPump
 
 	// The broker's answers to TOPIC, for the pump.
 	answersMu sync.Mutex
