@@ -41,13 +41,16 @@ type Stats struct {
 // cheap (atomic loads); the fields are read one by one, so they are not a
 // single consistent instant.
 func (p *Producer) Stats() Stats {
-	unacked := 0
+	unacked, pending, bytes := 0, 0, int64(0)
 	for _, l := range p.lanesSnapshot() {
 		unacked += l.led.unackedNow()
+		n, b := l.led.pending()
+		pending += n
+		bytes += b
 	}
 	return Stats{
-		Pending:      int(p.budget.count.Load()),
-		PendingBytes: p.budget.bytes.Load(),
+		Pending:      pending,
+		PendingBytes: bytes,
 		Topics:       int(p.topics.Load()),
 		Unacked:      unacked,
 		Sent:         p.stats.sent.Load(),
