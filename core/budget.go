@@ -33,22 +33,17 @@ func NewMemoryLimit(bytes int64) (*MemoryLimit, error) {
 // Limit returns the limit in bytes.
 func (m *MemoryLimit) Limit() int64 { return m.limit }
 
-// Used returns the bytes the producers that share m hold of it now: what
-// they have pending, rounded up to the chunks their topics lease (a
-// topic gives back what it does not need as its messages resolve, and all
-// of it once it has none pending).
+// Used returns the bytes pending now, in every producer that shares m.
 func (m *MemoryLimit) Used() int64 { return m.used.Load() }
 
-// take reserves bytes, or reports false. Unless strict, a reservation
-// larger than the limit is admitted when nothing else is reserved.
-func (m *MemoryLimit) take(bytes int64, strict bool) bool {
+func (m *MemoryLimit) take(bytes int64) bool {
 	if bytes == 0 {
 		return true
 	}
-	if u := m.used.Load(); (u > 0 || strict) && u+bytes > m.limit {
+	if u := m.used.Load(); u > 0 && u+bytes > m.limit {
 		return false // refused without touching the count: no waiter to wake
 	}
-	if n := m.used.Add(bytes); n > m.limit && (n != bytes || strict) {
+	if n := m.used.Add(bytes); n > m.limit && n != bytes {
 		m.give(bytes)
 		return false
 	}
@@ -65,10 +60,9 @@ func (m *MemoryLimit) give(bytes int64) {
 
 // budget is what a producer's messages may hold together, across all its
 // topics: MaxPending messages and MaxPendingBytes bytes, and, if set, the
-// bytes of a MemoryLimit it shares. Topics lease it in chunks (see
-// ledger.grow), each at most its share (MaxPendingPerTopic), so one topic
-// the broker does not acknowledge cannot take all of it, and a message's
-// claim touches no counter the topics share.
+// bytes of a MemoryLimit it shares. Each topic's ring also holds a share
+// of it (see MaxPendingPerTopic), so one topic the broker does not
+// acknowledge cannot take all of it.
 //
 // take reserves optimistically (a load, then one atomic add per counter)
 // and gives back what went over a limit; as the ring does, one claim is admitted when
@@ -90,25 +84,23 @@ func newBudget(maxCount int, maxBytes int64, shared *MemoryLimit) *budget {
 }
 
 // take reserves n messages of bytes bytes, or reports false and reserves
-// nothing. Unless strict, a reservation over a limit is admitted when
-// nothing else is reserved (one message larger than the limit), not a
-// chunk taken ahead of need.
-func (b *budget) take(n int, bytes int64, strict bool) bool {
+// nothing.
+func (b *budget) take(n int, bytes int64) bool {
 	// Clearly full: refused without touching the counters, so that a
 	// refusal wakes no waiter (the claimer itself among them).
-	if c := b.count.Load(); (c > 0 || strict) && c+int64(n) > b.maxCount {
+	if c := b.count.Load(); c > 0 && c+int64(n) > b.maxCount {
 		return false
 	}
-	if by := b.bytes.Load(); (by > 0 || strict) && by+bytes > b.maxBytes {
+	if by := b.bytes.Load(); by > 0 && by+bytes > b.maxBytes {
 		return false
 	}
 	c := b.count.Add(int64(n))
 	by := b.bytes.Add(bytes)
-	if (c > b.maxCount && (c != int64(n) || strict)) || (by > b.maxBytes && (by != bytes || strict)) {
+	if (c > b.maxCount && c != int64(n)) || (by > b.maxBytes && by != bytes) {
 		b.undo(n, bytes)
 		return false
 	}
-	if b.shared != nil && !b.shared.take(bytes, strict) {
+	if b.shared != nil && !b.shared.take(bytes) {
 		b.undo(n, bytes)
 		return false
 	}

@@ -162,7 +162,6 @@ func (p *Producer) retire(l *lane) bool {
 	if l == p.def || !l.led.ring.CloseIfEmpty() {
 		return false
 	}
-	l.led.shrink() // empty: its whole lease goes back
 	l.retired.Store(true)
 	if s := l.conn; s != nil && l.state != undeclared {
 		// The connection keeps the topic's id (s.ids), not the lane: a late

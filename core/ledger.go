@@ -60,8 +60,9 @@ import (
 //     settled; the dispatcher does not release a Send's position before.
 //     waits is made by the ledger's first Send: a topic written only by
 //     SendAsync never pays for it.
-//   - Every live position is within the ledger's lease of the producer's
-//     budget (see lease): its ring admits no more than the lease.
+//   - Every live position holds its share of the producer's budget (see
+//     budget), taken by claim before the ring's and given back by walk
+//     when the dispatcher releases it.
 //
 // A producer has one ledger per topic (see lane): sequence IDs, cursors and
 // order are per topic. The dispatcher's and sweeper's wake-ups are the
@@ -75,21 +76,6 @@ type ledger struct {
 	timeout int64        // SendTimeout, ns
 	coarse  *coarseClock // deadlines are stamped from it (see due); nil: from the precise clock
 	wake    func()       // tells the dispatcher this ledger has something to deliver
-
-	// The lease: the part of the producer's budget this ledger holds,
-	// which is what its ring admits (ring.SetLimits): at most share
-	// messages and shareBytes bytes (the topic's share). A claim the lease
-	// refuses grows it (grow); the dispatcher gives back what the ring no
-	// longer needs (shrink). So the producer's budget is touched once per
-	// chunk of messages, not per message, and what all ledgers hold never
-	// exceeds it.
-	leaseMu    sync.Mutex
-	leaseN     int   // positions leased
-	leaseB     int64 // bytes leased
-	share      int
-	shareBytes int64
-	chunkN     int
-	chunkB     int64
 
 	waits atomic.Pointer[[]atomic.Pointer[waiter]] // nil until the first Send
 
@@ -121,90 +107,14 @@ func newLedger(maxPending int, maxBytes int64, timeout time.Duration, coarse *co
 	if err != nil {
 		return nil, err
 	}
-	ring.SetLimits(0, 0) // nothing leased yet
 	return &ledger{
-		ring:       ring,
-		budget:     b,
-		timeout:    int64(timeout),
-		coarse:     coarse,
-		wake:       wake,
-		sweepWake:  sweepWake,
-		share:      maxPending,
-		shareBytes: maxBytes,
-		chunkN:     max(min(maxPending, int(b.maxCount/16)), 1),
-		chunkB:     max(min(maxBytes, b.maxBytes/16), 1),
+		ring:      ring,
+		budget:    b,
+		timeout:   int64(timeout),
+		coarse:    coarse,
+		wake:      wake,
+		sweepWake: sweepWake,
 	}, nil
-}
-
-// grow leases more of the producer's budget for a claim of size bytes the
-// ring refused, and reports whether the lease grew: by a chunk, or by what
-// the claim needs when a chunk does not fit, never past the topic's share.
-// It reports false when the share is what is full, or the budget.
-func (l *ledger) grow(size int64) bool {
-	l.leaseMu.Lock()
-	defer l.leaseMu.Unlock()
-	if l.ring.Closed() {
-		return false
-	}
-	n, bytes := l.ring.Len(), l.ring.Bytes()
-	if n < l.leaseN && (bytes == 0 || bytes+size <= l.leaseB) {
-		return true // another claimer grew it meanwhile, or a release made room
-	}
-	needN := max(n+1-l.leaseN, 0)
-	needB := max(bytes+size-l.leaseB, 0)
-	if l.leaseN+needN > l.share || (bytes > 0 && l.leaseB+needB > l.shareBytes) {
-		return false // the topic's share is full
-	}
-	addN := min(max(needN, l.chunkN), l.share-l.leaseN)
-	addB := min(max(needB, l.chunkB), max(l.shareBytes-l.leaseB, needB))
-	if !l.budget.take(addN, addB, true) {
-		if !l.budget.take(needN, needB, false) {
-			return false // the producer's budget (or the shared limit) is full
-		}
-		addN, addB = needN, needB
-	}
-	l.leaseN += addN
-	l.leaseB += addB
-	l.ring.SetLimits(l.leaseN, l.leaseB)
-	return true
-}
-
-// shrink gives back the lease the ring does not need: all of it when the
-// ring is empty, else what is beyond a chunk of headroom once that is more
-// than two chunks. A claim racing it sees the old limits or the new, which
-// leave a chunk above what was live. The dispatcher's, after a release.
-func (l *ledger) shrink() {
-	l.leaseMu.Lock()
-	defer l.leaseMu.Unlock()
-	n, bytes := l.ring.Len(), l.ring.Bytes()
-	keepN, keepB := l.leaseN, l.leaseB
-	switch {
-	case n == 0:
-		keepN, keepB = 0, 0
-	case l.leaseN-n > 2*l.chunkN || l.leaseB-bytes > 2*l.chunkB:
-		keepN = min(l.leaseN, n+l.chunkN)
-		keepB = min(l.leaseB, max(bytes, 0)+l.chunkB)
-	}
-	if keepN == l.leaseN && keepB == l.leaseB {
-		return
-	}
-	l.ring.SetLimits(keepN, keepB)
-	l.budget.give(l.leaseN-keepN, l.leaseB-keepB)
-	l.leaseN, l.leaseB = keepN, keepB
-}
-
-// shareFull reports whether a claim of size bytes is refused by the
-// topic's share itself (as opposed to the producer's budget).
-func (l *ledger) shareFull(size int64) bool {
-	n, bytes := l.ring.Len(), l.ring.Bytes()
-	return n >= l.share || (bytes > 0 && bytes+size > l.shareBytes)
-}
-
-// leased reports whether the ledger holds any of the budget.
-func (l *ledger) leased() bool {
-	l.leaseMu.Lock()
-	defer l.leaseMu.Unlock()
-	return l.leaseN > 0 || l.leaseB > 0
 }
 
 // seq returns the sequence ID of pos.
@@ -250,25 +160,51 @@ func claimError(err error) error {
 	return err
 }
 
-// tryClaim is the ring's TryClaimN, or TryClaim for a single message,
-// within the ledger's lease of the producer's budget (see lease): when the
-// lease is what refuses, it grows the lease and tries again. The claim
-// itself touches no counter the producer's other topics share.
+// tryClaim takes room in the producer's budget, then the ring's TryClaimN,
+// or TryClaim for a single message, and gives back the budget of what the
+// ring did not take.
 func (l *ledger) tryClaim(sizes []int64) (uint64, int, error) {
-	for grown := false; ; grown = true {
-		var pos uint64
-		var n int
-		var err error
-		if len(sizes) == 1 {
-			pos, err = l.ring.TryClaim(sizes[0])
-			n = 1
-		} else {
-			pos, n, err = l.ring.TryClaimN(sizes)
+	if !l.ring.HasRoom(sizes[0]) {
+		// The topic's share is full: refused before the budget is taken,
+		// so that giving it back wakes no one (this claimer among them).
+		if l.ring.Closed() {
+			return 0, 0, ringbuf.ErrClosed
 		}
-		if err != ringbuf.ErrFull || grown || !l.grow(sizes[0]) {
-			return pos, n, err
-		}
+		return 0, 0, ringbuf.ErrFull
 	}
+	if len(sizes) == 1 {
+		if !l.budget.take(1, sizes[0]) {
+			if l.ring.Closed() {
+				return 0, 0, ringbuf.ErrClosed
+			}
+			return 0, 0, ringbuf.ErrFull
+		}
+		pos, err := l.ring.TryClaim(sizes[0])
+		if err != nil {
+			l.budget.give(1, sizes[0])
+			return 0, 0, err
+		}
+		return pos, 1, nil
+	}
+	var total int64
+	for _, s := range sizes {
+		total += s
+	}
+	if !l.budget.take(len(sizes), total) {
+		// The whole run does not fit: the first message alone may.
+		return l.tryClaim(sizes[:1])
+	}
+	pos, n, err := l.ring.TryClaimN(sizes)
+	taken := int64(0)
+	if err == nil {
+		for _, s := range sizes[:n] {
+			taken += s
+		}
+	} else {
+		n = 0
+	}
+	l.budget.give(len(sizes)-n, total-taken)
+	return pos, n, err
 }
 
 // claimWait waits until at least the first of sizes fits and claims as many
@@ -302,7 +238,7 @@ func (l *ledger) claimWait(ctx context.Context, sizes []int64, d int64, now func
 			l.budget.disarm()
 			return pos, n, err
 		}
-		if l.shareFull(sizes[0]) {
+		if !l.ring.HasRoom(sizes[0]) {
 			// The topic's own share is what is full: only its releases
 			// make room, not every release of the producer's other topics.
 			l.budget.disarm()
@@ -927,11 +863,10 @@ func (l *ledger) walk(next *uint64, deliver func(uint64, ringbuf.State)) {
 	l.release(*next)
 }
 
-// release releases every position below upto and gives back the lease
-// they no longer need.
+// release releases every position below upto and gives their budget back.
 func (l *ledger) release(upto uint64) {
-	if n, _ := l.ring.Release(upto); n > 0 {
-		l.shrink()
+	if n, bytes := l.ring.Release(upto); n > 0 {
+		l.budget.give(n, bytes)
 	}
 }
 

@@ -41,16 +41,13 @@ type Stats struct {
 // cheap (atomic loads); the fields are read one by one, so they are not a
 // single consistent instant.
 func (p *Producer) Stats() Stats {
-	unacked, pending, bytes := 0, 0, int64(0)
+	unacked := 0
 	for _, l := range p.lanesSnapshot() {
 		unacked += l.led.unackedNow()
-		n, b := l.led.pending()
-		pending += n
-		bytes += b
 	}
 	return Stats{
-		Pending:      pending,
-		PendingBytes: bytes,
+		Pending:      int(p.budget.count.Load()),
+		PendingBytes: p.budget.bytes.Load(),
 		Topics:       int(p.topics.Load()),
 		Unacked:      unacked,
 		Sent:         p.stats.sent.Load(),

@@ -44,14 +44,14 @@ func (r *Ring[T]) TryClaimN(sizes []int64) (uint64, int, error) {
 			return 0, 0, ErrClosed
 		}
 		want := uint64(len(sizes))
-		if limit := r.limit.Load(); t-r.headCache.Load()+want > limit {
+		if t-r.headCache.Load()+want > r.limit {
 			h := r.head.Load()
-			if t-h >= limit {
+			if t-h >= r.limit {
 				r.unreserve(held)
 				return 0, 0, ErrFull
 			}
 			r.headCache.Store(h)
-			want = min(want, limit-(t-h))
+			want = min(want, r.limit-(t-h))
 		}
 		switch {
 		case k == 0:
@@ -88,9 +88,8 @@ func (r *Ring[T]) reserveN(sizes []int64) (int, int64) {
 		cur := r.claimed.Load()
 		inUse := cur - rel
 		k, sum := 0, int64(0)
-		maxBytes := r.maxBytes.Load()
 		for _, s := range sizes {
-			if u := inUse + sum; u > 0 && u+s > maxBytes {
+			if u := inUse + sum; u > 0 && u+s > r.maxBytes {
 				break
 			}
 			sum += s

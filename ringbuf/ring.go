@@ -45,10 +45,8 @@ type Ring[T any] struct {
 	released  atomic.Int64  // bytes ever released
 	_         [112]byte
 
-	// limit and maxBytes are New's, or what SetLimits set since: written
-	// rarely, read by every claim.
-	limit    atomic.Uint64
-	maxBytes atomic.Int64
+	limit    uint64
+	maxBytes int64
 	mask     uint64
 	// pages hold the slots, pageLen each, allocated by the first claim
 	// that lands in them, through books of bookLen pages, allocated the
@@ -86,12 +84,12 @@ func New[T any](limit int, maxBytes int64) (*Ring[T], error) {
 		capacity <<= 1
 	}
 	r := &Ring[T]{
+		limit:    uint64(limit),
+		maxBytes: maxBytes,
 		mask:     capacity - 1,
 		pages:    make([]atomic.Pointer[book[T]], (capacity+bookLen*pageLen-1)/(bookLen*pageLen)),
 		consumer: newParker(),
 	}
-	r.limit.Store(uint64(limit))
-	r.maxBytes.Store(maxBytes)
 	return r, nil
 }
 
@@ -177,11 +175,11 @@ func (r *Ring[T]) TryClaim(size int64) (uint64, error) {
 			}
 			return 0, ErrClosed
 		}
-		if limit := r.limit.Load(); t-r.headCache.Load() >= limit {
+		if t-r.headCache.Load() >= r.limit {
 			// Reading head costs a cache miss after every release, so
 			// claimers read a cached copy and refresh it only here.
 			h := r.head.Load()
-			if t-h >= limit {
+			if t-h >= r.limit {
 				if reserved {
 					r.unreserve(size)
 				}
@@ -243,7 +241,7 @@ func (r *Ring[T]) reserve(size int64) bool {
 	for {
 		rel := r.released.Load()
 		cur := r.claimed.Load()
-		if inUse := cur - rel; inUse > 0 && inUse+size > r.maxBytes.Load() {
+		if inUse := cur - rel; inUse > 0 && inUse+size > r.maxBytes {
 			return false
 		}
 		if r.claimed.CompareAndSwap(cur, cur+size) {
@@ -457,25 +455,9 @@ func (r *Ring[T]) Closed() bool { return r.tail.Load()&closedBit != 0 }
 // than the limit). It is a snapshot, for a caller that must decide what to
 // wait for; TryClaim decides.
 func (r *Ring[T]) HasRoom(size int64) bool {
-	if r.Tail()-r.head.Load() >= r.limit.Load() {
+	if r.Tail()-r.head.Load() >= r.limit {
 		return false
 	}
 	inUse := r.claimed.Load() - r.released.Load()
-	return size == 0 || inUse <= 0 || inUse+size <= r.maxBytes.Load()
+	return size == 0 || inUse <= 0 || inUse+size <= r.maxBytes
 }
-
-// SetLimits changes the limits New set: at most n positions (no more than
-// Cap) and bytes bytes live. Claims from then on see them; a claim racing
-// the change may see the old ones. Raising them wakes claimers waiting for
-// room. A limit of 0 positions refuses every claim.
-func (r *Ring[T]) SetLimits(n int, bytes int64) {
-	n = min(max(n, 0), r.Cap())
-	old := r.limit.Swap(uint64(n))
-	oldBytes := r.maxBytes.Swap(bytes)
-	if uint64(n) > old || bytes > oldBytes {
-		r.space.broadcast()
-	}
-}
-
-// Limits returns the limits in force: positions and bytes.
-func (r *Ring[T]) Limits() (int, int64) { return int(r.limit.Load()), r.maxBytes.Load() }
