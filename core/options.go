@@ -23,7 +23,7 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 // Defaults of the options.
 const (
 	DefaultSendTimeout      = 30 * time.Second
-	DefaultMaxPending       = 32768
+	DefaultMaxPending       = 65536
 	DefaultMaxPendingBytes  = 64 << 20
 	DefaultMaxBatchMessages = 4096
 	DefaultMaxBatchBytes    = 1 << 20
@@ -119,7 +119,9 @@ func SendTimeout(d time.Duration) Option {
 }
 
 // MaxPending sets how many messages may be pending (enqueued and not yet
-// resolved) at once (default 32768). Beyond it, SendAsync waits or fails
+// resolved) at once, every topic counted (default 65536: a topic's share,
+// half, is what a producer of one topic had before topics). Beyond it,
+// SendAsync waits or fails
 // with ErrQueueFull (see BlockIfFull).
 func MaxPending(n int) Option {
 	return optionFunc(func(c *config) error {

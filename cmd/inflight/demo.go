@@ -41,7 +41,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.killEvery, "kill-every", 2*time.Second, "stop the broker this often (0: never)")
 	fs.DurationVar(&cfg.downFor, "down-for", 300*time.Millisecond, "how long the broker stays down each time")
 	fs.DurationVar(&cfg.timeout, "timeout", time.Second, "SendTimeout of every message")
-	fs.IntVar(&cfg.maxPending, "max-pending", 32768, "MaxPending of the producer")
+	fs.IntVar(&cfg.maxPending, "max-pending", core.DefaultMaxPending, "MaxPending of the producer")
 	fs.DurationVar(&cfg.report, "progress", time.Second/4, "progress line interval")
 	fs.StringVar(&cfg.engine, "engine", "mem", "the broker's store: mem (in memory), or nats (a 3-server NATS JetStream cluster on 127.0.0.1,\n"+
 		"an R3 stream whose leader is stopped a third into the run and restarted at two thirds)")
