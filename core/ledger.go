@@ -164,7 +164,7 @@ func claimError(err error) error {
 // or TryClaim for a single message, and gives back the budget of what the
 // ring did not take.
 func (l *ledger) tryClaim(sizes []int64) (uint64, int, error) {
-	if !l.ring.HasRoom(sizes[0]) {
+	if !l.ring.MayHaveRoom() && !l.ring.HasRoom(sizes[0]) {
 		// The topic's share is full: refused before the budget is taken,
 		// so that giving it back wakes no one (this claimer among them).
 		if l.ring.Closed() {
@@ -238,7 +238,7 @@ func (l *ledger) claimWait(ctx context.Context, sizes []int64, d int64, now func
 			l.budget.disarm()
 			return pos, n, err
 		}
-		if !l.ring.HasRoom(sizes[0]) {
+		if !l.ring.MayHaveRoom() && !l.ring.HasRoom(sizes[0]) {
 			// The topic's own share is what is full: only its releases
 			// make room, not every release of the producer's other topics.
 			l.budget.disarm()

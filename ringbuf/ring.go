@@ -450,6 +450,12 @@ func (r *Ring[T]) CloseIfEmpty() bool {
 // Closed reports whether Close (or CloseIfEmpty) closed the ring.
 func (r *Ring[T]) Closed() bool { return r.tail.Load()&closedBit != 0 }
 
+// MayHaveRoom is HasRoom's quick half, for a claimer's fast path: false
+// means a position is surely not free by the claimers' own cached view of
+// head (which lags, so it may say false while there is room), true that
+// one may be. It reads no line the consumer writes.
+func (r *Ring[T]) MayHaveRoom() bool { return r.Tail()-r.headCache.Load() < r.limit }
+
 // HasRoom reports whether a claim of size bytes would find room now: a
 // free position and the bytes (with the rule of New for a claim larger
 // than the limit). It is a snapshot, for a caller that must decide what to
