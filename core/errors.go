@@ -82,12 +82,12 @@ var (
 	// the callback of every message pending at each such refusal. It wraps
 	// the broker's ERROR (code wire.CodeNameInUse).
 	ErrNameInUse = errors.New("inflight: producer name in use by a live producer")
-	// ErrSequenceExhausted is reported to the ErrorHandler and passed to the
-	// callback of every pending message when the broker's last stored
-	// sequence ID for this (Topic, Name) is wire.MaxSeq, or the producer
-	// reached it: no sequence ID is left for the name, and the producer
-	// never wraps around to reuse one. It keeps redialing with backoff;
-	// use another Name.
+	// ErrSequenceExhausted is passed to the callback of every pending
+	// message of a topic when the broker's last stored sequence ID for
+	// (topic, Name) is wire.MaxSeq, or the producer reached it: no sequence
+	// ID is left for the topic under that name, and the producer never
+	// wraps around to reuse one. The other topics go on; use another Name
+	// for this topic.
 	ErrSequenceExhausted = errors.New("inflight: no sequence ID left for this producer name")
 	// ErrHeartbeat is reported to the ErrorHandler when the broker sent
 	// nothing on a connection for twice the Heartbeat interval, not even a

@@ -163,10 +163,15 @@ func (p *Producer) retire(l *lane) bool {
 		return false
 	}
 	l.retired.Store(true)
-	if s := l.conn; s != nil && l.state != undeclared {
-		// The connection keeps the topic's id (s.ids), not the lane: a late
-		// receipt of the id is then ignored (see OnFrame).
-		s.byID.Delete(l.id)
+	if s := l.conn; s != nil {
+		// Its frames no longer take room in the connection's window.
+		s.flying -= l.counted
+		l.counted = 0
+		if l.state != undeclared {
+			// The connection keeps the topic's id (s.ids), not the lane: a
+			// late receipt of the id is then ignored (see OnFrame).
+			s.byID.Delete(l.id)
+		}
 	}
 	p.lanesMu.Lock()
 	p.lanes.Delete(l.topic)

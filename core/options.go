@@ -223,11 +223,12 @@ func BlockIfFull(block bool) Option {
 
 // Name sets the producer name, the key of the broker's deduplication
 // (default: "inflight-" and 16 random hex digits). Deduplication is per
-// (Topic, Name), and a name has one writer at a time: each Producer is a
-// new instance (incarnation) of its name, which the broker gives an epoch
-// at its first connection; by default (Access(Fencing)) a new instance
-// takes the name over and fences the older one if it still lives, whose
-// pending messages then fail with ErrFenced.
+// (topic, Name), and a name has one writer at a time, across all its
+// topics: each Producer is a new instance (incarnation) of its name, which
+// the broker gives an epoch at its first connection; by default
+// (Access(Fencing)) a new instance takes the name over and fences the
+// older one on every topic if it still lives, whose pending messages then
+// fail with ErrFenced.
 //
 // A process restarted with the same name takes the name over and
 // continues its sequence IDs after the name's last stored one: what the
@@ -252,8 +253,8 @@ func Name(name string) Option {
 	})
 }
 
-// AccessMode says what a Producer does when another instance of its
-// (Topic, Name) is live: a process that restarted while its old instance
+// AccessMode says what a Producer does when another instance of its Name
+// is live: a process that restarted while its old instance
 // still runs, two processes given one name by mistake, a standby waiting
 // for the primary to go. See Access.
 type AccessMode uint8
