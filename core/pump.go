@@ -565,6 +565,7 @@ func (p *Producer) answered(s *session, a topicAnswer) *lane {
 	if a.err != nil {
 		l.state, l.pos = undeclared, 0
 		l.inFlight = l.inFlight[:0]
+		p.count(s, l) // its frames were dropped: they take no room any more
 		if a.err.kind == ErrUnauthorized || a.err.kind == ErrFenced {
 			// It cannot heal by waiting: the topic's messages fail now;
 			// its next message declares it again.
