@@ -242,3 +242,60 @@ func TestIdleTopicForgottenWithoutSeqReuse(t *testing.T) {
 		assert.Equal(t, uint64(i+1), r.Seq)
 	}
 }
+
+// failTopics is a Store whose Appends of some topics always fail (a store
+// error, not a refusal of the name): the broker ends those topics with a
+// TOPIC_ERROR, dropping their frames.
+type failTopics struct {
+	*broker.MemoryStore
+	bad map[string]bool
+}
+
+func (s *failTopics) Append(topic, producer string, epoch uint64, recs []broker.Record) error {
+	if s.bad[topic] {
+		return errors.New("this topic's disk is gone")
+	}
+	return s.MemoryStore.Append(topic, producer, epoch, recs)
+}
+
+// TestFailingTopicsLeaveTheWindow: topics whose store fails had frames in
+// flight when the broker ended them; their messages then fail by their
+// deadlines. The room those frames held in the connection's window comes
+// back: a healthy topic on the same connection is written at once after.
+func TestFailingTopicsLeaveTheWindow(t *testing.T) {
+	store := &failTopics{MemoryStore: broker.NewMemoryStore(), bad: map[string]bool{"bad1": true, "bad2": true}}
+	b, err := broker.New(store)
+	require.NoError(t, err)
+	d := mem.NewDialer(b)
+	p, err := core.New(d, core.Name("leaky"), core.SendTimeout(300*time.Millisecond), core.MaxBatchMessages(1),
+		core.ReconnectBackoff(time.Minute, time.Minute), core.ErrorHandler(func(error) {}))
+	require.NoError(t, err)
+	defer func() {
+		testkit.CloseProducer(t, p, time.Second)
+		_ = d.Close()
+	}()
+	var failed sync.WaitGroup
+	for _, topic := range []string{"bad1", "bad2"} {
+		for i := range 2 { // two frames each (MaxBatchMessages(1))
+			failed.Add(1)
+			require.NoError(t, p.SendAsync(context.Background(), &core.Message{Topic: topic, Payload: payload(i)},
+				func(_ core.MessageID, _ *core.Message, err error) {
+					assert.ErrorIs(t, err, core.ErrTimeout)
+					failed.Done()
+				}))
+		}
+	}
+	done := make(chan struct{})
+	go func() { failed.Wait(); close(done) }()
+	testkit.WaitChan(t, done, "the failing topics' messages to time out")
+
+	// The next store retry of the bad topics is a minute away: what is in
+	// flight now is only the healthy topic's.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for i := range 20 {
+		_, err := p.Send(ctx, &core.Message{Topic: "good", Payload: payload(i)})
+		require.NoError(t, err, "healthy message %d", i)
+	}
+	assert.Zero(t, p.Stats().Reconnects, "one connection throughout")
+}
