@@ -41,12 +41,12 @@ import (
 //     goroutine; forward only, by CAS) and the handshake (the pump).
 //   - Every position below maxWritten was handed to a connection once, or
 //     resolved before it could be. maxWritten: the pump.
-//   - seq(pos) = seqBase + pos + 1, modulo 2^64: seqBase is set by each
-//     HELLO_OK that starts an incarnation (the pump): the first, before
-//     anything is written, and under WaitForName the one that takes the
-//     name back after a fence, when every position below maxWritten is
-//     released; the positions from maxWritten on, never written, then get
-//     sequence IDs after the name's last stored one. seqBase may so be
+//   - seq(pos) = seqBase + pos + 1, modulo 2^64: seqBase is set by the
+//     topic's first TOPIC_OK of each incarnation (the pump): the first,
+//     before anything is written, and under WaitForName the one after the
+//     name was taken back after a fence, when every position below
+//     maxWritten is released; the positions from maxWritten on, never
+//     written, then get sequence IDs after the topic's last stored one. seqBase may so be
 //     "negative" (above 2^63): sequence IDs are below wire.MaxSeq, so the
 //     difference of two, or of one and seqBase, read as an int64, is a
 //     distance in positions.
@@ -320,9 +320,9 @@ func (l *ledger) close() { l.ring.Close() }
 // oldest that may be unresolved.
 func (l *ledger) resendFrom() uint64 { return max(l.acked.Load(), l.ring.Head()) }
 
-// handshake takes the broker's last stored seq for this name from a
-// HELLO_OK. One that starts an incarnation (fresh: its HELLO had epoch 0)
-// sets seqBase so that the first position never written gets lastSeq+1
+// handshake takes the broker's last stored seq for this topic and name
+// from a TOPIC_OK. The topic's first of an incarnation (fresh: a new lane,
+// or the first after a new epoch) sets seqBase so that the first position never written gets lastSeq+1
 // (every position below it is released: nothing was written yet, or the
 // pump waited after a fence). Later ones acknowledge what the broker stored
 // while the connection was down. It returns err (ErrSequenceConflict, for a
@@ -358,34 +358,6 @@ func (l *ledger) handshake(lastSeq uint64, fresh bool) (lost, err error) {
 	}
 	l.ackThrough(lastSeq)
 	return nil, nil
-}
-
-// waitResult says how waitPublished ended.
-type waitResult uint8
-
-const (
-	published   waitResult = iota // pos is published
-	waitEnded                     // dead closed first
-	ledgerDone                    // the ledger is closed and pos was never claimed
-	waitTimeout                   // until delivered first
-)
-
-// waitPublished waits until pos is published, dead closes, the ledger is
-// closed with pos never claimed, or until (if not nil) delivers. It belongs
-// to the pump (the ring's reader role).
-func (l *ledger) waitPublished(pos uint64, dead <-chan struct{}, until <-chan time.Time) waitResult {
-	if l.ring.Published(pos) {
-		return published
-	}
-	switch l.ring.WaitPublishedUntil(pos, dead, until) {
-	case nil:
-		return published
-	case ringbuf.ErrCanceled:
-		return waitEnded
-	case ringbuf.ErrClosed:
-		return ledgerDone
-	}
-	return waitTimeout
 }
 
 // batchLimits are a connection's limits for nextBatch.
