@@ -376,7 +376,7 @@ type batchLimits struct {
 // core) one after the other, while a run's copies overlap theirs. A run is
 // held in Writing while it is copied: a few microseconds for small messages,
 // at most the copy of one batch's bytes (MaxBatchBytes) for large ones.
-const writeRun = 32
+const writeRun = 32 // at most 32: nextBatch marks a run's resent positions in a uint32
 
 // nextBatch builds one BATCH frame in bb (in its own buffer) from consecutive
 // positions from pos on, and returns the next position to look at and the
@@ -388,7 +388,8 @@ const writeRun = 32
 //
 // It works in runs of up to writeRun positions: it moves each from Pending
 // or Written to Writing (or to its failure), then copies the run into bb,
-// then moves it to Written.
+// then moves it to Written: the fresh ones with one store of the ring's
+// written cursor (ringbuf.Ring.MarkWritten), the resent ones each.
 func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, now int64) (uint64, int) {
 	limit := min(lim.bytes, lim.frame)
 	maxRecord := lim.frame - wire.BatchHeaderSize - wire.RecordOverhead(lim.frame)
@@ -396,11 +397,14 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 	size := bb.Size() // of the frame with the run taken so far
 	n := 0
 	fresh := int64(0) // written for the first time
+	var run [writeRun]*ringbuf.Slot[entry]
 	for more := true; more && n < lim.messages; {
 		first, k := pos, 0 // the run: positions first to first+k-1, in Writing
+		var resent uint32  // bit i: the run's i-th position is written again
 		more = false
 		for k < writeRun && n+k < lim.messages && pos < lim.end {
-			st := l.ring.State(pos)
+			slot := l.ring.Peek(pos)
+			st := l.ring.StateAt(slot, pos)
 			if st == ringbuf.Unpublished {
 				break
 			}
@@ -416,14 +420,13 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 			// Into Writing before the slot is read: until then the sweeper
 			// may resolve pos, the dispatcher release it and a sender claim
 			// the slot again for a later position, writing its size.
-			if !l.ring.Transition(pos, st, ringbuf.Writing) {
+			if !l.ring.TransitionAt(slot, pos, st, ringbuf.Writing) {
 				continue // resolved meanwhile: look again
 			}
 			// Writing: this goroutine alone may resolve pos now.
-			slot := l.ring.Slot(pos)
 			rec := int(slot.Size())
 			if n+k > 0 && size+wire.RecordOverhead(rec)+rec > limit {
-				l.ring.Transition(pos, ringbuf.Writing, st) // for the next batch
+				l.ring.TransitionAt(slot, pos, ringbuf.Writing, st) // for the next batch
 				break
 			}
 			fail := ringbuf.Unpublished
@@ -436,7 +439,7 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 				fail = ringbuf.Rejected
 			}
 			if fail != ringbuf.Unpublished {
-				l.ring.Transition(pos, ringbuf.Writing, fail)
+				l.ring.TransitionAt(slot, pos, ringbuf.Writing, fail)
 				l.settle(pos, st, fail)
 				pos++
 				if n+k > 0 {
@@ -448,22 +451,28 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 			}
 			if st == ringbuf.Pending {
 				fresh++
+			} else {
+				resent |= 1 << k
 			}
 			size += wire.RecordOverhead(rec) + rec
+			run[k] = slot
 			k++
 			pos++
 			more = k == writeRun // a full run: there may be more
 		}
-		for p := first; p < first+uint64(k); p++ {
-			slot := l.ring.Slot(p)
+		for _, slot := range run[:k] {
 			if e := &slot.Value; int(slot.Size()) == len(e.payload) {
 				bb.Add(e.payload) // no metadata (see config.validate): msg stays unread
 			} else {
 				bb.AddRecord(e.payload, e.msg.Key, e.msg.Headers, e.msg.EventTime)
 			}
 		}
-		for p := first; p < first+uint64(k); p++ {
-			l.ring.Transition(p, ringbuf.Writing, ringbuf.Written)
+		// Written: the fresh ones with one store, the resent ones each.
+		l.ring.MarkWritten(first + uint64(k))
+		for i, slot := range run[:k] {
+			if resent&(1<<i) != 0 {
+				l.ring.TransitionAt(slot, first+uint64(i), ringbuf.Writing, ringbuf.Written)
+			}
 		}
 		n += k
 	}
@@ -518,10 +527,11 @@ func (l *ledger) ackThrough(seq uint64) {
 // position below maxWritten is Written, Writing (being resent: wait for it)
 // or already resolved.
 func (l *ledger) ack(pos uint64) bool {
+	slot := l.ring.Peek(pos)
 	for {
-		switch l.ring.State(pos) {
+		switch l.ring.StateAt(slot, pos) {
 		case ringbuf.Written:
-			if l.ring.Transition(pos, ringbuf.Written, ringbuf.Acked) {
+			if l.ring.TransitionAt(slot, pos, ringbuf.Written, ringbuf.Acked) {
 				l.notify(pos, ringbuf.Acked)
 				return true
 			}

@@ -44,6 +44,10 @@ type Ring[T any] struct {
 	head      atomic.Uint64 // oldest position not yet released
 	released  atomic.Int64  // bytes ever released
 	_         [112]byte
+	// written is the writer's cursor: a position below it whose word says
+	// Writing was written (see MarkWritten), and is Written to everyone.
+	written atomic.Uint64
+	_       [120]byte
 
 	limit    uint64
 	maxBytes int64
@@ -98,8 +102,13 @@ func (r *Ring[T]) Cap() int { return int(r.mask + 1) }
 
 // slot returns the slot of a position that was claimed: its page exists.
 func (r *Ring[T]) slot(pos uint64) *Slot[T] {
+	return &r.page(pos)[pos&r.mask%pageLen]
+}
+
+// page returns the page of a position that was claimed: it exists.
+func (r *Ring[T]) page(pos uint64) *[pageLen]Slot[T] {
 	i := pos & r.mask
-	return &r.pages[i/(bookLen*pageLen)].Load()[i/pageLen%bookLen].Load()[i%pageLen]
+	return r.pages[i/(bookLen*pageLen)].Load()[i/pageLen%bookLen].Load()
 }
 
 // peek returns the slot of pos, or nil while no claim has reached its page.
@@ -273,8 +282,16 @@ func (r *Ring[T]) Publish(pos uint64) {
 
 // State returns the state of position pos, or Unpublished if its slot does
 // not hold pos (not yet published, or already recycled).
-func (r *Ring[T]) State(pos uint64) State {
-	s := r.peek(pos)
+func (r *Ring[T]) State(pos uint64) State { return r.StateAt(r.peek(pos), pos) }
+
+// Peek returns the slot of position pos, or nil while no claim has reached
+// its slot's page. A caller that reads and moves the state of one position
+// several times looks its slot up once with Peek, then uses StateAt and
+// TransitionAt, which take a nil slot.
+func (r *Ring[T]) Peek(pos uint64) *Slot[T] { return r.peek(pos) }
+
+// StateAt is State for the slot s of pos (from Peek; nil: Unpublished).
+func (r *Ring[T]) StateAt(s *Slot[T], pos uint64) State {
 	if s == nil {
 		return Unpublished
 	}
@@ -282,7 +299,32 @@ func (r *Ring[T]) State(pos uint64) State {
 	if w>>stateBits != stamp(pos) {
 		return Unpublished
 	}
-	return State(w & stateMask)
+	return r.view(pos, State(w&stateMask))
+}
+
+// view is the state of pos whose word says raw: a fresh write's Writing
+// below the written cursor is Written, a resend's rewriting is Writing.
+func (r *Ring[T]) view(pos uint64, raw State) State {
+	switch raw {
+	case Writing:
+		if pos < r.written.Load() {
+			return Written
+		}
+	case rewriting:
+		return Writing
+	}
+	return raw
+}
+
+// MarkWritten tells that the writer finished writing every position below
+// upto that it moved from Pending to Writing: they are Written from now on,
+// with one store for all of them rather than a transition each. Positions
+// it moved from Written to Writing (a resend) it moves to Written itself,
+// with Transition. Writer only; upto never goes back.
+func (r *Ring[T]) MarkWritten(upto uint64) {
+	if upto > r.written.Load() {
+		r.written.Store(upto)
+	}
 }
 
 // Published reports whether position pos is published and not recycled.
@@ -295,8 +337,31 @@ func (r *Ring[T]) Published(pos uint64) bool {
 // whether it did. It fails if pos is in another state or its slot was
 // recycled.
 func (r *Ring[T]) Transition(pos uint64, from, to State) bool {
-	s := r.peek(pos)
-	return s != nil && s.state.CompareAndSwap(word(pos, from), word(pos, to))
+	return r.TransitionAt(r.peek(pos), pos, from, to)
+}
+
+// TransitionAt is Transition for the slot s of pos (from Peek; nil:
+// false). Written is a word of its own after a resend, or Writing below
+// the written cursor (see MarkWritten); a resend's Writing is a word of
+// its own too (rewriting), so that the cursor does not make it Written.
+func (r *Ring[T]) TransitionAt(s *Slot[T], pos uint64, from, to State) bool {
+	if s == nil {
+		return false
+	}
+	if from == Written && to == Writing {
+		to = rewriting
+	}
+	switch from {
+	case Written:
+		return s.state.CompareAndSwap(word(pos, Written), word(pos, to)) ||
+			pos < r.written.Load() && s.state.CompareAndSwap(word(pos, Writing), word(pos, to))
+	case Writing:
+		// The writer's own position: a fresh one (above the cursor) or a
+		// resend.
+		return pos >= r.written.Load() && s.state.CompareAndSwap(word(pos, Writing), word(pos, to)) ||
+			s.state.CompareAndSwap(word(pos, rewriting), word(pos, to))
+	}
+	return s.state.CompareAndSwap(word(pos, from), word(pos, to))
 }
 
 // Resolve moves position pos from Pending or Written to the resolved state
@@ -318,7 +383,7 @@ func (r *Ring[T]) Resolve(pos uint64, to State) (State, bool) {
 			runtime.Gosched() // claimed, about to be published
 			continue
 		}
-		switch st := State(w & stateMask); st {
+		switch st := r.view(pos, State(w&stateMask)); st {
 		case Pending, Written:
 			if s.state.CompareAndSwap(w, word(pos, to)) {
 				return st, true
@@ -386,8 +451,12 @@ func (r *Ring[T]) Release(upto uint64) (int, int64) {
 	}
 	var freed int64
 	var zero T
+	var pg *[pageLen]Slot[T]
 	for p := h; p < upto; p++ {
-		s := r.slot(p)
+		if pg == nil || p%pageLen == 0 {
+			pg = r.page(p)
+		}
+		s := &pg[p&r.mask%pageLen]
 		freed += s.size
 		s.Value = zero
 	}

@@ -444,3 +444,101 @@ func TestFailedClaimWakesNobody(t *testing.T) {
 	}
 	assert.Equal(t, int64(10), r.Bytes())
 }
+
+// TestMarkWrittenCursor: a fresh write's Writing below the written cursor
+// is Written to everyone (Resolve, Transition, State); a resend's Writing
+// is not, and Resolve waits for it to end.
+func TestMarkWrittenCursor(t *testing.T) {
+	r, _ := New[int](8, 1<<20)
+	for range 4 {
+		pos, _ := r.TryClaim(1)
+		r.Publish(pos)
+	}
+	for p := range uint64(3) {
+		require.True(t, r.Transition(p, Pending, Writing))
+	}
+	assert.Equal(t, Writing, r.State(0), "before the cursor moves")
+	r.MarkWritten(3)
+	r.MarkWritten(1) // never goes back
+	for p := range uint64(3) {
+		assert.Equal(t, Written, r.State(p), "position %d", p)
+	}
+	assert.Equal(t, Pending, r.State(3), "above the cursor, never written")
+	assert.False(t, r.Transition(1, Writing, Acked), "Written below the cursor is not the writer's Writing")
+
+	assert.True(t, r.Transition(0, Written, Acked))
+	prev, ok := r.Resolve(1, Expired)
+	assert.True(t, ok)
+	assert.Equal(t, Written, prev)
+
+	// A resend takes position 2 back: Writing, whatever the cursor says,
+	// until the writer moves it to Written itself.
+	require.True(t, r.Transition(2, Written, Writing))
+	assert.Equal(t, Writing, r.State(2))
+	assert.False(t, r.Transition(2, Written, Acked), "being written again")
+	res := make(chan State)
+	go func() {
+		prev, _ := r.Resolve(2, Canceled)
+		res <- prev
+	}()
+	require.True(t, r.Transition(2, Writing, Written))
+	select {
+	case prev := <-res:
+		assert.Equal(t, Written, prev, "Resolve waited for the resend to end")
+	case <-time.After(waitTimeout):
+		t.Fatal("Resolve of a resent position did not finish after the writer moved it to Written")
+	}
+	assert.Equal(t, Canceled, r.State(2))
+}
+
+// TestResolveExactlyOnceWithCursor is TestResolveExactlyOnce with a writer
+// that marks its runs written by the cursor and resends every position once.
+func TestResolveExactlyOnceWithCursor(t *testing.T) {
+	const n, run = 2000, 16
+	r, _ := New[int](n, 1<<30)
+	for range n {
+		pos, _ := r.TryClaim(1)
+		r.Publish(pos)
+	}
+	var wins [n]atomic.Int32
+	var wg sync.WaitGroup
+	for _, to := range []State{Acked, Expired, Canceled} {
+		wg.Go(func() {
+			for p := range uint64(n) {
+				if to == Acked {
+					if r.Transition(p, Written, Acked) {
+						wins[p].Add(1)
+					}
+					continue
+				}
+				if _, ok := r.Resolve(p, to); ok {
+					wins[p].Add(1)
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for first := uint64(0); first < n; first += run {
+			for p := first; p < first+run; p++ {
+				r.Transition(p, Pending, Writing)
+			}
+			r.MarkWritten(first + run)
+		}
+		for p := range uint64(n) { // the resend
+			if r.Transition(p, Written, Writing) {
+				require.Equal(t, Writing, r.State(p))
+				require.True(t, r.Transition(p, Writing, Written))
+			}
+		}
+	})
+	wg.Wait()
+	for p := range uint64(n) {
+		if r.State(p) == Written { // nobody acknowledged or failed it: do it now
+			_, ok := r.Resolve(p, Closed)
+			require.True(t, ok)
+			wins[p].Add(1)
+		}
+		require.Equal(t, int32(1), wins[p].Load(), "position %d", p)
+		require.True(t, r.State(p).Final(), "position %d: %v", p, r.State(p))
+	}
+}

@@ -55,6 +55,12 @@ const (
 	Done
 )
 
+// rewriting is the word of a Written position the writer took back to
+// write it again (a resend): State reports it as Writing. Its own word, so
+// that the written cursor (see Ring.MarkWritten), which makes a fresh
+// write's Writing Written, cannot make it Written while it is copied.
+const rewriting = Done + 1
+
 const (
 	stateBits = 4
 	stateMask = 1<<stateBits - 1
