@@ -45,9 +45,10 @@ func (p *Producer) Stats() Stats {
 	for _, l := range p.lanesSnapshot() {
 		unacked += l.led.unackedNow()
 	}
+	pending, pendingBytes := p.budget.pending()
 	return Stats{
-		Pending:      int(p.budget.count.Load()),
-		PendingBytes: p.budget.bytes.Load(),
+		Pending:      pending,
+		PendingBytes: pendingBytes,
 		Topics:       int(p.topics.Load()),
 		Unacked:      unacked,
 		Sent:         p.stats.sent.Load(),

@@ -352,14 +352,15 @@ func (r *Ring[T]) TransitionAt(s *Slot[T], pos uint64, from, to State) bool {
 		to = rewriting
 	}
 	switch from {
-	case Written:
-		return s.state.CompareAndSwap(word(pos, Written), word(pos, to)) ||
-			pos < r.written.Load() && s.state.CompareAndSwap(word(pos, Writing), word(pos, to))
-	case Writing:
-		// The writer's own position: a fresh one (above the cursor) or a
-		// resend.
-		return pos >= r.written.Load() && s.state.CompareAndSwap(word(pos, Writing), word(pos, to)) ||
-			s.state.CompareAndSwap(word(pos, rewriting), word(pos, to))
+	case Written, Writing:
+		// Read the word first: the CAS is made from the word that holds
+		// the state asked for, and a failed CAS costs as much as one that
+		// succeeds.
+		w := s.state.Load()
+		if w>>stateBits != stamp(pos) || r.view(pos, State(w&stateMask)) != from {
+			return false
+		}
+		return s.state.CompareAndSwap(w, word(pos, to))
 	}
 	return s.state.CompareAndSwap(word(pos, from), word(pos, to))
 }
