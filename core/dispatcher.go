@@ -147,7 +147,7 @@ func (p *Producer) deliver(l *lane, pos uint64, st ringbuf.State) {
 	id, err := p.outcome(l, pos, st, e.ctx)
 	switch st {
 	case ringbuf.Acked:
-		p.stats.acked.Add(1)
+		// Counted by the walk, before (see ledger.countAcked).
 	case ringbuf.Expired:
 		p.stats.timedOut.Add(1)
 	case ringbuf.Canceled:

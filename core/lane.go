@@ -144,6 +144,7 @@ func (p *Producer) makeLane(topic string) (*lane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
+	led.ackedStat = &p.stats.acked
 	l.led = led
 	return l, nil
 }

@@ -84,6 +84,11 @@ type ledger struct {
 	maxWritten atomic.Uint64
 	unacked    atomic.Int64
 
+	// The dispatcher's (see countAcked): positions below counted are
+	// counted in *ackedStat, the producer's Stats.Acked (nil: not counted).
+	counted   uint64
+	ackedStat *atomic.Uint64
+
 	failMu sync.Mutex
 	fails  []uint64 // failed positions for the dispatcher, out of order
 
@@ -829,6 +834,9 @@ func (l *ledger) walk(next *uint64, deliver func(uint64, ringbuf.State)) {
 	*next = max(*next, head)
 	for {
 		pos := *next
+		if pos >= l.counted {
+			l.countAcked(pos)
+		}
 		st := l.ring.State(pos)
 		if !st.Final() {
 			break
@@ -843,6 +851,33 @@ func (l *ledger) walk(next *uint64, deliver func(uint64, ringbuf.State)) {
 		}
 	}
 	l.release(*next)
+}
+
+// countRun is how many resolved positions the walk counts at once.
+const countRun = 64
+
+// countAcked counts, in the producer's Stats, the acknowledged positions
+// among the next countRun resolved ones from pos on, with one atomic add,
+// before their callbacks run: a callback that reads Stats sees itself
+// counted. The dispatcher's; counted remembers where it stopped, so a
+// walk resumed by a new dispatcher goroutine (see Producer.call) does not
+// count a position twice. An acknowledged position stays so until
+// delivered.
+func (l *ledger) countAcked(pos uint64) {
+	n, end := uint64(0), pos
+	for ; end < pos+countRun; end++ {
+		st := l.ring.State(end)
+		if !st.Final() {
+			break
+		}
+		if st == ringbuf.Acked {
+			n++
+		}
+	}
+	l.counted = end
+	if n > 0 && l.ackedStat != nil {
+		l.ackedStat.Add(n)
+	}
 }
 
 // release releases every position below upto and gives their budget back.
