@@ -72,8 +72,9 @@ send-to-callback latency distribution: -n messages of -size bytes (a load
 generator), the message -payload (once, or -n times), or one message per line of
 -input (a file, or - for stdin). Its first line names the producer, for
 inflight read -producer. On SIGINT or SIGTERM it stops sending, waits up to
--drain-timeout for what was sent, and says how many messages were
-acknowledged, failed, and left unacknowledged.
+-drain-timeout for what was sent (a second SIGINT stops waiting), and says
+how many messages were acknowledged, failed, and left: never sent (not
+stored), or sent and not acknowledged in time (stored or not, unknown).
 
 One producer writes several topics over one connection: -topics a,b,c
 sends message i to topic number i mod 3 (a, b, c, a, ...); with
