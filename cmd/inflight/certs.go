@@ -27,6 +27,15 @@ import (
 // certsPort is the port the commands certs prints listen on and dial.
 const certsPort = "7443"
 
+// certsStoreDir is the directory, in -dir, that certs makes for the file
+// store of the serve command it prints, and certsStore that store's path
+// in it.
+const (
+	certsStoreDir = "store"
+	certsStore    = certsStoreDir + "/inflight"
+	certsMessages = 1000 // produce's -n in the commands certs prints
+)
+
 func runCerts(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("certs", flag.ContinueOnError)
 	dir := fs.String("dir", "", "directory to write the files into (required; made if missing)")
@@ -52,6 +61,8 @@ list, and prints the commands that use them:
   NAME-key.pem        produce's -tls-key
   acl.txt             serve's -auth: the certificate NAME may write -topic
                       as producer NAME or NAME-anything; nothing else
+  store/              an empty directory (left as it is if it exists) for
+                      serve's file store: -store file:DIR/store/inflight
 
 Keys are ECDSA P-256; key files are readable by their owner only. Files
 that exist are left alone (exit 1) unless -force. For a broker that
@@ -210,10 +221,11 @@ func pemKey(key *ecdsa.PrivateKey) ([]byte, error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
 }
 
-// writeCertFiles writes files into dir, made if missing. Unless force, it
-// first checks that none of them exists, and writes nothing if one does.
+// writeCertFiles writes files into dir, made if missing, with an empty
+// directory for the store beside them. Unless force, it first checks that
+// none of the files exists, and writes nothing if one does.
 func writeCertFiles(dir string, files []certFile, force bool) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, certsStoreDir), 0o700); err != nil {
 		return err
 	}
 	if !force {
@@ -265,12 +277,13 @@ func printCertCommands(w io.Writer, dir string, files []certFile, host string, c
 	fmt.Fprintf(w, "wrote into %s (certificates valid until %s): %s\n", dir, until.UTC().Format(time.DateOnly), strings.Join(names, ", "))
 	path := func(name string) string { return shellQuote(filepath.Join(dir, name)) }
 	addr := net.JoinHostPort(host, certsPort)
-	fmt.Fprintf(w, "\nserve over mutual TLS with the access list:\n  inflight serve -listen %s -tls-cert %s -tls-key %s -tls-client-ca %s -auth %s\n",
-		addr, path("server.pem"), path("server-key.pem"), path("ca.pem"), path("acl.txt"))
+	fmt.Fprintf(w, "\nserve over mutual TLS with the access list, storing into %s:\n  inflight serve -listen %s -store file:%s -tls-cert %s -tls-key %s -tls-client-ca %s -auth %s\n",
+		path(certsStoreDir), addr, path(certsStore), path("server.pem"), path("server-key.pem"), path("ca.pem"), path("acl.txt"))
 	for _, c := range clients {
-		fmt.Fprintf(w, "\nproduce as %s:\n  inflight produce -addr %s -tls-ca %s -tls-cert %s -tls-key %s -topic %s -name %s\n",
-			c, addr, path("ca.pem"), path(c+".pem"), path(c+"-key.pem"), topic, c)
+		fmt.Fprintf(w, "\nproduce %d messages as %s:\n  inflight produce -addr %s -tls-ca %s -tls-cert %s -tls-key %s -topic %s -name %s -n %d\n",
+			certsMessages, c, addr, path("ca.pem"), path(c+".pem"), path(c+"-key.pem"), topic, c, certsMessages)
 	}
+	fmt.Fprintf(w, "\nread what was stored (beside the running serve, or after it):\n  inflight read -store file:%s -topic %s\n", path(certsStore), topic)
 	fmt.Fprintf(w, "\nca-key.pem signs certificates and no command reads it: keep it private, or delete it.\n")
 }
 
