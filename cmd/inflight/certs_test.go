@@ -4,6 +4,7 @@ import (
 	"context"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -160,4 +161,21 @@ func TestCertsRecipeCommandsComplete(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	assert.Equal(t, 2*certsMessages, strings.Count(records, `topic="orders" producer="till-`))
 	assert.NotContains(t, log.String(), "level=WARN", "serve as printed warns of nothing")
+}
+
+// TestCommandShipsNoTestSupport: the command's build (go list -deps, test
+// files aside) holds none of the repository's test scaffolding: demo -tls
+// makes its CA with certs' code, not internal/testcert.
+func TestCommandShipsNoTestSupport(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH: cannot list the command's dependencies")
+	}
+	out, err := exec.Command(goBin, "list", "-deps", ".").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	for _, pkg := range strings.Fields(string(out)) {
+		for _, support := range []string{"testcert", "testkit", "leakcheck", "faultproxy", "gate", "loopback"} {
+			assert.NotEqual(t, "github.com/inflightmq/inflight/internal/"+support, pkg, "a package of test support in the command")
+		}
+	}
 }
