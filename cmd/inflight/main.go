@@ -4,7 +4,8 @@
 //	                   and restarted while messages flow; proves the guarantees
 //	inflight serve     a standalone broker over TCP or TLS
 //	inflight produce   a load generator against any broker
-//	inflight read      the records a store holds (file or NATS JetStream), one line each
+//	inflight read      the records a store holds (file or NATS JetStream), one line each,
+//	                   and with -follow those stored after
 //	inflight certs     certificates and an access list for serve and produce over mutual TLS
 //	inflight version   the version of this build
 //
@@ -146,7 +147,8 @@ commands:
             restarted every few seconds, then prove the guarantees held
   serve     run a standalone broker over TCP or TLS
   produce   send messages to a broker and report throughput and latency
-  read      print the records a store holds (file or NATS JetStream), one line each
+  read      print the records a store holds (file or NATS JetStream), one line
+            each; -follow goes on with new ones as they are stored
   certs     write a CA, server and client certificates and an access list
             for serve and produce over mutual TLS
   version   print the version of this build
