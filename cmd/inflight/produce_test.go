@@ -205,6 +205,7 @@ func TestProduceInterruptDrains(t *testing.T) {
 		code := wait()
 		stop()
 		assert.Equal(t, exitFailure, code, "an interrupted run exits 1")
+		t.Log(interruptedLine.FindString(out.String()))
 		c := interruptedCounts(t, out.String())
 		sent, acked, failed, left := c[0], c[1], c[2], c[3]
 		assert.Positive(t, sent)
