@@ -2,11 +2,14 @@ package inflight_test
 
 import (
 	"bufio"
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -78,4 +81,48 @@ func checkQuotes(t *testing.T, page string) []string {
 	}
 	require.NoError(t, lines.Err())
 	return quoted
+}
+
+// TestREADMEModuleStepsWork follows the README's "Use it in your module"
+// steps, its sh block as it stands, in a new directory, with the
+// checkout's path for ../inflight: a module that requires this one,
+// unpublished, through a replace and go mod tidy, builds and prints what
+// the README says. The go command gets -mod=mod and the environment as it
+// is (its module proxy and cache): nothing but the proxy is reached.
+func TestREADMEModuleStepsWork(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH: the README's steps run it")
+	}
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	section, ok := strings.CutPrefix(string(readme[strings.Index(string(readme), "\n## Use it in your module\n")+1:]), "## Use it in your module\n")
+	require.True(t, ok, "README.md has no '## Use it in your module' section")
+	start := strings.Index(section, "\n```sh\n")
+	require.True(t, start >= 0, "the section has an sh block")
+	script, _, ok := strings.Cut(section[start+len("\n```sh\n"):], "\n```\n")
+	require.True(t, ok)
+	require.Contains(t, script, "=../inflight ", "the steps name the checkout ../inflight")
+	want := regexp.MustCompile(`(?m)^go run \.\s+# prints: (.*)$`).FindStringSubmatch(script)
+	require.NotNil(t, want, "the steps end with go run . and what it prints")
+
+	root, err := filepath.Abs(".")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	script = strings.ReplaceAll(script, "=../inflight ", "="+root+" ")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "steps.sh"), []byte("set -e\n"+script+"\n"), 0o600))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a watchdog: go may fetch from the proxy
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "steps.sh")
+	cmd.Dir = dir
+	// The go found above first on PATH; the proxy, cache and the rest as
+	// they are.
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off", "PATH="+filepath.Dir(goBin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "the README's steps failed:\n%s", out)
+	assert.Contains(t, string(out), want[1]+"\n")
+	mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	require.NoError(t, err)
+	assert.Contains(t, string(mod), "require github.com/inflightmq/inflight v0.0.0-00010101000000-000000000000")
+	assert.Contains(t, string(mod), "replace github.com/inflightmq/inflight => "+root)
 }

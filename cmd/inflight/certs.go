@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -26,6 +27,15 @@ import (
 
 // certsPort is the port the commands certs prints listen on and dial.
 const certsPort = "7443"
+
+// certsStoreDir is the directory, in -dir, that certs makes for the file
+// store of the serve command it prints, and certsStore that store's path
+// in it.
+const (
+	certsStoreDir = "store"
+	certsStore    = certsStoreDir + "/inflight"
+	certsMessages = 1000 // produce's -n in the commands certs prints
+)
 
 func runCerts(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("certs", flag.ContinueOnError)
@@ -52,6 +62,8 @@ list, and prints the commands that use them:
   NAME-key.pem        produce's -tls-key
   acl.txt             serve's -auth: the certificate NAME may write -topic
                       as producer NAME or NAME-anything; nothing else
+  store/              an empty directory (left as it is if it exists) for
+                      serve's file store: -store file:DIR/store/inflight
 
 Keys are ECDSA P-256; key files are readable by their owner only. Files
 that exist are left alone (exit 1) unless -force. For a broker that
@@ -112,43 +124,18 @@ type certFile struct {
 // keys, and the access list, as the files certs writes, in that order.
 func makeCerts(hosts, clients []string, topic string, valid time.Duration) ([]certFile, error) {
 	now := time.Now()
-	notBefore, notAfter := now.Add(-time.Hour), now.Add(valid) // an hour back: clocks differ
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := newAuthority("inflight CA "+now.UTC().Format("2006-01-02 15:04:05"), now.Add(valid))
 	if err != nil {
 		return nil, err
 	}
-	caTmpl := &x509.Certificate{
-		Subject:               pkix.Name{CommonName: "inflight CA " + now.UTC().Format("2006-01-02 15:04:05")},
-		NotBefore:             notBefore,
-		NotAfter:              notAfter,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		MaxPathLenZero:        true, // it signs leaf certificates only
-	}
-	caDER, err := signCert(caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, fmt.Errorf("CA certificate: %w", err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, err
-	}
-	files := []certFile{{"ca.pem", pemCert(caDER), 0o644}}
-	keyFile, err := pemKey(caKey)
+	files := []certFile{{"ca.pem", pemCert(ca.cert.Raw), 0o644}}
+	keyFile, err := pemKey(ca.key)
 	if err != nil {
 		return nil, err
 	}
 	files = append(files, certFile{"ca-key.pem", keyFile, 0o600})
-
 	leaf := func(name string, tmpl *x509.Certificate) error {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return err
-		}
-		tmpl.NotBefore, tmpl.NotAfter = notBefore, notAfter
-		tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-		der, err := signCert(tmpl, ca, &key.PublicKey, caKey)
+		der, key, err := ca.issue(tmpl)
 		if err != nil {
 			return fmt.Errorf("certificate %s: %w", name, err)
 		}
@@ -159,15 +146,7 @@ func makeCerts(hosts, clients []string, topic string, valid time.Duration) ([]ce
 		files = append(files, certFile{name + ".pem", pemCert(der), 0o644}, certFile{name + "-key.pem", keyFile, 0o600})
 		return nil
 	}
-	server := &x509.Certificate{Subject: pkix.Name{CommonName: hosts[0]}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			server.IPAddresses = append(server.IPAddresses, ip)
-		} else {
-			server.DNSNames = append(server.DNSNames, h)
-		}
-	}
-	if err := leaf("server", server); err != nil {
+	if err := leaf("server", serverTemplate(hosts)); err != nil {
 		return nil, err
 	}
 	var acl strings.Builder
@@ -180,12 +159,106 @@ func makeCerts(hosts, clients []string, topic string, valid time.Duration) ([]ce
 # identity  credential  topics  producer names
 `)
 	for _, c := range clients {
-		if err := leaf(c, &x509.Certificate{Subject: pkix.Name{CommonName: c}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		if err := leaf(c, clientTemplate(c)); err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(&acl, "%s cert:%s %s %s,%s-*\n", c, c, topic, c, c)
 	}
 	return append(files, certFile{"acl.txt", []byte(acl.String()), 0o644}), nil
+}
+
+// authority is a certificate authority made for certs, or for a run of
+// demo -tls (in memory only): it signs leaf certificates, valid from an
+// hour ago (clocks differ) until its own end.
+type authority struct {
+	cert      *x509.Certificate
+	key       *ecdsa.PrivateKey
+	notBefore time.Time
+}
+
+// newAuthority makes a CA named name, valid until notAfter, with an ECDSA
+// P-256 key.
+func newAuthority(name string, notAfter time.Time) (*authority, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	notBefore := time.Now().Add(-time.Hour)
+	tmpl := &x509.Certificate{
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             notBefore,
+		NotAfter:              notAfter,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true, // it signs leaf certificates only
+	}
+	der, err := signCert(tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, fmt.Errorf("CA certificate: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &authority{cert: cert, key: key, notBefore: notBefore}, nil
+}
+
+// issue signs a certificate for tmpl (its subject, names and extended key
+// usage), valid as long as the CA, with a new ECDSA P-256 key; it returns
+// the certificate (DER) and the key.
+func (ca *authority) issue(tmpl *x509.Certificate) ([]byte, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl.NotBefore, tmpl.NotAfter = ca.notBefore, ca.cert.NotAfter
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	der, err := signCert(tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return der, key, nil
+}
+
+// tlsCert is issue's result as a tls.Certificate, for a tls.Config.
+func (ca *authority) tlsCert(tmpl *x509.Certificate) (tls.Certificate, error) {
+	der, key, err := ca.issue(tmpl)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, nil
+}
+
+// pool returns a pool holding the CA alone: a RootCAs or ClientCAs value.
+func (ca *authority) pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.cert)
+	return p
+}
+
+// serverTemplate is a server certificate for hosts (IP addresses and DNS
+// names), named after the first.
+func serverTemplate(hosts []string) *x509.Certificate {
+	c := &x509.Certificate{Subject: pkix.Name{CommonName: hosts[0]}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			c.IPAddresses = append(c.IPAddresses, ip)
+		} else {
+			c.DNSNames = append(c.DNSNames, h)
+		}
+	}
+	return c
+}
+
+// clientTemplate is a client certificate whose common name is name: the
+// identity an access list's cert:NAME grants.
+func clientTemplate(name string) *x509.Certificate {
+	return &x509.Certificate{Subject: pkix.Name{CommonName: name}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
 }
 
 // signCert signs tmpl, given a random serial number, with the issuer's key.
@@ -210,10 +283,11 @@ func pemKey(key *ecdsa.PrivateKey) ([]byte, error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
 }
 
-// writeCertFiles writes files into dir, made if missing. Unless force, it
-// first checks that none of them exists, and writes nothing if one does.
+// writeCertFiles writes files into dir, made if missing, with an empty
+// directory for the store beside them. Unless force, it first checks that
+// none of the files exists, and writes nothing if one does.
 func writeCertFiles(dir string, files []certFile, force bool) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, certsStoreDir), 0o700); err != nil {
 		return err
 	}
 	if !force {
@@ -265,12 +339,13 @@ func printCertCommands(w io.Writer, dir string, files []certFile, host string, c
 	fmt.Fprintf(w, "wrote into %s (certificates valid until %s): %s\n", dir, until.UTC().Format(time.DateOnly), strings.Join(names, ", "))
 	path := func(name string) string { return shellQuote(filepath.Join(dir, name)) }
 	addr := net.JoinHostPort(host, certsPort)
-	fmt.Fprintf(w, "\nserve over mutual TLS with the access list:\n  inflight serve -listen %s -tls-cert %s -tls-key %s -tls-client-ca %s -auth %s\n",
-		addr, path("server.pem"), path("server-key.pem"), path("ca.pem"), path("acl.txt"))
+	fmt.Fprintf(w, "\nserve over mutual TLS with the access list, storing into %s:\n  inflight serve -listen %s -store file:%s -tls-cert %s -tls-key %s -tls-client-ca %s -auth %s\n",
+		path(certsStoreDir), addr, path(certsStore), path("server.pem"), path("server-key.pem"), path("ca.pem"), path("acl.txt"))
 	for _, c := range clients {
-		fmt.Fprintf(w, "\nproduce as %s:\n  inflight produce -addr %s -tls-ca %s -tls-cert %s -tls-key %s -topic %s -name %s\n",
-			c, addr, path("ca.pem"), path(c+".pem"), path(c+"-key.pem"), topic, c)
+		fmt.Fprintf(w, "\nproduce %d messages as %s:\n  inflight produce -addr %s -tls-ca %s -tls-cert %s -tls-key %s -topic %s -name %s -n %d\n",
+			certsMessages, c, addr, path("ca.pem"), path(c+".pem"), path(c+"-key.pem"), topic, c, certsMessages)
 	}
+	fmt.Fprintf(w, "\nread what was stored (beside the running serve, or after it):\n  inflight read -store file:%s -topic %s\n", path(certsStore), topic)
 	fmt.Fprintf(w, "\nca-key.pem signs certificates and no command reads it: keep it private, or delete it.\n")
 }
 

@@ -11,7 +11,6 @@ import (
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
-	"github.com/inflightmq/inflight/internal/testcert"
 	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/transport/stdnet"
 )
@@ -22,7 +21,7 @@ import (
 // and nobody else, write the demo's topic as producer demo. An intruder
 // holding a certificate from the same CA tries to use the name all along.
 type demoSecurity struct {
-	ca  *testcert.CA
+	ca  *authority
 	acl *broker.ACL
 
 	intruderRefused atomic.Uint64 // HELLOs of the intruder refused as unauthorized
@@ -35,7 +34,7 @@ const (
 )
 
 func newDemoSecurity() (*demoSecurity, error) {
-	ca, err := testcert.NewCA("inflight demo CA")
+	ca, err := newAuthority("inflight demo CA", time.Now().Add(24*time.Hour))
 	if err != nil {
 		return nil, err
 	}
@@ -48,23 +47,23 @@ func newDemoSecurity() (*demoSecurity, error) {
 
 // serverOptions returns the options of the broker and of its server.
 func (s *demoSecurity) serverOptions() ([]broker.Option, []server.Option, error) {
-	cfg, err := s.ca.ServerConfig()
+	cert, err := s.ca.tlsCert(serverTemplate([]string{"127.0.0.1", "localhost"}))
 	if err != nil {
 		return nil, nil, err
 	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
 	return []broker.Option{broker.WithACL(s.acl)},
-		[]server.Option{server.TLS(cfg), server.RequireClientCert(s.ca.Pool)}, nil
+		[]server.Option{server.TLS(cfg), server.RequireClientCert(s.ca.pool())}, nil
 }
 
 // dialer returns a TLS dialer to addr presenting a client certificate
 // named cn.
 func (s *demoSecurity) dialer(addr, cn string) (*stdnet.Dialer, error) {
-	cert, err := s.ca.Client(cn)
+	cert, err := s.ca.tlsCert(clientTemplate(cn))
 	if err != nil {
 		return nil, err
 	}
-	cfg := s.ca.ClientConfig()
-	cfg.Certificates = []tls.Certificate{cert}
+	cfg := &tls.Config{RootCAs: s.ca.pool(), Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13}
 	return stdnet.NewDialer(addr, stdnet.ClientTLS(cfg))
 }
 

@@ -4,7 +4,8 @@
 //	                   and restarted while messages flow; proves the guarantees
 //	inflight serve     a standalone broker over TCP or TLS
 //	inflight produce   a load generator against any broker
-//	inflight read      the records a store holds (file or NATS JetStream), one line each
+//	inflight read      the records a store holds (file or NATS JetStream), one line each,
+//	                   and with -follow those stored after
 //	inflight certs     certificates and an access list for serve and produce over mutual TLS
 //	inflight version   the version of this build
 //
@@ -20,6 +21,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -30,10 +32,57 @@ const (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := notifyInterrupts()
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// notifyInterrupts returns a context that the first SIGINT or SIGTERM
+// cancels, carrying one that the second cancels (see secondInterrupt):
+// produce drains at the first and stops draining at the second. After the
+// second, the signals' default action is back, so a third ends the
+// process whatever it is doing. stop releases the signals; the goroutine
+// that watches them is stop's, and ends with it (or after the second).
+func notifyInterrupts() (ctx context.Context, stop func()) {
+	first, cancelFirst := context.WithCancel(context.Background())
+	second, cancelSecond := context.WithCancel(context.Background())
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		defer signal.Stop(sig)
+		for _, cancel := range []context.CancelFunc{cancelFirst, cancelSecond} {
+			select {
+			case <-sig:
+				cancel()
+			case <-done:
+				return
+			}
+		}
+	}()
+	return withSecondInterrupt(first, second), sync.OnceFunc(func() {
+		close(done)
+		signal.Stop(sig)
+		cancelFirst()
+		cancelSecond()
+	})
+}
+
+// secondInterruptKey is the context key of the second interrupt.
+type secondInterruptKey struct{}
+
+// withSecondInterrupt returns ctx, the first interrupt's context,
+// carrying second, which the next interrupt cancels.
+func withSecondInterrupt(ctx, second context.Context) context.Context {
+	return context.WithValue(ctx, secondInterruptKey{}, second)
+}
+
+// secondInterrupt returns the context that a second interrupt cancels, or
+// nil if ctx carries none (a test's context, or serveChild's).
+func secondInterrupt(ctx context.Context) context.Context {
+	second, _ := ctx.Value(secondInterruptKey{}).(context.Context)
+	return second
 }
 
 // commands are the subcommands, in the order the usage lists them.
@@ -98,7 +147,8 @@ commands:
             restarted every few seconds, then prove the guarantees held
   serve     run a standalone broker over TCP or TLS
   produce   send messages to a broker and report throughput and latency
-  read      print the records a store holds (file or NATS JetStream), one line each
+  read      print the records a store holds (file or NATS JetStream), one line
+            each; -follow goes on with new ones as they are stored
   certs     write a CA, server and client certificates and an access list
             for serve and produce over mutual TLS
   version   print the version of this build

@@ -48,7 +48,7 @@ func runProduce(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	fs.DurationVar(&f.linger, "linger", 0, "how long a batch that is not full may wait for more messages (0: send what is ready)")
 	fs.DurationVar(&f.drain, "drain-timeout", 5*time.Second, "on SIGINT or SIGTERM, how long to wait for the messages already sent to be acknowledged")
 	fs.StringVar(&f.name, "name", "", "producer name (default: random, printed at the start)")
-	fs.DurationVar(&f.every, "progress", time.Second/2, "progress line interval")
+	fs.DurationVar(&f.every, "progress", time.Second/2, "progress line interval (0: none; the summary still ends the run)")
 	fs.StringVar(&f.topic, "topic", core.DefaultTopic, "topic to write (with -input-format topic-tab, of the lines whose topic is empty)")
 	fs.Func("topics", "comma-separated topics to write round robin: message i goes to the (i mod n)th (not with -topic or -input-format topic-tab)", func(v string) error {
 		f.topics = strings.Split(v, ",")
@@ -72,8 +72,9 @@ send-to-callback latency distribution: -n messages of -size bytes (a load
 generator), the message -payload (once, or -n times), or one message per line of
 -input (a file, or - for stdin). Its first line names the producer, for
 inflight read -producer. On SIGINT or SIGTERM it stops sending, waits up to
--drain-timeout for what was sent, and says how many messages were
-acknowledged, failed, and left unacknowledged.
+-drain-timeout for what was sent (a second SIGINT stops waiting), and says
+how many messages were acknowledged, failed, and left: never sent (not
+stored), or sent and not acknowledged in time (stored or not, unknown).
 
 One producer writes several topics over one connection: -topics a,b,c
 sends message i to topic number i mod 3 (a, b, c, a, ...); with
@@ -146,7 +147,7 @@ flags:
 		return usageError(fs, stderr, "%v", err)
 	}
 	prog.note(fmt.Sprintf("producer %q, %s, broker %s", p.Name(), describeTopics(&f), f.addr)) // prog: connTrouble writes too
-	r := &producing{p: p, f: &f, src: src, prog: prog, drained: make(chan struct{})}
+	r := &producing{p: p, f: &f, src: src, prog: prog, drained: make(chan struct{}), again: secondInterrupt(ctx)}
 	// An interrupt closes the producer at once: a SendAsync waiting for
 	// room returns, nothing more is accepted, and what was sent drains.
 	r.stopDrain = context.AfterFunc(ctx, r.drain)
@@ -176,8 +177,10 @@ func checkProduceFlags(fs *flag.FlagSet, f *produceFlags, stderr io.Writer) int 
 		return usageError(fs, stderr, "-payload of %d bytes, limit %d", len(f.payload), maxPayload)
 	case f.rate < 0:
 		return usageError(fs, stderr, "-rate must not be negative")
-	case f.timeout <= 0 || f.every <= 0 || f.drain <= 0:
-		return usageError(fs, stderr, "-timeout, -progress and -drain-timeout must be positive")
+	case f.timeout <= 0 || f.drain <= 0:
+		return usageError(fs, stderr, "-timeout and -drain-timeout must be positive")
+	case f.every < 0:
+		return usageError(fs, stderr, "-progress must not be negative (0: no progress lines)")
 	case f.linger < 0:
 		return usageError(fs, stderr, "-linger must not be negative")
 	case f.inputFormat != "line" && f.inputFormat != "topic-tab":
@@ -219,6 +222,8 @@ type producing struct {
 	draining         atomic.Bool // an interrupt: ErrClosed counts as left
 	stopDrain        func() bool // stops drain from running on an interrupt
 	drained          chan struct{}
+	again            context.Context // a second interrupt cancels it (nil: none comes)
+	aborted          atomic.Bool     // a second interrupt ended the drain
 	sendingDone      atomic.Bool
 	wake             chan struct{} // after sendingDone, a callback ran
 	sentAt           []time.Duration
@@ -242,14 +247,14 @@ func (r *producing) send(ctx context.Context) {
 			free.put(i)
 		}
 	}
-	tick := time.NewTicker(r.f.every)
-	defer tick.Stop()
+	tick, stopTick := progressTicker(r.f.every)
+	defer stopTick()
 	for i := uint64(0); ctx.Err() == nil; i++ {
 		if r.f.rate > 0 && !r.pace(ctx, i) {
 			break
 		}
 		select {
-		case <-tick.C:
+		case <-tick:
 			r.show()
 		default:
 		}
@@ -326,14 +331,24 @@ func (r *producing) callback(slot int, m *core.Message, err error) {
 
 // drain runs on an interrupt (ctx ended): it closes the producer, which
 // stops accepting messages, waits at most -drain-timeout for those it holds
-// and fails the rest with ErrClosed (counted as left).
+// (less if a second interrupt comes) and fails the rest with ErrClosed
+// (counted as left).
 func (r *producing) drain() {
 	defer close(r.drained)
 	r.draining.Store(true)
-	r.prog.note(fmt.Sprintf("interrupted: sending stopped; waiting up to %v (-drain-timeout) for the %s messages in flight",
-		r.f.drain, count(r.p.Stats().Pending)))
+	note := fmt.Sprintf("interrupted: sending stopped; waiting up to %v (-drain-timeout) for the %s messages pending",
+		r.f.drain, count(r.p.Stats().Pending))
 	ctx, cancel := context.WithTimeout(context.Background(), r.f.drain)
 	defer cancel()
+	if r.again != nil {
+		note += "; interrupt again to stop now"
+		stop := context.AfterFunc(r.again, func() {
+			r.aborted.Store(true)
+			cancel()
+		})
+		defer stop()
+	}
+	r.prog.note(note)
 	_ = r.p.Close(ctx)
 }
 
@@ -342,13 +357,13 @@ func (r *producing) drain() {
 // for drain instead and returns true. Either way every callback has run
 // when it returns.
 func (r *producing) finish(ctx context.Context) (interrupted bool) {
-	tick := time.NewTicker(r.f.every)
-	defer tick.Stop()
+	tick, stopTick := progressTicker(r.f.every)
+	defer stopTick()
 	accepted := r.sent - r.refused
 	for ctx.Err() == nil && r.resolved.Load() < accepted {
 		select {
 		case <-r.wake:
-		case <-tick.C:
+		case <-tick:
 			r.show()
 		case <-ctx.Done():
 		}
@@ -364,7 +379,7 @@ func (r *producing) finish(ctx context.Context) (interrupted bool) {
 			select {
 			case <-r.drained:
 				waiting = false
-			case <-tick.C:
+			case <-tick:
 				r.show()
 			}
 		}
@@ -374,9 +389,21 @@ func (r *producing) finish(ctx context.Context) (interrupted bool) {
 	callbacks, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = r.p.Close(callbacks)
-	r.show()
+	if r.f.every > 0 {
+		r.show()
+	}
 	r.prog.end()
 	return interrupted
+}
+
+// progressTicker ticks every d for the progress line; for d = 0 (no
+// progress lines) its channel is nil, and never ready.
+func progressTicker(d time.Duration) (<-chan time.Time, func()) {
+	if d == 0 {
+		return nil, func() {}
+	}
+	t := time.NewTicker(d)
+	return t.C, t.Stop
 }
 
 func (r *producing) show() {
@@ -392,11 +419,8 @@ func (r *producing) report(stdout, stderr io.Writer, interrupted bool) int {
 	elapsed := time.Since(r.start)
 	a, f, l := r.acked.Load(), r.failed.Load()+r.refused, r.left.Load()
 	if interrupted {
-		fmt.Fprintf(stdout, "\ninterrupted: %s sent: %s acknowledged, %s failed, %s left", count(r.sent), count(a), count(f), count(l))
-		if l > 0 {
-			fmt.Fprintf(stdout, " (not acknowledged within -drain-timeout %v: stored or not, unknown)", r.f.drain)
-		}
-		fmt.Fprintln(stdout)
+		fmt.Fprintf(stdout, "\ninterrupted after %s messages: %s acknowledged, %s failed, %s left%s\n",
+			count(r.sent), count(a), count(f), count(l), r.leftNote(l))
 	}
 	fmt.Fprintf(stdout, "\n%s acked, %s failed (%d refused at send) in %.2fs: %s, %s\n",
 		count(a), count(f), r.refused, elapsed.Seconds(), rate(float64(a)/elapsed.Seconds()), bytesRate(float64(r.ackedSize.Load())/elapsed.Seconds()))
@@ -422,6 +446,37 @@ func (r *producing) report(stdout, stderr io.Writer, interrupted bool) int {
 		code = exitFailure
 	}
 	return code
+}
+
+// leftNote says what became of the left messages, l of them, once every
+// callback ran: those never written to a connection were not stored;
+// whether the others were is unknown (their receipts did not come in
+// time). Which of them were written, core does not tell message by
+// message, but its counters bound it: Stats.Sent counts every message
+// written (resends too) and each success was written at least once, so at
+// most Sent - Acked of the left ones were written; the rest certainly were
+// not.
+func (r *producing) leftNote(l uint64) string {
+	if l == 0 {
+		return ""
+	}
+	st := r.p.Stats()
+	var written uint64
+	if st.Sent > st.Acked {
+		written = min(l, st.Sent-st.Acked)
+	}
+	never := l - written
+	if never == l {
+		return " (never sent: no connection took them, so none was stored)"
+	}
+	why := fmt.Sprintf("not acknowledged within -drain-timeout %v", r.f.drain)
+	if r.aborted.Load() {
+		why = "not acknowledged before the second interrupt"
+	}
+	if never == 0 {
+		return " (" + why + ": stored or not, unknown)"
+	}
+	return fmt.Sprintf(" (%s: %s never sent, so not stored; the other %s stored or not, unknown)", why, count(never), count(written))
 }
 
 // describeTopics names the topics produce writes, for its first line.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -154,7 +155,7 @@ func TestProduceStdin(t *testing.T) {
 	}
 }
 
-var interruptedLine = regexp.MustCompile(`(?m)^interrupted: ([\d,]+) sent: ([\d,]+) acknowledged, ([\d,]+) failed, ([\d,]+) left(.*)$`)
+var interruptedLine = regexp.MustCompile(`(?m)^interrupted after ([\d,]+) messages: ([\d,]+) acknowledged, ([\d,]+) failed, ([\d,]+) left(.*)$`)
 
 // interruptedCounts returns the counts of produce's interrupted line:
 // sent, acknowledged, failed, left.
@@ -204,6 +205,7 @@ func TestProduceInterruptDrains(t *testing.T) {
 		code := wait()
 		stop()
 		assert.Equal(t, exitFailure, code, "an interrupted run exits 1")
+		t.Log(interruptedLine.FindString(out.String()))
 		c := interruptedCounts(t, out.String())
 		sent, acked, failed, left := c[0], c[1], c[2], c[3]
 		assert.Positive(t, sent)
@@ -220,4 +222,83 @@ func TestProduceInterruptDrains(t *testing.T) {
 			assert.Len(t, s.stored(t, "default", name), int(acked), "stored exactly once each")
 		}
 	}
+}
+
+// progressLine is produce's progress line.
+var progressLine = regexp.MustCompile(`(?m)^ *[\d.]+s  acked [\d,]+ `)
+
+// TestProduceProgressZeroIsOff: -progress 0 prints no progress line (as
+// serve -stats-every 0 prints no stats line), and the summary still ends
+// the run; a short interval prints them, and a negative one is refused.
+func TestProduceProgressZeroIsOff(t *testing.T) {
+	s := newRecordingStore(false)
+	addr, stop := serveWith(t, s)
+	defer stop()
+	code, out, errOut := runCmd(t, "produce", "-addr="+addr, "-n=100", "-rate=400", "-name=quiet", "-progress=0")
+	require.Equal(t, exitOK, code, "%s\n%s", out, errOut)
+	assert.NotRegexp(t, progressLine, out)
+	assert.Contains(t, out, "100 acked, 0 failed")
+	assert.Len(t, s.stored(t, "default", "quiet"), 100)
+
+	code, out, errOut = runCmd(t, "produce", "-addr="+addr, "-n=100", "-rate=400", "-name=chatty", "-progress=20ms")
+	require.Equal(t, exitOK, code, "%s\n%s", out, errOut)
+	assert.Regexp(t, progressLine, out, "the pattern matches the progress line")
+
+	code, _, errOut = runCmd(t, "produce", "-addr="+addr, "-progress=-1s")
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errOut, "-progress must not be negative")
+}
+
+// TestProduceSecondInterruptStops: a second interrupt (the context main
+// cancels on the second SIGINT or SIGTERM) ends the drain at once, though
+// -drain-timeout is an hour; the first interrupt's note says so, and the
+// summary counts what was left as unknown, stopped by the second interrupt.
+func TestProduceSecondInterruptStops(t *testing.T) {
+	s := newRecordingStore(true) // stuck: nothing is acknowledged
+	addr, stop := serveWith(t, s)
+	defer stop()
+	first, interrupt := context.WithCancel(context.Background())
+	second, interruptAgain := context.WithCancel(context.Background())
+	defer interruptAgain()
+	out := newWatchWriter()
+	wait := runAsync(t, withSecondInterrupt(first, second), out, out, "produce", "-addr="+addr, "-n=1000000",
+		"-name=impatient", "-timeout=1h", "-drain-timeout=1h", "-progress=0")
+	select {
+	case <-s.appended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing reached the store")
+	}
+	interrupt()
+	out.wait(t, regexp.MustCompile(`interrupted: sending stopped; waiting up to 1h0m0s \(-drain-timeout\) for the [\d,]+ messages pending; interrupt again to stop now`), 10*time.Second)
+	interruptAgain()
+	code := wait() // bounded: it fails the test after 30s, the drain would take an hour
+	assert.Equal(t, exitFailure, code)
+	c := interruptedCounts(t, out.String())
+	assert.Positive(t, c[3], "left")
+	assert.Equal(t, c[0], c[1]+c[2]+c[3], "the counts add up")
+	assert.Contains(t, out.String(), "not acknowledged before the second interrupt")
+}
+
+// TestProduceInterruptNeverSentSaysSo: interrupted while the broker is
+// unreachable, produce never wrote a message to a connection: the summary
+// says they were never sent, so not stored, not "stored or not, unknown".
+func TestProduceInterruptNeverSentSaysSo(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	ctx, interrupt := context.WithCancel(context.Background())
+	defer interrupt()
+	out := newWatchWriter()
+	wait := runAsync(t, ctx, out, out, "produce", "-addr="+addr, "-n=1000", "-name=unheard",
+		"-timeout=1h", "-drain-timeout=200ms", "-progress=10ms")
+	out.wait(t, regexp.MustCompile(`connection: .*refused`), 10*time.Second)
+	out.wait(t, regexp.MustCompile(`pending 1,000 `), 10*time.Second) // every message queued
+	interrupt()
+	assert.Equal(t, exitFailure, wait())
+	c := interruptedCounts(t, out.String())
+	assert.Equal(t, uint64(1000), c[0])
+	assert.Equal(t, [3]uint64{0, 0, c[0]}, [3]uint64{c[1], c[2], c[3]}, "every message left")
+	assert.Contains(t, out.String(), "left (never sent: no connection took them, so none was stored)")
+	assert.NotContains(t, out.String(), "unknown")
 }

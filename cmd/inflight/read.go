@@ -33,6 +33,7 @@ func runRead(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	format := fs.String("format", "text", "one line per record: text (key=value, every value quoted) or json (see below)")
 	skipDamaged := fs.Bool("skip-damaged", false, "file store: at damage, say what is skipped (the damaged entry: one producer frame) and go on at the next intact entry\nor segment; exit 1 at the end")
 	list := fs.Bool("list", false, "list the topics and producers the store holds, one line each with its count of messages, instead of the records")
+	follow := fs.Bool("follow", false, "after the records stored, print new ones as they are stored, until interrupted (SIGINT or SIGTERM: exit 0) or -n records")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: inflight read -store file:PATH|nats://HOST:PORT/STREAM [flags]
 
@@ -41,6 +42,11 @@ A file store is read without a lock and without writing: what was complete
 when it started, beside a running serve. A NATS JetStream stream (written by
 serve -store nats://...) is read in stream order up to the last message
 present when it started.
+
+-follow goes on after the end: it prints new records as they are stored,
+until interrupted (exit 0) or -n records were printed. A file store is
+followed across its rolls; a segment that retention removed before read
+got to it is reported on stderr (and read exits 1 at the end).
 
 -list prints the topics and producers the store holds instead, one line
 each with its count of messages, sorted:
@@ -89,6 +95,10 @@ flags:
 		return usageError(fs, stderr, "-format must be text or json, not %q", *format)
 	case *skipDamaged && !isFile:
 		return usageError(fs, stderr, "-skip-damaged applies to -store file:PATH only")
+	case *follow && *list:
+		return usageError(fs, stderr, "-follow prints records: -list does not apply")
+	case *follow && *skipDamaged:
+		return usageError(fs, stderr, "-follow stops at damage: -skip-damaged does not apply")
 	}
 	skipped := 0
 	scan := func(fn func(topic, producer string, r broker.Record) error) error {
@@ -115,6 +125,20 @@ flags:
 	if isNATSStore(*storeFlag) {
 		scan = func(fn func(topic, producer string, r broker.Record) error) error {
 			return scanNATS(ctx, *storeFlag, *topic, *producer, fn)
+		}
+	}
+	removed := 0
+	switch {
+	case *follow && isFile:
+		scan = func(fn func(topic, producer string, r broker.Record) error) error {
+			return followFile(ctx, path, fn, func(err error) {
+				removed++
+				fmt.Fprintf(stderr, "inflight read: %v\n", err)
+			})
+		}
+	case *follow:
+		scan = func(fn func(topic, producer string, r broker.Record) error) error {
+			return followNATS(ctx, *storeFlag, *topic, *producer, fn)
 		}
 	}
 	if *list {
@@ -144,6 +168,13 @@ flags:
 	})
 	if errors.Is(err, natsjs.ErrInvalidConfig) {
 		return usageError(fs, stderr, "-store: %v", err)
+	}
+	if *follow && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		err = nil // interrupted: how -follow ends
+	}
+	if removed > 0 {
+		fmt.Fprintf(stderr, "inflight read: %d records printed; retention removed records before they were read (%d times)\n", printed, removed)
+		return exitFailure
 	}
 	if err != nil && !errors.Is(err, errEnough) {
 		fmt.Fprintf(stderr, "inflight read: %v\n", err)

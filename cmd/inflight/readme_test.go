@@ -33,3 +33,25 @@ func TestREADMEListsEveryFlag(t *testing.T) {
 	}
 	assert.Contains(t, section, "- `version`")
 }
+
+// TestHelpPointsToDocs: where a command's -h sends the reader to the
+// documentation ("see SECTION in docs/PAGE.md"), the page exists and has
+// that section, and no -h sends them to the README for what it does not
+// say.
+func TestHelpPointsToDocs(t *testing.T) {
+	ref := regexp.MustCompile(`see ([A-Z][\w ]*?)\s+in\s+(docs/\w+\.md)`)
+	found := 0
+	for _, cmd := range commands {
+		_, help, _ := runCmd(t, cmd, "-h")
+		assert.NotContains(t, help, "README", "%s -h", cmd)
+		for _, m := range ref.FindAllStringSubmatch(help, -1) {
+			found++
+			page, err := os.ReadFile("../../" + m[2])
+			if !assert.NoError(t, err, "%s -h names %s", cmd, m[2]) {
+				continue
+			}
+			assert.Regexp(t, `(?m)^#+ `+regexp.QuoteMeta(m[1])+`$`, string(page), "%s -h: %s has a section %q", cmd, m[2], m[1])
+		}
+	}
+	assert.Positive(t, found, "serve -h points to Forgotten producers")
+}

@@ -47,7 +47,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Int64Var(&f.segmentBytes, "segment-bytes", 128<<20, "file store: roll the active segment PATH to PATH.<n> at this size (a restart replays one segment)")
 	fs.DurationVar(&f.retainAge, "retain-age", 0, "file store: remove sealed segments last written longer ago than this (0: keep)")
 	fs.Int64Var(&f.retainBytes, "retain-bytes", 0, "file store: remove the oldest sealed segments while the store is larger than this (0: no limit)")
-	fs.DurationVar(&f.forgetAfter, "forget-producers-after", 0, "file store: forget the last sequence ID of a producer idle this long (0: never; see the README)")
+	fs.DurationVar(&f.forgetAfter, "forget-producers-after", 0, "file store: forget a producer name idle this long, its epoch and last sequence IDs (0: never;\nsee Forgotten producers in docs/stores.md)")
 	fs.DurationVar(&f.statsEvery, "stats-every", 5*time.Second, "stats line interval (0: none)")
 	fs.StringVar(&f.metrics, "metrics", "", "serve /metrics (Prometheus) and /healthz over HTTP on this address (empty: off)")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log lines as text (key=value) or json")

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/inflightmq/inflight/broker"
@@ -35,32 +36,58 @@ func openNATSStore(ctx context.Context, url string) (broker.Store, func() error,
 // empty) stored in the stream a nats:// -store value names, in stream order,
 // up to the last message present when it starts.
 func scanNATS(ctx context.Context, url, topic, producer string, fn func(topic, producer string, r broker.Record) error) error {
-	nc, cfg, err := natsjs.Dial(url)
+	s, err := openNATSRead(ctx, url, topic, producer)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
+	defer s.nc.Close()
+	return natsjs.Read(ctx, s.js, s.cfg.Stream, s.filter, func(subject string, _ uint64, r broker.Record) error {
+		return fn(topic, s.producer(subject), r)
+	})
+}
+
+// natsRead is a connection to the stream a nats:// -store value names, for
+// reading the records of one topic (and producer).
+type natsRead struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	st     jetstream.Stream
+	cfg    natsjs.Config
+	filter string // the subjects of the topic (and producer)
+}
+
+// openNATSRead connects for read; the caller closes s.nc.
+func openNATSRead(ctx context.Context, url, topic, producer string) (*natsRead, error) {
+	nc, cfg, err := natsjs.Dial(url)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	s := &natsRead{nc: nc, cfg: cfg}
+	if s.js, err = jetstream.New(nc); err != nil {
+		nc.Close()
+		return nil, err
 	}
 	// A stream under another prefix holds nothing under this one: say so
 	// rather than print nothing.
-	st, err := js.Stream(ctx, cfg.Stream)
-	if err != nil {
-		return fmt.Errorf("stream %q: %w", cfg.Stream, err)
+	if s.st, err = s.js.Stream(ctx, cfg.Stream); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("stream %q: %w", cfg.Stream, err)
 	}
-	if err := natsjs.CheckPrefix(st.CachedInfo().Config, cfg.Prefix); err != nil {
-		return err
+	if err := natsjs.CheckPrefix(s.st.CachedInfo().Config, cfg.Prefix); err != nil {
+		nc.Close()
+		return nil, err
 	}
-	filter := natsjs.TopicSubjects(cfg.Prefix, topic)
+	s.filter = natsjs.TopicSubjects(cfg.Prefix, topic)
 	if producer != "" {
-		filter = natsjs.Subject(cfg.Prefix, topic, producer)
+		s.filter = natsjs.Subject(cfg.Prefix, topic, producer)
 	}
-	return natsjs.Read(ctx, js, cfg.Stream, filter, func(subject string, _ uint64, r broker.Record) error {
-		_, prod, _ := natsjs.ParseSubject(cfg.Prefix, subject)
-		return fn(topic, prod, r)
-	})
+	return s, nil
+}
+
+// producer returns the producer name of a record's subject.
+func (s *natsRead) producer(subject string) string {
+	_, p, _ := natsjs.ParseSubject(s.cfg.Prefix, subject)
+	return p
 }
 
 // listNATS returns the (topic, producer) pairs of the stream a nats://

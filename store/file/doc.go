@@ -12,4 +12,9 @@
 // with every record that arrived while its previous Append ran; the store
 // commits what is written meanwhile with one fsync (group commit), so many
 // producers cost about as many fsyncs as one.
+//
+// Reading back: Store.Scan reads what a store holds (ReadOnly opens it
+// beside a running writer); a Reader (OpenReader) follows it as it is
+// written, from a Position that a program can keep to go on where it
+// stopped, across rolls, retention and restarts of the writer.
 package file

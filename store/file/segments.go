@@ -486,46 +486,82 @@ func segmentEntries(file io.ReaderAt, from, end int64, version uint32, rr *wire.
 // refuses. err is a read error (a *segmentReadError) or v.each's error, as
 // it returned it; the walk stops at either.
 func walkSegment(file io.ReaderAt, end int64, version uint32, rr *wire.RecordReader, v segmentVisitor) (good int64, bad *badEntryError, err error) {
-	r := newEntryReaderAt(file, max(v.from, fileHeaderSize), end)
+	w := segmentWalker{r: newEntryReaderAt(file, max(v.from, fileHeaderSize), end), version: version, rr: rr}
 	for {
-		start := r.off
-		body, err := r.next()
-		if err == io.EOF {
-			return start, nil, nil
-		}
-		if bad, ok := err.(*badEntryError); ok {
-			return start, bad, nil
-		}
-		if err != nil {
-			return start, nil, &segmentReadError{start, err}
-		}
-		if rolled(version) && start == fileHeaderSize {
-			if err := v.snap(body, r.off); err != nil {
-				return start, &badEntryError{start, "malformed snapshot: " + err.Error(), tailOther}, nil
+		it, err := w.next()
+		switch {
+		case err == io.EOF:
+			return it.start, nil, nil
+		case err != nil:
+			return it.start, nil, &segmentReadError{it.start, err}
+		case it.bad != nil:
+			return it.start, it.bad, nil
+		case it.snap != nil:
+			if err := v.snap(it.snap, w.r.off); err != nil {
+				return it.start, &badEntryError{it.start, "malformed snapshot: " + err.Error(), tailOther}, nil
 			}
-			continue
-		}
-		if rolled(version) && body[0] != entryV2 {
-			return start, &badEntryError{start, "malformed: not a record entry", tailOther}, nil
-		}
-		if isControl(body) {
-			f, err := parseFence(body, version)
-			if err != nil {
-				return start, &badEntryError{start, "malformed: " + err.Error(), tailOther}, nil
-			}
+		case it.fence != nil:
 			if v.fence != nil {
-				v.fence(&f)
+				v.fence(it.fence)
 			}
-			continue
-		}
-		e, err := parseEntry(body, rr)
-		if err != nil {
-			return start, &badEntryError{start, "malformed: " + err.Error(), tailOther}, nil
-		}
-		if err := v.each(&e); err != nil {
-			return r.off, nil, err
+		default:
+			if err := v.each(&it.rec); err != nil {
+				return w.r.off, nil, err
+			}
 		}
 	}
+}
+
+// segmentWalker reads the entries of a segment one at a time, telling
+// them apart and checking them: walkSegment's step, and Reader's.
+type segmentWalker struct {
+	r       *entryReader
+	version uint32
+	rr      *wire.RecordReader
+}
+
+// walked is one entry a segmentWalker read: a rolled segment's snapshot
+// (snap, its body, unchecked), a fence entry, a record entry (rec, parsed
+// and checked), or a bad entry (bad). Its slices alias the entry reader's
+// buffer: valid until the next step.
+type walked struct {
+	start int64 // the entry's offset
+	snap  []byte
+	fence *fenceEntry
+	rec   entry
+	bad   *badEntryError
+}
+
+// next reads the next entry; io.EOF at a clean end, or a read error (the
+// entry's offset is in the result either way).
+func (w *segmentWalker) next() (walked, error) {
+	it := walked{start: w.r.off}
+	body, err := w.r.next()
+	if bad, ok := err.(*badEntryError); ok {
+		it.bad = bad
+		return it, nil
+	}
+	if err != nil {
+		return it, err
+	}
+	switch {
+	case rolled(w.version) && it.start == fileHeaderSize:
+		it.snap = body
+	case rolled(w.version) && body[0] != entryV2:
+		it.bad = &badEntryError{it.start, "malformed: not a record entry", tailOther}
+	case isControl(body):
+		f, err := parseFence(body, w.version)
+		if err != nil {
+			it.bad = &badEntryError{it.start, "malformed: " + err.Error(), tailOther}
+		} else {
+			it.fence = &f
+		}
+	default:
+		if it.rec, err = parseEntry(body, w.rr); err != nil {
+			it.bad = &badEntryError{it.start, "malformed: " + err.Error(), tailOther}
+		}
+	}
+	return it, nil
 }
 
 // Segments describes the store's segments, sealed ones oldest first, the
