@@ -85,6 +85,7 @@ type budget struct {
 	used     atomic.Int64 // count<<usedShift | bytes; the count alone if wide
 	bytes    atomic.Int64 // if wide
 	_        [48]byte
+	held     atomic.Int64 // messages reserved by hold
 	shared   *MemoryLimit // nil: none
 	room     ringbuf.Signal
 }
@@ -151,6 +152,37 @@ func (b *budget) undo(n int, bytes int64) {
 		b.used.Add(-(int64(n)<<usedShift + bytes))
 	}
 	b.room.Broadcast()
+}
+
+// force reserves n messages of bytes bytes whatever the limits (see
+// ledger.tryClaimExempt).
+func (b *budget) force(n int, bytes int64) {
+	if b.wide {
+		b.used.Add(int64(n))
+		b.bytes.Add(bytes)
+	} else {
+		b.used.Add(int64(n)<<usedShift + bytes)
+	}
+}
+
+// hold reserves an exempt topic's whole share (see ledger.exemptFrom):
+// counted in held too, so that what messages hold is used minus held.
+func (b *budget) hold(n int, bytes int64) {
+	b.held.Add(int64(n))
+	b.force(n, bytes)
+}
+
+// unhold gives back a share hold reserved.
+func (b *budget) unhold(n int, bytes int64) {
+	b.held.Add(-int64(n))
+	b.give(n, bytes)
+}
+
+// busy reports whether messages of metered topics hold any of the budget
+// (see coarseClock.busy): it is a snapshot.
+func (b *budget) busy() bool {
+	c, _ := b.pending()
+	return int64(c) != b.held.Load()
 }
 
 // give returns n messages of bytes bytes.

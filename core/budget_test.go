@@ -90,3 +90,94 @@ func TestBudgetConcurrentTakesStayWithinLimits(t *testing.T) {
 		assert.Zero(t, by, "wide=%v", wide)
 	}
 }
+
+// TestExemptLedgerHoldsItsShare: the producer's first topic, exempt, takes
+// nothing from the budget per message (its share is held for it); metered
+// from the second topic on, it charges its new claims, and its share goes
+// back once every exempt position is released, leaving the budget empty.
+func TestExemptLedgerHoldsItsShare(t *testing.T) {
+	b := newBudget(64, 6400, nil)
+	l, err := newLedger(32, 3200, ledgerTimeout, nil, b, func() {}, make(chan struct{}, 1))
+	require.NoError(t, err)
+	l.exemptFrom()
+	requirePending := func(n int, bytes int64, held int64, what string) {
+		t.Helper()
+		c, by := b.pending()
+		require.Equal(t, n, c, what)
+		require.Equal(t, bytes, by, what)
+		require.Equal(t, held, b.held.Load(), what)
+	}
+	requirePending(32, 3200, 32, "the share held")
+	for range 10 {
+		_, _, err := l.tryClaim([]int64{100})
+		require.NoError(t, err)
+	}
+	requirePending(32, 3200, 32, "exempt claims take nothing")
+
+	l.meter()
+	require.False(t, l.exempt.Load())
+	require.Equal(t, uint64(10), l.meterFrom.Load())
+	requirePending(32, 3200, 32, "held until the exempt positions are released")
+	for range 5 {
+		_, _, err := l.tryClaim([]int64{100})
+		require.NoError(t, err)
+	}
+	requirePending(37, 3700, 32, "metered claims are charged")
+
+	l.release(4)
+	requirePending(37, 3700, 32, "some exempt positions still live")
+	l.release(12) // the last exempt ones, and two metered
+	requirePending(3, 300, 0, "the share went back")
+	l.release(15)
+	requirePending(0, 0, 0, "empty")
+	l.meter() // idempotent
+	requirePending(0, 0, 0, "empty")
+}
+
+// TestMeterEmptyExemptLedgerGivesShareAtOnce: a first topic that holds
+// nothing when a second topic appears gives its share back at once (no
+// release will come to do it).
+func TestMeterEmptyExemptLedgerGivesShareAtOnce(t *testing.T) {
+	b := newBudget(64, 6400, nil)
+	l, err := newLedger(32, 3200, ledgerTimeout, nil, b, func() {}, make(chan struct{}, 1))
+	require.NoError(t, err)
+	l.exemptFrom()
+	pos, _, err := l.tryClaim([]int64{100})
+	require.NoError(t, err)
+	l.release(pos + 1)
+	l.meter()
+	assert.Zero(t, b.used.Load())
+	assert.Zero(t, b.held.Load())
+}
+
+// TestMeterRacingClaimsLeaveNoCharge: claimers of an exempt ledger racing
+// with the end of its exemption are charged exactly for what they claimed
+// after it: once every position is released, the budget is empty.
+func TestMeterRacingClaimsLeaveNoCharge(t *testing.T) {
+	for range 50 {
+		b := newBudget(1<<16, 1<<30, nil)
+		l, err := newLedger(1<<14, 1<<28, ledgerTimeout, nil, b, func() {}, make(chan struct{}, 1))
+		require.NoError(t, err)
+		l.exemptFrom()
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for i := range 200 {
+					sizes := []int64{10}
+					if i%3 == 0 {
+						sizes = []int64{10, 20, 30}
+					}
+					_, _, err := l.tryClaim(sizes)
+					assert.NoError(t, err)
+				}
+			})
+		}
+		wg.Go(l.meter)
+		wg.Wait()
+		l.release(l.ring.Tail())
+		c, by := b.pending()
+		require.Zero(t, c)
+		require.Zero(t, by)
+		require.Zero(t, b.held.Load())
+	}
+}

@@ -202,7 +202,7 @@ func (c *coarseClock) busy() bool {
 	c.usersMu.Lock()
 	defer c.usersMu.Unlock()
 	for p := range c.users {
-		if p.budget.used.Load() != 0 {
+		if p.budget.busy() || p.def != nil && p.def.led.ring.Len() > 0 {
 			return true
 		}
 	}

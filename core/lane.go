@@ -127,6 +127,7 @@ func (p *Producer) newLane(topic string) (*lane, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.def.led.meter() // two topics: the budget counts every message
 	p.lanes.Store(topic, l)
 	p.topics.Add(1)
 	// Appended in place when the array has room: a reader's snapshot never

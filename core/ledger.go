@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -84,6 +85,18 @@ type ledger struct {
 	maxWritten atomic.Uint64
 	unacked    atomic.Int64
 
+	// The exemption of the producer's first topic (see exempt): while
+	// exempt, its claims skip the producer's budget, which holds the
+	// topic's whole share for them instead (shareHeld). meterFrom is the
+	// first position charged to the budget message by message: 0 for a
+	// ledger never exempt, the largest uint64 while exempt, the ring's
+	// tail at the moment it stopped being exempt after (see meter).
+	exempt     atomic.Bool
+	meterFrom  atomic.Uint64
+	shareHeld  atomic.Bool
+	shareN     int
+	shareBytes int64
+
 	// The dispatcher's (see countAcked): positions below counted are
 	// counted in *ackedStat, the producer's Stats.Acked (nil: not counted).
 	counted   uint64
@@ -113,12 +126,14 @@ func newLedger(maxPending int, maxBytes int64, timeout time.Duration, coarse *co
 		return nil, err
 	}
 	return &ledger{
-		ring:      ring,
-		budget:    b,
-		timeout:   int64(timeout),
-		coarse:    coarse,
-		wake:      wake,
-		sweepWake: sweepWake,
+		ring:       ring,
+		shareN:     maxPending,
+		shareBytes: maxBytes,
+		budget:     b,
+		timeout:    int64(timeout),
+		coarse:     coarse,
+		wake:       wake,
+		sweepWake:  sweepWake,
 	}, nil
 }
 
@@ -169,6 +184,9 @@ func claimError(err error) error {
 // or TryClaim for a single message, and gives back the budget of what the
 // ring did not take.
 func (l *ledger) tryClaim(sizes []int64) (uint64, int, error) {
+	if l.exempt.Load() {
+		return l.tryClaimExempt(sizes)
+	}
 	if !l.ring.MayHaveRoom() && !l.ring.HasRoom(sizes[0]) {
 		// The topic's share is full: refused before the budget is taken,
 		// so that giving it back wakes no one (this claimer among them).
@@ -210,6 +228,75 @@ func (l *ledger) tryClaim(sizes []int64) (uint64, int, error) {
 	}
 	l.budget.give(len(sizes)-n, total-taken)
 	return pos, n, err
+}
+
+// exemptFrom makes the ledger exempt from the producer's budget for its
+// claims (see budget): the budget holds its whole share instead, which its
+// ring's limits keep it within. For the producer's first topic, while it is
+// the only one: its claims then cost one locked instruction less. The
+// budget must hold nothing else (New calls it first), and there is no
+// shared MemoryLimit (which counts every message of every producer).
+func (l *ledger) exemptFrom() {
+	l.budget.hold(l.shareN, l.shareBytes)
+	l.shareHeld.Store(true)
+	l.meterFrom.Store(math.MaxUint64)
+	l.exempt.Store(true)
+}
+
+// meter ends the exemption, when the producer writes a second topic: from
+// the ring's tail on, claims are charged to the budget message by message
+// again. The ring is frozen meanwhile, so that a claim that read exempt
+// before the store lands either below the tail (covered by the share) or
+// after the thaw, where it sees meterFrom and charges itself (see
+// tryClaimExempt). The share goes back to the budget once every exempt
+// position is released: now, or by the dispatcher's release. Under the
+// producer's lanesMu; idempotent.
+func (l *ledger) meter() {
+	if !l.exempt.Load() {
+		return
+	}
+	t := l.ring.Freeze()
+	l.meterFrom.Store(t)
+	l.exempt.Store(false)
+	l.ring.Thaw()
+	// The dispatcher releases, then calls giveShare; this stores
+	// meterFrom, then calls it: one of the two sees the other's store.
+	l.giveShare()
+}
+
+// giveShare gives the share the ledger holds back to the budget once
+// every position below meterFrom is released. Once, from whichever
+// goroutine sees it first.
+func (l *ledger) giveShare() {
+	if l.ring.Head() >= l.meterFrom.Load() && l.shareHeld.Swap(false) {
+		l.budget.unhold(l.shareN, l.shareBytes)
+	}
+}
+
+// tryClaimExempt is tryClaim for an exempt ledger: the ring's claim alone.
+// A claim made after meter ended the exemption (it read exempt just before)
+// is charged to the budget as a metered claim would be, without its
+// limits: it is already made, and at most one per claimer.
+func (l *ledger) tryClaimExempt(sizes []int64) (uint64, int, error) {
+	var pos uint64
+	n := 1
+	var err error
+	if len(sizes) == 1 {
+		pos, err = l.ring.TryClaim(sizes[0])
+	} else {
+		pos, n, err = l.ring.TryClaimN(sizes)
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	if pos >= l.meterFrom.Load() {
+		var bytes int64
+		for _, s := range sizes[:n] {
+			bytes += s
+		}
+		l.budget.force(n, bytes)
+	}
+	return pos, n, nil
 }
 
 // claimWait waits until at least the first of sizes fits and claims as many
@@ -882,6 +969,16 @@ func (l *ledger) countAcked(pos uint64) {
 
 // release releases every position below upto and gives their budget back.
 func (l *ledger) release(upto uint64) {
+	if m := l.meterFrom.Load(); m > l.ring.Head() {
+		// Exempt positions: the share the ledger holds covers them.
+		l.ring.Release(min(upto, m))
+		l.giveShare() // after the release: see meter
+		if upto <= m {
+			return
+		}
+		// Positions from m on were claimed after meter's store (they are
+		// resolved, so the walk saw them): m is not the largest uint64.
+	}
 	if n, bytes := l.ring.Release(upto); n > 0 {
 		l.budget.give(n, bytes)
 	}

@@ -128,6 +128,9 @@ func New(dialer transport.Dialer, opts ...Option) (*Producer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.memoryLimit == nil {
+		def.led.exemptFrom() // until a second topic (see newLane)
+	}
 	p.def = def
 	p.topics.Store(1)
 	all := []*lane{def}

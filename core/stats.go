@@ -41,11 +41,12 @@ type Stats struct {
 // cheap (atomic loads); the fields are read one by one, so they are not a
 // single consistent instant.
 func (p *Producer) Stats() Stats {
-	unacked := 0
+	unacked, pending, pendingBytes := 0, 0, int64(0)
 	for _, l := range p.lanesSnapshot() {
 		unacked += l.led.unackedNow()
+		n, bytes := l.led.pending()
+		pending, pendingBytes = pending+n, pendingBytes+bytes
 	}
-	pending, pendingBytes := p.budget.pending()
 	return Stats{
 		Pending:      pending,
 		PendingBytes: pendingBytes,

@@ -43,6 +43,10 @@ func (r *Ring[T]) TryClaimN(sizes []int64) (uint64, int, error) {
 			r.unreserve(held)
 			return 0, 0, ErrClosed
 		}
+		if t&frozenBit != 0 {
+			runtime.Gosched() // see Freeze
+			continue
+		}
 		want := uint64(len(sizes))
 		if t-r.headCache.Load()+want > r.limit {
 			h := r.head.Load()

@@ -8,6 +8,7 @@ import (
 
 const (
 	closedBit = 1 << 63
+	frozenBit = 1 << 62 // see Freeze
 	posMask   = 1<<(64-stateBits) - 1
 	// spinTries is how many times a waiter yields before it parks. Yielding
 	// is cheap when the other side is about to make progress on another core;
@@ -153,7 +154,25 @@ func (r *Ring[T]) alloc(pos uint64) *Slot[T] {
 func (r *Ring[T]) Head() uint64 { return r.head.Load() }
 
 // Tail returns the next position to be claimed.
-func (r *Ring[T]) Tail() uint64 { return r.tail.Load() &^ closedBit }
+func (r *Ring[T]) Tail() uint64 { return r.tail.Load() &^ (closedBit | frozenBit) }
+
+// Freeze holds every claim back until Thaw and returns the tail: claims
+// made before it took positions below it, claims made after Thaw take
+// positions at or above it, and no claim lands in between. It is for a
+// caller that changes, under its own lock, how claims from a position on
+// are accounted; claimers yield while the ring is frozen, so Thaw must
+// follow at once. One freezer at a time.
+func (r *Ring[T]) Freeze() uint64 {
+	for {
+		t := r.tail.Load()
+		if r.tail.CompareAndSwap(t, t|frozenBit) {
+			return t &^ (closedBit | frozenBit)
+		}
+	}
+}
+
+// Thaw lets claims go on after Freeze.
+func (r *Ring[T]) Thaw() { r.tail.And(^uint64(frozenBit)) }
 
 // Len returns the number of live (claimed and not released) positions.
 func (r *Ring[T]) Len() int {
@@ -183,6 +202,10 @@ func (r *Ring[T]) TryClaim(size int64) (uint64, error) {
 				r.unreserve(size)
 			}
 			return 0, ErrClosed
+		}
+		if t&frozenBit != 0 {
+			runtime.Gosched() // see Freeze: a few stores away from Thaw
+			continue
 		}
 		if t-r.headCache.Load() >= r.limit {
 			// Reading head costs a cache miss after every release, so
@@ -425,7 +448,7 @@ func (r *Ring[T]) WaitPublishedUntil(pos uint64, done <-chan struct{}, timeout <
 			r.consumer.parked.Store(false)
 			return nil
 		}
-		if t := r.tail.Load(); t&closedBit != 0 && pos >= t&^closedBit {
+		if t := r.tail.Load(); t&closedBit != 0 && pos >= t&^(closedBit|frozenBit) {
 			r.consumer.parked.Store(false)
 			return ErrClosed
 		}
