@@ -8,8 +8,8 @@ import (
 	"net"
 	"sync"
 
-	"github.com/inflightmq/inflight/internal/frames"
 	"github.com/inflightmq/inflight/transport"
+	"github.com/inflightmq/inflight/wire/frames"
 )
 
 // clientConn is one producer connection: a writer goroutine drains the

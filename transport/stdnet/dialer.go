@@ -7,8 +7,8 @@ import (
 	"net"
 	"sync"
 
-	"github.com/inflightmq/inflight/internal/endpoints"
 	"github.com/inflightmq/inflight/transport"
+	"github.com/inflightmq/inflight/transport/endpoints"
 )
 
 // Dialer is a transport.Dialer over TCP, or TLS with ClientTLS. Each

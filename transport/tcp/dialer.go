@@ -10,8 +10,8 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/inflightmq/inflight/internal/endpoints"
 	"github.com/inflightmq/inflight/transport"
+	"github.com/inflightmq/inflight/transport/endpoints"
 	"github.com/inflightmq/inflight/wire"
 )
 
