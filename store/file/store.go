@@ -479,7 +479,7 @@ func (f *Store) load(created, repair bool) error {
 		f.body = good
 	}
 	// Make the replayed entries durable: a previous run under FsyncNone may
-	// have left them in the page cache only, and LastSeq now vouches for them.
+	// have left them in the page cache only, and State's LastSeq now vouches for them.
 	if err := f.file.Sync(); err != nil {
 		return fmt.Errorf("inflight/file: open store: %w", err)
 	}

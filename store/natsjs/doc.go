@@ -13,7 +13,7 @@
 // Each (topic, producer) has its own subject, prefix.Token(topic).
 // Token(producer) (Token makes any name one subject token). Every message
 // carries the header Inflight-Last-Seq, the highest inflight sequence ID it
-// holds; LastSeq reads it from the subject's last message. Every write is a
+// holds; State reads it from the subject's last message. Every write is a
 // compare-and-set on the subject's tail (Nats-Expected-Last-Subject-Sequence
 // = the stream sequence of the last message as the store knows it). When it
 // fails, someone else wrote: another gateway still finishing a write for a
@@ -47,7 +47,7 @@
 // # Retention
 //
 // The stream must keep a subject's last message for as long as its
-// producer may come back with messages pending: once it ages out, LastSeq
+// producer may come back with messages pending: once it ages out, State's LastSeq
 // falls back to 0 and resent records are stored again. EnsureStream
 // creates a stream with limits retention and the replicas, storage, age and
 // size asked for, or checks an existing one.
