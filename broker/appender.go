@@ -180,14 +180,14 @@ func (s *Session) storeChunk(t *topic, a *appendScratch) error {
 }
 
 // bufPool holds the buffers queued frames are copied into, in size classes:
-// powers of two from minBuf to the frame limit (bufSize). A frame's buffer
+// powers of two from 1<<minBufShift to the frame limit (bufSize). A frame's buffer
 // is what it is charged for (see budget.go). Buffers not of a class are left
 // to the garbage collector.
 type bufPool struct {
-	classes []sync.Pool // of *[]byte; classes[i] holds buffers of minBuf<<i bytes
+	classes []sync.Pool // of *[]byte; classes[i] holds buffers of 1<<(minBufShift+i) bytes
 }
 
-const minBufShift = 9 // minBuf: 512 bytes
+const minBufShift = 9 // the smallest class: 512 bytes
 
 // bufSize returns the size of the buffer that holds n bytes.
 func bufSize(n int) int {

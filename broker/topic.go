@@ -26,7 +26,7 @@ import (
 type topic struct {
 	id    uint32
 	name  string
-	lock  *streamLock  // the (topic, name) pair's, held (counted) until closeTopic
+	lock  *streamLock  // the (topic, name) pair's, held (counted) until end
 	state atomic.Int32 // topicDeclaring, topicOpen, topicEnded
 
 	// queued is the highest sequence ID queued or known stored: the
@@ -40,7 +40,7 @@ type topic struct {
 	spare    []queuedFrame // the goroutine's last taken slice, emptied, for the next swap
 	bytes    int64         // their charges, counted in Session.queued
 	running  bool          // the goroutine is running (or about to)
-	released bool          // closeTopic ran
+	released bool          // end ran
 
 	ackAt int // guarded by receipts.mu: 1 + its entry in the pending receipts, or 0
 }
