@@ -92,7 +92,7 @@ func (s *Session) declare(frame []byte) error {
 	if err := s.b.authorize(s.id, d.Name, s.name); err != nil {
 		_ = s.refuse(err, s.id, d.Name, s.name, nil)
 		s.b.topicErrors.Add(1)
-		return s.send(wire.AppendTopicError(s.out[:0], wire.TopicError{ID: d.ID, Code: wire.CodeUnauthorized, Text: err.Error()}))
+		return s.send(wire.AppendTopicError(s.out[:0], wire.TopicError{ID: d.ID, Code: wire.CodeUnauthorized, Text: wire.Reason(err)}))
 	}
 	t := &topic{id: d.ID, name: d.Name, lock: s.b.lockFor(stream{d.Name, s.name}), running: true}
 	s.topics[d.ID], s.byName[d.Name] = t, t
@@ -182,7 +182,7 @@ func (s *Session) topicFailed(t *topic, err error) {
 		if errors.Is(err, ErrStoreFailed) || errors.Is(err, ErrStoreClosed) {
 			code = wire.CodeStoreUnavailable
 		}
-		if serr := s.peer.Send(wire.AppendTopicError(nil, wire.TopicError{ID: t.id, Code: code, Text: err.Error()})); serr != nil {
+		if serr := s.peer.Send(wire.AppendTopicError(nil, wire.TopicError{ID: t.id, Code: code, Text: wire.Reason(err)})); serr != nil {
 			s.abort(serr)
 			_ = s.peer.Close()
 		}
