@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"strings"
 
 	"github.com/inflightmq/inflight/wire"
@@ -94,15 +95,24 @@ func (e *withCause) Unwrap() []error { return []error{e.outcome, e.cause} }
 
 // connFailure is the last connection failure, kept while the producer has
 // no connection that completed its handshake, with the outcomes that name
-// it, composed once for every message that gets one.
+// it, made once for every message that gets one.
 type connFailure struct {
-	timeout error // ErrTimeout and the cause
-	closed  error // ErrClosed and the cause
+	timeout  error // ErrTimeout and the cause
+	deadline error // errDeadline and the cause
+	closed   error // ErrClosed and the cause
 }
 
 func newConnFailure(cause error) *connFailure {
 	return &connFailure{
-		timeout: &withCause{outcome: ErrTimeout, cause: cause},
-		closed:  &withCause{outcome: ErrClosed, cause: cause},
+		timeout:  &withCause{outcome: ErrTimeout, cause: cause},
+		deadline: &withCause{outcome: errDeadline, cause: cause},
+		closed:   &withCause{outcome: ErrClosed, cause: cause},
 	}
 }
+
+// errDeadline is the outcome of a message whose context's deadline passed
+// before the broker stored it: a timeout, as SendTimeout's, and the
+// context's error (errors.Is matches ErrTimeout and
+// context.DeadlineExceeded): "inflight: send timed out: context deadline
+// exceeded".
+var errDeadline = wrap(ErrTimeout, context.DeadlineExceeded)

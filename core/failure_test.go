@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -37,6 +38,12 @@ func TestErrorsReadOnce(t *testing.T) {
 			[]error{ErrClosed, errDial}},
 		{wrap(ErrProtocol, fmt.Errorf("bad RECEIPT: %w", wire.ErrTruncated)), "inflight: protocol violation by broker: bad RECEIPT: truncated frame",
 			[]error{ErrProtocol, wire.ErrTruncated}},
+		// A deadline of the message's context is a timeout too, and names
+		// the cause the same way.
+		{errDeadline, "inflight: send timed out: context deadline exceeded", []error{ErrTimeout, context.DeadlineExceeded}},
+		{newConnFailure(wrap(errConnLost, wrap(ErrProtocol, wire.ErrChecksum))).deadline,
+			"inflight: send timed out: context deadline exceeded; last connection failure: connection lost: protocol violation by broker: batch checksum mismatch",
+			[]error{ErrTimeout, context.DeadlineExceeded, errConnLost, ErrProtocol, wire.ErrChecksum}},
 		// Words quoted from elsewhere stay as they are; only the prefixes
 		// the errors of the tree begin with go.
 		{newConnFailure(wrap(errDial, dialErr)).timeout,
