@@ -425,7 +425,7 @@ func MaxBatchBytes(n int) Option {
 // MaxFramesInFlight sets how many BATCH frames may be unacknowledged on a
 // connection at once (default DefaultFramesInFlight): written, and their
 // RECEIPT not yet come. At the limit the producer writes nothing more until
-// a receipt arrives, and the messages sent meanwhile wait in the ring, to
+// a receipt arrives, and the messages sent meanwhile wait in the queue, to
 // leave in the next frame together. So a broker that takes longer to store
 // a frame (an fsync, a replicated write) gets bigger frames, not a deeper
 // queue of small ones, and the time a message waits stays about one store
