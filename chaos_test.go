@@ -381,38 +381,52 @@ func (c memChaos) inject(r *rand.Rand) bool {
 	return true
 }
 
-// tcpChaos puts a fault proxy between the producer and a TCP broker.
-type tcpChaos struct {
+// proxyChaos puts a fault proxy between the producer and a broker's
+// server: TestChaosTCP's (a tcp.Dialer) and TestChaosTLS's (a stdnet.Dialer
+// over TLS).
+type proxyChaos struct {
 	st    *broker.MemoryStore
 	srv   *server.Server
 	proxy *faultproxy.Proxy
-	d     *tcp.Dialer
+	d     closingDialer
 }
 
-func newTCPChaos(t *testing.T) chaosNet {
+// closingDialer is a transport.Dialer the test closes.
+type closingDialer interface {
+	transport.Dialer
+	Close() error
+}
+
+// newProxyChaos starts a server with srvOpts and a fault proxy in front of
+// it, and dials the proxy's address with dial.
+func newProxyChaos(t *testing.T, srvOpts []server.Option, dial func(addr string) (closingDialer, error)) *proxyChaos {
 	st := broker.NewMemoryStore()
 	b, err := broker.New(st)
 	require.NoError(t, err)
-	srv, err := server.New("127.0.0.1:0", b)
+	srv, err := server.New("127.0.0.1:0", b, srvOpts...)
 	require.NoError(t, err)
 	proxy, err := faultproxy.New(srv.Addr().String())
 	require.NoError(t, err)
-	d, err := tcp.NewDialer(proxy.Addr())
+	d, err := dial(proxy.Addr())
 	require.NoError(t, err)
-	return &tcpChaos{st: st, srv: srv, proxy: proxy, d: d}
+	return &proxyChaos{st: st, srv: srv, proxy: proxy, d: d}
 }
 
-func (c *tcpChaos) Dialer() transport.Dialer   { return c.d }
-func (c *tcpChaos) Store() *broker.MemoryStore { return c.st }
-func (c *tcpChaos) heal()                      { c.proxy.Refuse(false); c.proxy.Stall(false); c.proxy.Delay(0) }
+func newTCPChaos(t *testing.T) chaosNet {
+	return newProxyChaos(t, nil, func(addr string) (closingDialer, error) { return tcp.NewDialer(addr) })
+}
 
-func (c *tcpChaos) Close() {
+func (c *proxyChaos) Dialer() transport.Dialer   { return c.d }
+func (c *proxyChaos) Store() *broker.MemoryStore { return c.st }
+func (c *proxyChaos) heal()                      { c.proxy.Refuse(false); c.proxy.Stall(false); c.proxy.Delay(0) }
+
+func (c *proxyChaos) Close() {
 	c.d.Close()
 	c.proxy.Close()
 	c.srv.Close(context.Background())
 }
 
-func (c *tcpChaos) inject(r *rand.Rand) bool {
+func (c *proxyChaos) inject(r *rand.Rand) bool {
 	switch r.IntN(8) {
 	case 0:
 		c.proxy.Cut()

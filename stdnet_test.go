@@ -3,14 +3,11 @@ package inflight_test
 import (
 	"context"
 	"crypto/tls"
-	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/inflightmq/inflight/broker"
-	"github.com/inflightmq/inflight/internal/faultproxy"
 	"github.com/inflightmq/inflight/internal/testcert"
 	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/transport"
@@ -106,55 +103,13 @@ func (f *stdnetFixture) Close() {
 	_ = f.dialer.Close()
 }
 
-// tlsChaos puts a fault proxy between the producer and a stdnet server that
-// speaks TLS.
-type tlsChaos struct {
-	st    *broker.MemoryStore
-	srv   *server.Server
-	proxy *faultproxy.Proxy
-	d     *stdnet.Dialer
-}
-
+// newTLSChaos puts a fault proxy between the producer and a server that
+// speaks TLS, dialed by a stdnet.Dialer.
 func newTLSChaos(t *testing.T) chaosNet {
 	ca := newTestCA(t)
 	cfg, err := ca.ServerConfig()
 	require.NoError(t, err)
-	st := broker.NewMemoryStore()
-	b, err := broker.New(st)
-	require.NoError(t, err)
-	srv, err := server.New("127.0.0.1:0", b, server.TLS(cfg))
-	require.NoError(t, err)
-	proxy, err := faultproxy.New(srv.Addr().String())
-	require.NoError(t, err)
-	d, err := stdnet.NewDialer(proxy.Addr(), stdnet.ClientTLS(ca.ClientConfig()))
-	require.NoError(t, err)
-	return &tlsChaos{st: st, srv: srv, proxy: proxy, d: d}
-}
-
-func (c *tlsChaos) Dialer() transport.Dialer   { return c.d }
-func (c *tlsChaos) Store() *broker.MemoryStore { return c.st }
-func (c *tlsChaos) heal()                      { c.proxy.Refuse(false); c.proxy.Stall(false); c.proxy.Delay(0) }
-
-func (c *tlsChaos) Close() {
-	c.d.Close()
-	c.proxy.Close()
-	c.srv.Close(context.Background())
-}
-
-func (c *tlsChaos) inject(r *rand.Rand) bool {
-	switch r.IntN(8) {
-	case 0:
-		c.proxy.Cut()
-	case 1:
-		c.proxy.Refuse(r.IntN(2) == 0)
-	case 2:
-		c.proxy.Stall(r.IntN(3) == 0)
-	case 3:
-		c.proxy.Delay(time.Duration(r.IntN(3000)) * time.Microsecond)
-	case 4:
-		c.srv.CloseConns()
-	default:
-		return false
-	}
-	return true
+	return newProxyChaos(t, []server.Option{server.TLS(cfg)}, func(addr string) (closingDialer, error) {
+		return stdnet.NewDialer(addr, stdnet.ClientTLS(ca.ClientConfig()))
+	})
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inflightmq/inflight/broker"
-	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/wire"
 )
 
@@ -88,14 +87,6 @@ func (c conn) refused(t testing.TB, token, topic, name string) string {
 	e := errorFrame(t, reply)
 	require.Equal(t, wire.CodeUnauthorized, e.Code)
 	return e.Text
-}
-
-// topicOK decodes a TOPIC_OK and returns its last seq.
-func topicOK(t testing.TB, frame []byte) uint64 {
-	t.Helper()
-	ok, err := wire.DecodeTopicOK(frame)
-	require.NoError(t, err, "want TOPIC_OK, got %s", testkit.DescribeFrame(frame))
-	return ok.LastSeq
 }
 
 func TestUnauthenticatedRefused(t *testing.T) {

@@ -17,11 +17,16 @@
 //	                         <-  RECEIPT(1:n, 2:m, ...)            (cumulative per topic; several
 //	                                                                topics' receipts in one frame)
 //
-// The Store is never called on the transport's goroutine: the HELLO's
-// Fence runs on a goroutine of the session, and each topic runs one while
-// it has work (its State, then its Appends, every frame that arrived during
-// the previous Append in one Append), so topics of one connection never
-// wait for each other and an idle topic costs no goroutine (see Session).
+// The Store's State, Fence and Append never run on the transport's
+// goroutine: the HELLO's State and Fence run on a goroutine of the
+// session, and each topic runs one while it has work (its State, then its
+// Appends, every frame that arrived during the previous Append in one
+// Append), so a slow Fence holds up its own HELLO (and later HELLOs of the
+// same name) but not the connection's reader, which keeps answering PINGs,
+// nor other connections; topics of one connection never wait for each
+// other, and an idle topic costs no goroutine (see Session). Session.Close,
+// which the transport calls once the connection stopped reading, waits for
+// those calls and then unpins the name (see Pinner).
 // The stores: MemoryStore (in memory, for tests and demos), store/file
 // (segment files on one machine), store/natsjs (a NATS JetStream stream,
 // for stateless gateways).

@@ -54,13 +54,13 @@ var (
 	// ErrSessionClosed is returned by Session.Handle after Session.Close.
 	ErrSessionClosed = errors.New("inflight/broker: session closed")
 	// ErrStoreClosed is wrapped by a Store's errors after its Close (the
-	// file store's Append, LastSeq and Scan). The broker reports it to
+	// file store's State, Fence, Append and Scan). The broker reports it to
 	// producers with the ERROR code wire.CodeStoreUnavailable.
 	ErrStoreClosed = errors.New("inflight/broker: store closed")
 	// ErrStoreFailed is wrapped by a Store's errors when it failed for good
 	// (the file store after a failed write or fsync: a full disk, an I/O
 	// error; the state of the file is unknown, and it refuses every later
-	// Append and LastSeq until it is reopened). The broker reports it to
+	// State, Fence and Append until it is reopened). The broker reports it to
 	// producers with the ERROR code wire.CodeStoreUnavailable.
 	ErrStoreFailed = errors.New("inflight/broker: store failed for good (reopen it)")
 )

@@ -214,6 +214,6 @@ func (s *Session) takeOver(old *Session, oldEpoch uint64) {
 	s.b.fenced.Add(1)
 	err := fmt.Errorf("%w: producer %q: epoch %d took the name over from epoch %d", ErrFenced, s.name, s.epoch, oldEpoch)
 	old.abort(err)
-	_ = old.peer.Send(wire.AppendError(nil, wire.Error{Code: wire.CodeFenced, Text: err.Error()}))
+	_ = old.peer.Send(wire.AppendError(nil, wire.Error{Code: wire.CodeFenced, Text: wire.Reason(err)}))
 	_ = old.peer.Close()
 }

@@ -236,21 +236,16 @@ func topicBatch(id uint32, gen int, first uint64, n int) []byte {
 var (
 	topicFrame = testkit.TopicFrame
 	helloOK    = testkit.HelloOK
+	topicOK    = func(t testing.TB, frame []byte) uint64 { return testkit.TopicOK(t, frame).LastSeq }
 	receipt    = testkit.Receipt
 	receipts   = testkit.Receipts
 	errorFrame = testkit.ErrorFrame
 )
 
-var seqRange = testkit.SeqRange
-
-// seqs returns the seqs stored for name.
-func seqs(store *broker.MemoryStore, name string) []uint64 {
-	var s []uint64
-	for _, r := range store.Records(name) {
-		s = append(s, r.Seq)
-	}
-	return s
-}
+var (
+	seqRange = testkit.SeqRange
+	seqs     = testkit.Seqs // the seqs stored for a name
+)
 
 // dflt is the topic of the store tests that do not care about topics.
 const dflt = wire.DefaultTopic

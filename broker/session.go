@@ -262,7 +262,7 @@ func (s *Session) send(frame []byte) error {
 // returns it (the reader's goroutine).
 func (s *Session) fail(err error) error {
 	s.b.count(err)
-	_ = s.send(wire.AppendError(s.out[:0], wire.Error{Code: codeOf(err), Text: err.Error()}))
+	_ = s.send(wire.AppendError(s.out[:0], wire.Error{Code: codeOf(err), Text: wire.Reason(err)}))
 	return err
 }
 
@@ -274,7 +274,7 @@ func (s *Session) failAsync(err error) {
 		return // failed before: that failure spoke
 	}
 	s.b.count(err)
-	_ = s.peer.Send(wire.AppendError(nil, wire.Error{Code: codeOf(err), Text: err.Error()}))
+	_ = s.peer.Send(wire.AppendError(nil, wire.Error{Code: codeOf(err), Text: wire.Reason(err)}))
 	_ = s.peer.Close()
 }
 
@@ -327,7 +327,7 @@ func (s *Session) refuse(err error, id Identity, topic, producer string, holder 
 		fn(Refusal{Identity: id, Topic: topic, Producer: producer, Holder: holder, Err: err})
 	}
 	if topic == "" {
-		_ = s.peer.Send(wire.AppendError(nil, wire.Error{Code: wire.CodeUnauthorized, Text: err.Error()}))
+		_ = s.peer.Send(wire.AppendError(nil, wire.Error{Code: wire.CodeUnauthorized, Text: wire.Reason(err)}))
 	}
 	return err
 }

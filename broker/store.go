@@ -22,9 +22,10 @@ import (
 // incarnation continues after it) or is refused.
 //
 // Any method may block: for an fsync, a replicated write, a network round
-// trip. The broker never calls the Store on a transport's goroutine: a
-// session calls it from goroutines of its own, so a slow call holds up the
-// topic (or, for Fence, the HELLO) it serves and nothing else. It calls
+// trip. The broker never calls them on a transport's reading goroutine: a
+// session calls them from goroutines of its own, so a slow call holds up
+// the topic (or, for State and Fence at HELLO, the HELLO and later HELLOs of
+// that name) it serves and nothing else. It calls
 // State and Append for a (topic, producer) from one goroutine at a time;
 // calls for different pairs, of one session or several, run concurrently,
 // and a Store that commits concurrent Appends together (one write, one
@@ -61,8 +62,9 @@ type Store interface {
 // connection (heartbeats only) is never forgotten. Pin and Unpin come in
 // pairs; a name may be pinned more than once (Unpin undoes one Pin). Pin
 // runs on a session's HELLO goroutine under the name's lock (as Fence
-// does), Unpin on the goroutine that closes the session under no lock;
-// never on a reader. They should not block for long.
+// does); Unpin under no lock, in Session.Close, on the goroutine that
+// closes the session (a transport's, once its connection stopped
+// reading). They should not block for long.
 type Pinner interface {
 	Pin(producer string)
 	Unpin(producer string)

@@ -26,7 +26,7 @@ import (
 type topic struct {
 	id    uint32
 	name  string
-	lock  *streamLock  // the (topic, name) pair's, held (counted) until closeTopic
+	lock  *streamLock  // the (topic, name) pair's, held (counted) until end
 	state atomic.Int32 // topicDeclaring, topicOpen, topicEnded
 
 	// queued is the highest sequence ID queued or known stored: the
@@ -40,7 +40,7 @@ type topic struct {
 	spare    []queuedFrame // the goroutine's last taken slice, emptied, for the next swap
 	bytes    int64         // their charges, counted in Session.queued
 	running  bool          // the goroutine is running (or about to)
-	released bool          // closeTopic ran
+	released bool          // end ran
 
 	ackAt int // guarded by receipts.mu: 1 + its entry in the pending receipts, or 0
 }
@@ -92,7 +92,7 @@ func (s *Session) declare(frame []byte) error {
 	if err := s.b.authorize(s.id, d.Name, s.name); err != nil {
 		_ = s.refuse(err, s.id, d.Name, s.name, nil)
 		s.b.topicErrors.Add(1)
-		return s.send(wire.AppendTopicError(s.out[:0], wire.TopicError{ID: d.ID, Code: wire.CodeUnauthorized, Text: err.Error()}))
+		return s.send(wire.AppendTopicError(s.out[:0], wire.TopicError{ID: d.ID, Code: wire.CodeUnauthorized, Text: wire.Reason(err)}))
 	}
 	t := &topic{id: d.ID, name: d.Name, lock: s.b.lockFor(stream{d.Name, s.name}), running: true}
 	s.topics[d.ID], s.byName[d.Name] = t, t
@@ -182,7 +182,7 @@ func (s *Session) topicFailed(t *topic, err error) {
 		if errors.Is(err, ErrStoreFailed) || errors.Is(err, ErrStoreClosed) {
 			code = wire.CodeStoreUnavailable
 		}
-		if serr := s.peer.Send(wire.AppendTopicError(nil, wire.TopicError{ID: t.id, Code: code, Text: err.Error()})); serr != nil {
+		if serr := s.peer.Send(wire.AppendTopicError(nil, wire.TopicError{ID: t.id, Code: code, Text: wire.Reason(err)})); serr != nil {
 			s.abort(serr)
 			_ = s.peer.Close()
 		}

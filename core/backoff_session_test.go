@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/clock"
 	"github.com/inflightmq/inflight/core"
 	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/transport/mem"
@@ -55,4 +57,61 @@ func TestBackoffAfterFailedSession(t *testing.T) {
 		return errors.As(err, &re) && re.Code == wire.CodeStore
 	}), "the broker's TOPIC_ERROR that ended the topic is reported")
 	t.Logf("%d appends in %v", calls, took)
+}
+
+// TestReconnectWithinASecondOfReturn: with the default ReconnectBackoff, a
+// producer whose broker was away long enough for the backoff to reach its
+// bound dials at least once a second, so it is connected again within a
+// second of the broker's return (Kafka's clients cap their reconnect
+// backoff at 1 s; it was 5 s here). On the manual clock: each step moves
+// the clock one second once the pump sleeps, and the next dial must come.
+func TestReconnectWithinASecondOfReturn(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1_000_000, 0))
+	b, err := broker.New(broker.NewMemoryStore())
+	require.NoError(t, err)
+	d := mem.NewDialer(b)
+	events := make(chan core.Event, 1024)
+	defer d.Close()
+	p, err := core.New(d, core.Name("returns"), core.WithClock(clk), // the default ReconnectBackoff
+		core.SendTimeout(time.Hour), core.Heartbeat(time.Hour), // their timers never fire here
+		core.OnEvent(func(ev core.Event) { events <- ev }))
+	require.NoError(t, err)
+	defer testkit.CloseProducer(t, p, time.Second)
+	watchdog := make(chan struct{})
+	defer time.AfterFunc(waitTimeout, func() { close(watchdog) }).Stop()
+	next := func(kind core.EventKind, what string) {
+		t.Helper()
+		for {
+			select {
+			case ev := <-events:
+				if ev.Kind == kind {
+					return
+				}
+			case <-watchdog:
+				t.Fatalf("no %v: %s", kind, what)
+			}
+		}
+	}
+	// The pump sleeps: its backoff's timer is armed beside the sweeper's.
+	sleeping := func() {
+		t.Helper()
+		require.True(t, clk.WaitTimers(2, watchdog), "the pump never slept")
+	}
+	next(core.EventConnected, "the first connection")
+
+	d.RefuseDials(true) // the broker is gone...
+	d.DropConnections()
+	next(core.EventDisconnected, "the connection cut")
+	// ...for as long as twelve waits: 50ms doubled twelve times is far
+	// beyond any bound.
+	for i := range 12 {
+		sleeping()
+		clk.Advance(time.Second)
+		next(core.EventDialFailed, fmt.Sprintf("dial %d came more than a second after the one before", i+1))
+	}
+
+	d.RefuseDials(false) // ...and back
+	sleeping()
+	clk.Advance(time.Second)
+	next(core.EventConnected, "not connected within a second of the broker's return")
 }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/inflightmq/inflight/ringbuf"
@@ -112,19 +113,17 @@ func (p *Producer) idle() bool {
 func (p *Producer) onDispatcher() bool { return goid() == p.dispGoid.Load() }
 
 // outcome returns what a message resolved in state st reports; ctx is the
-// message's context (nil if it could not end). A timeout or ErrClosed names
-// the last connection failure if the producer has no connection now.
+// message's context (nil if it could not end). A timeout (of SendTimeout or
+// of ctx's deadline) or ErrClosed names the last connection failure if the
+// producer has no connection now.
 func (p *Producer) outcome(l *lane, pos uint64, st ringbuf.State, ctx context.Context) (MessageID, error) {
 	switch st {
 	case ringbuf.Acked:
 		return MessageID(l.led.seq(pos)), nil
 	case ringbuf.Expired:
-		if f := p.lastFail.Load(); f != nil {
-			return 0, f.timeout
-		}
-		return 0, ErrTimeout
+		return 0, p.timeout()
 	case ringbuf.Canceled:
-		return 0, ctx.Err()
+		return 0, p.ctxFailure(ctx)
 	case ringbuf.Rejected:
 		return 0, ErrMessageTooLarge
 	case ringbuf.Aborted:
@@ -135,6 +134,32 @@ func (p *Producer) outcome(l *lane, pos uint64, st ringbuf.State, ctx context.Co
 		}
 		return 0, ErrClosed
 	}
+}
+
+// timeout is what a message whose SendTimeout elapsed reports, or a send
+// that waited for room until then returns: ErrTimeout, naming the last
+// connection failure if the producer has no connection now.
+func (p *Producer) timeout() error {
+	if f := p.lastFail.Load(); f != nil {
+		return f.timeout
+	}
+	return ErrTimeout
+}
+
+// ctxFailure is what a message whose context ended reports, or a send that
+// waited for room until it ended returns: for a deadline, a timeout like
+// SendTimeout's (errDeadline: it matches ErrTimeout and
+// context.DeadlineExceeded), naming the last connection failure if the
+// producer has no connection now; else the context's error.
+func (p *Producer) ctxFailure(ctx context.Context) error {
+	err := ctx.Err()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if f := p.lastFail.Load(); f != nil {
+		return f.deadline
+	}
+	return errDeadline
 }
 
 // deliver runs the callback of pos, resolved in state st, and counts it. A

@@ -2,6 +2,37 @@
 // message from SendAsync until its callback has run, and that treats
 // connections as disposable writers of frames.
 //
+// # Use
+//
+// New makes a Producer on a transport.Dialer: transport/tcp or
+// transport/stdnet to reach a broker over the network (inflight serve),
+// transport/mem for a broker in the same process. It connects by itself,
+// and reconnects whenever the connection is lost; messages are accepted
+// from the start.
+//
+//	d, err := tcp.NewDialer("broker:7070")
+//	...
+//	p, err := core.New(d, core.Name("orders-1"))
+//	...
+//	err = p.SendAsync(ctx, &core.Message{Topic: "orders", Payload: b},
+//		func(id core.MessageID, msg *core.Message, err error) {
+//			// exactly once: err == nil when the broker stored it
+//		})
+//	...
+//	err = p.Close(ctx) // drains within ctx; every callback has run
+//
+// SendAsync enqueues and returns; its callback gets the outcome. Send waits
+// for the outcome, SendBatch enqueues several messages at once, and
+// TrySendAsync never waits for room. Flush waits until everything sent
+// before it is resolved and its callback returned; Close stops accepting,
+// waits for what is pending (bounded by its context) and fails the rest.
+// Give each producer process a Name of its own: the broker deduplicates by
+// (topic, Name) and sequence ID, and a process restarted under its name
+// continues its sequence IDs after the last one stored. Options set the
+// limits (SendTimeout, MaxPending, MaxPendingBytes), batching, compression,
+// and where errors and connection events go (ErrorHandler, OnEvent,
+// Logger); Stats reads the counters.
+//
 // # Guarantees
 //
 //   - Every SendAsync that returns nil leads to exactly one callback; every
@@ -78,12 +109,12 @@
 //
 // # Goroutines
 //
-// A Producer owns three goroutines, started by New and stopped by Close: the
-// pump (dials with backoff, handshakes, writes batches from the ring; while
-// connected, a heartbeat goroutine beside it), the sweeper (expires messages
-// at their deadline) and the dispatcher (runs callbacks); with OnEvent or
-// Logger, a fourth delivers connection events and log records. Receipts are
-// resolved on the transport's goroutine without blocking. Producers on the
+// A Producer owns three goroutines, started by New and stopped by Close: one
+// dials with backoff, handshakes and writes batches (while connected, a
+// heartbeat goroutine beside it), one expires messages at their deadline,
+// and one runs the callbacks, one at a time; with OnEvent or Logger, a
+// fourth delivers connection events and log records. Receipts are resolved
+// on the transport's goroutine without blocking. Producers on the
 // system clock share one coarse clock goroutine, which refreshes a cached
 // time for SendAsync while any of them has messages pending, sleeps when
 // none has, and exits when the last producer closes.

@@ -9,14 +9,17 @@ var (
 	// In a callback (and from Send) it names the last connection failure
 	// when the producer had no connection (see ErrTimeout).
 	ErrClosed = errors.New("inflight: producer closed")
-	// ErrTimeout is passed to the callback of a message whose SendTimeout
-	// elapsed before the broker acknowledged it, and returned by SendAsync
-	// and Send when the queue stayed full until the message's deadline.
-	// When the producer had no connection as the callback ran, the error
-	// also wraps the last connection failure and says so ("inflight: send
-	// timed out; last connection failure: ..."): errors.Is matches both
-	// ErrTimeout and that cause (ErrUnauthorized, ErrHandshake, a
-	// *wire.RemoteError, the Dialer's error).
+	// ErrTimeout is passed to the callback of a message whose deadline
+	// passed before the broker acknowledged it, and returned by SendAsync,
+	// Send and SendBatch when the queue stayed full until the message's
+	// deadline. A deadline is a deadline, whichever set it: SendTimeout, or
+	// the deadline of the context given to SendAsync, for which errors.Is
+	// also matches context.DeadlineExceeded ("inflight: send timed out:
+	// context deadline exceeded"). When the producer had no connection at
+	// that moment, the error also wraps the last connection failure and
+	// says so ("inflight: send timed out; last connection failure: ..."):
+	// errors.Is matches ErrTimeout and that cause (ErrUnauthorized,
+	// ErrHandshake, a *wire.RemoteError, the Dialer's error).
 	ErrTimeout = errors.New("inflight: send timed out")
 	// ErrQueueFull is returned by TrySendAsync, and by SendAsync when
 	// BlockIfFull is false, when MaxPending messages or MaxPendingBytes are

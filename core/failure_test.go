@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -9,13 +10,15 @@ import (
 )
 
 // TestErrorsReadOnce: errors that wrap others name each package once, and
-// errors.Is and errors.As still find every error wrapped.
+// errors.Is and errors.As still find every error wrapped. The broker's
+// texts are what a broker sends: its errors' reasons (wire.Reason).
 func TestErrorsReadOnce(t *testing.T) {
 	refusal := newBrokerError(wire.Error{Code: wire.CodeUnauthorized,
-		Text: `inflight/broker: unauthorized: certificate "eve" not in the access list`})
+		Text: `unauthorized: certificate "eve" not in the access list`})
 	version := newBrokerError(wire.Error{Code: wire.CodeVersion,
-		Text: "inflight/broker: protocol violation: inflight/wire: unsupported protocol version: peer speaks 3, want 2"})
-	store := newBrokerError(wire.Error{Code: wire.CodeStore, Text: "inflight/broker: store failed: disk on fire"})
+		Text: "protocol violation: unsupported protocol version: peer speaks 3, want 2"})
+	store := newBrokerError(wire.Error{Code: wire.CodeStore, Text: "store failed: disk on fire"})
+	dialErr := fmt.Errorf("inflight/tcp: dial %s: %w", "127.0.0.1:1", errors.New("connect: connection refused"))
 	bare := newBrokerError(wire.Error{Code: wire.ErrorCode(99)})
 	cases := []struct {
 		err  error
@@ -35,6 +38,19 @@ func TestErrorsReadOnce(t *testing.T) {
 			[]error{ErrClosed, errDial}},
 		{wrap(ErrProtocol, fmt.Errorf("bad RECEIPT: %w", wire.ErrTruncated)), "inflight: protocol violation by broker: bad RECEIPT: truncated frame",
 			[]error{ErrProtocol, wire.ErrTruncated}},
+		// A deadline of the message's context is a timeout too, and names
+		// the cause the same way.
+		{errDeadline, "inflight: send timed out: context deadline exceeded", []error{ErrTimeout, context.DeadlineExceeded}},
+		{newConnFailure(wrap(errConnLost, wrap(ErrProtocol, wire.ErrChecksum))).deadline,
+			"inflight: send timed out: context deadline exceeded; last connection failure: connection lost: protocol violation by broker: batch checksum mismatch",
+			[]error{ErrTimeout, context.DeadlineExceeded, errConnLost, ErrProtocol, wire.ErrChecksum}},
+		// Words quoted from elsewhere stay as they are; only the prefixes
+		// the errors of the tree begin with go.
+		{newConnFailure(wrap(errDial, dialErr)).timeout,
+			"inflight: send timed out; last connection failure: dial failed: dial 127.0.0.1:1: connect: connection refused",
+			[]error{ErrTimeout, errDial}},
+		{wrap(ErrHandshake, newBrokerError(wire.Error{Code: wire.CodeStore, Text: `store failed: subject "inflight: x" full`})),
+			`inflight: handshake failed: broker error (store): store failed: subject "inflight: x" full`, []error{ErrHandshake}},
 	}
 	for _, c := range cases {
 		if got := c.err.Error(); got != c.text {

@@ -301,6 +301,14 @@ func (l *ledger) tryClaimExempt(sizes []int64) (uint64, int, error) {
 
 // claimWait waits until at least the first of sizes fits and claims as many
 // as fit, until the deadline d, ctx's end or close.
+//
+// It is ringbuf's Claim loop (yield, arm, try again, park) with what only
+// the producer has: the memory budget shared with other topics and
+// producers (its own wake-ups, and the rule that a topic whose own share
+// is full waits for its own releases only), the message's deadline and
+// ctx, and runs of several messages. Claim could take them only as
+// callbacks and more channels on every wait; the claim itself (tryClaim,
+// the ring's TryClaim and TryClaimN) is already the ring's.
 func (l *ledger) claimWait(ctx context.Context, sizes []int64, d int64, now func() int64, newTimer func(time.Duration) (<-chan time.Time, func() bool)) (uint64, int, error) {
 	for range 4 { // the dispatcher is often about to release: yield first
 		runtime.Gosched()

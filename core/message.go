@@ -52,9 +52,26 @@ type Header = wire.Header
 type MessageID uint64
 
 // Callback receives the outcome of one message: err == nil and the message's
-// ID once the broker stored it, or a non-nil error and a zero ID (ErrTimeout,
-// ErrClosed, ErrMessageTooLarge, or the error of the context given to
-// SendAsync). msg is the pointer given to SendAsync.
+// ID once the broker stored it, or a non-nil error and a zero ID:
+//   - ErrTimeout: the message's deadline passed first, SendTimeout's or
+//     its context's (then errors.Is matches context.DeadlineExceeded too);
+//     it names the last connection failure if the producer had no
+//     connection (see ErrTimeout);
+//   - the context's error (context.Canceled) when the context given to
+//     SendAsync was canceled first;
+//   - ErrClosed: Close's context ended first (see Close);
+//   - ErrMessageTooLarge: larger than the connected broker accepts;
+//   - ErrFenced: a newer instance of the producer's Name took it over (see
+//     Access);
+//   - a refusal that waiting cannot heal: ErrUnauthorized or
+//     ErrProtocolVersion after MaxRefusals refused HELLOs in a row;
+//     ErrUnauthorized at once for a topic the broker does not let this
+//     identity write; ErrNameInUse with Access(Exclusive);
+//   - ErrSequenceExhausted: no sequence ID is left for the topic under the
+//     Name.
+//
+// The errors from the broker wrap its ERROR frame (errors.As finds a
+// *wire.RemoteError). msg is the pointer given to SendAsync.
 //
 // Callbacks run one at a time on a goroutine owned by the producer (never on
 // a transport goroutine, never under a lock). A slow callback delays later

@@ -28,7 +28,7 @@ const (
 	DefaultMaxBatchMessages = 4096
 	DefaultMaxBatchBytes    = 1 << 20
 	DefaultBackoffMin       = 50 * time.Millisecond
-	DefaultBackoffMax       = 5 * time.Second
+	DefaultBackoffMax       = time.Second
 	DefaultDialTimeout      = 5 * time.Second
 	DefaultHandshakeTimeout = 5 * time.Second
 	DefaultHeartbeat        = 2 * time.Second
@@ -326,15 +326,18 @@ func Topic(name string) Option {
 }
 
 // ReconnectBackoff sets the bounds of the exponential backoff, with full
-// jitter, between connection attempts (defaults 50ms and 5s). Each failed
-// dial or handshake doubles the longest wait, from min up to max. So does a
-// connection that completed its handshake and then ended before it had
-// stayed up that long: a broker that accepts the HELLO and fails the
-// connection at once (a store failing every append, a refused sequence ID)
-// is retried with growing waits, not in a loop. A connection that stayed
-// up at least that long proved healthy: the wait is back at min, and the
-// producer redials at once when it ends. The producer never dials more
-// than once per min.
+// jitter, between connection attempts (defaults 50ms and 1s, as Kafka's
+// clients: a producer reconnects within about a second of its broker's
+// return, however long the broker was away). Each failed dial or handshake
+// doubles the longest wait, from min up to max. So does a connection that
+// completed its handshake and then ended before it had stayed up that
+// long: a broker that accepts the HELLO and fails the connection at once
+// (a store failing every append, a refused sequence ID) is retried with
+// growing waits, not in a loop. A connection that stayed up at least that
+// long proved healthy: the wait is back at min, and the producer redials
+// at once when it ends. The producer never dials more than once per min.
+// A larger max spares a broker that many producers redial; a smaller one
+// finds it sooner.
 func ReconnectBackoff(min, max time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if min <= 0 || max < min {
@@ -422,7 +425,7 @@ func MaxBatchBytes(n int) Option {
 // MaxFramesInFlight sets how many BATCH frames may be unacknowledged on a
 // connection at once (default DefaultFramesInFlight): written, and their
 // RECEIPT not yet come. At the limit the producer writes nothing more until
-// a receipt arrives, and the messages sent meanwhile wait in the ring, to
+// a receipt arrives, and the messages sent meanwhile wait in the queue, to
 // leave in the next frame together. So a broker that takes longer to store
 // a frame (an fsync, a replicated write) gets bigger frames, not a deeper
 // queue of small ones, and the time a message waits stays about one store

@@ -14,17 +14,29 @@ import (
 	"github.com/inflightmq/inflight/wire"
 )
 
-// Producer sends messages to one broker through a transport.Dialer. All
-// methods are safe for concurrent use. A Producer must not be copied.
+// Producer sends messages to a broker through a transport.Dialer and owns
+// each one from the call that accepts it until its callback has run. New
+// makes one, connected or not; it connects and reconnects by itself.
 //
-// Its goroutines and what each drives: the pump (pump.go) dials,
-// handshakes and writes batches the ledger hands it; the session
-// (session.go) decodes the broker's frames on the transport's goroutine
-// and passes receipts to the ledger; the sweeper (sweeper.go) wakes the
-// ledger at deadlines; the dispatcher (dispatcher.go) runs the callbacks
-// of what the ledger reports ready. The ledger (ledger.go) alone moves
-// message states and cursors.
+// Send with SendAsync (a callback gets the outcome), Send (waits for it),
+// SendBatch (several messages in one call) or TrySendAsync (fails with
+// ErrQueueFull rather than wait for room). Flush waits for what was sent
+// before it; Close stops accepting, drains within its context and fails
+// what is left, and every callback has run when it returns. Stats reads
+// the counters at any time. See the package doc for the guarantees, and
+// Example for a whole program.
+//
+// All methods are safe for concurrent use. A Producer must not be copied.
 type Producer struct {
+	// How it works inside (a reader of this package's code, not a user,
+	// needs this). Its goroutines and what each drives: the pump (pump.go)
+	// dials, handshakes and writes the batches the ledger hands it; the
+	// session (session.go) decodes the broker's frames on the transport's
+	// goroutine and passes receipts to the ledger; the sweeper (sweeper.go)
+	// wakes the ledger at deadlines; the dispatcher (dispatcher.go) runs
+	// the callbacks of what the ledger reports ready. The ledger (ledger.go,
+	// one per topic, in its lane) alone moves message states and cursors.
+
 	cfg    config
 	dialer transport.Dialer
 	def    *lane // the lane of the producer's Topic, never forgotten

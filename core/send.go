@@ -10,18 +10,20 @@ import (
 // SendAsync enqueues msg and returns at once, unless the queue is full (see
 // BlockIfFull). cb runs exactly once, on the producer's callback goroutine,
 // if and only if SendAsync returns nil: with the message's ID when the
-// broker stored it, or with ErrTimeout, ErrClosed, ErrMessageTooLarge,
-// ErrFenced, ctx's error, or a refusal (see MaxRefusals, Access).
+// broker stored it, or with one of the errors Callback lists.
 //
 // SendAsync returns an error, and never calls cb, when the message was not
 // enqueued: ErrNilMessage, ErrNilCallback, ErrNilContext, ErrInvalidMessage,
 // ErrMessageTooLarge, ErrClosed, ErrFenced (a newer instance of the name
 // took it over), ErrQueueFull (BlockIfFull false), and, when it waited for
-// room, ErrTimeout (SendTimeout elapsed) or ctx's error.
+// room, ErrTimeout (SendTimeout or ctx's deadline passed; see ErrTimeout)
+// or context.Canceled. A ctx that has already ended is refused the same
+// way.
 //
 // ctx bounds the whole life of the message, not only the call: if it ends
-// before the broker stored the message, cb gets ctx.Err(). A context that
-// can never end (context.Background) costs nothing.
+// before the broker stored the message, cb gets ErrTimeout matching
+// context.DeadlineExceeded (a deadline) or ctx.Err() (a cancellation). A
+// context that can never end (context.Background) costs nothing.
 //
 // SendAsync is safe for concurrent use. Messages from one goroutine keep
 // their order; see the package doc for the guarantees.
@@ -91,8 +93,8 @@ func (p *Producer) send(ctx context.Context, msg *Message, cb Callback, w *waite
 func (p *Producer) enqueue(ctx context.Context, topic string, msgs []*Message, sizes []int64, cb Callback, w *waiter, block bool) (*lane, uint64, int, error) {
 	var cctx context.Context // what the entries keep: nil when ctx can never end
 	if ctx.Done() != nil {
-		if err := ctx.Err(); err != nil {
-			return nil, 0, 0, err
+		if ctx.Err() != nil {
+			return nil, 0, 0, p.ctxFailure(ctx)
 		}
 		cctx = ctx
 	}
@@ -109,6 +111,12 @@ func (p *Producer) enqueue(ctx context.Context, topic string, msgs []*Message, s
 		if err != nil {
 			if f := p.fenced.Load(); f != nil && err == ErrClosed && !p.closing.Load() {
 				err = *f // the ledger was closed by the fence, not by Close
+			}
+			switch {
+			case err == ErrTimeout: // it waited for room until SendTimeout
+				err = p.timeout()
+			case ctx.Err() != nil && err == ctx.Err(): // or until ctx ended
+				err = p.ctxFailure(ctx)
 			}
 			return nil, 0, 0, err
 		}

@@ -28,9 +28,9 @@ type Stats struct {
 	Unacked      int    // messages written to a connection and not yet resolved (no receipt, no failure)
 	Sent         uint64 // messages written to a connection, resends included
 	Acked        uint64 // success callbacks
-	TimedOut     uint64 // ErrTimeout callbacks
-	Canceled     uint64 // callbacks with the message's context error
-	Failed       uint64 // ErrClosed, ErrMessageTooLarge and refusal (MaxRefusals) outcomes
+	TimedOut     uint64 // callbacks of messages whose SendTimeout elapsed (ErrTimeout)
+	Canceled     uint64 // callbacks of messages whose context ended (canceled, or its deadline: ErrTimeout too)
+	Failed       uint64 // ErrClosed, ErrMessageTooLarge, ErrFenced and refusal outcomes
 	Reconnects   uint64 // connections established after the first
 	Batches      uint64 // BATCH frames written
 	BytesRaw     uint64 // BATCH frame bytes before compression

@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -269,4 +270,88 @@ func TestSendBlockedUntilContextEnds(t *testing.T) {
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Less(t, time.Since(start), 20*time.Millisecond+lateTolerance)
 	assert.True(t, errors.Is(e.p.TrySendAsync(context.Background(), &core.Message{}, rec.cb(2)), core.ErrQueueFull))
+}
+
+// deadlineCtx is a context whose deadline passes when the test says so:
+// Done closes at expire, and Err is then context.DeadlineExceeded, as for
+// a context.WithDeadline whose time came.
+type deadlineCtx struct {
+	context.Context
+	done chan struct{}
+}
+
+func newDeadlineCtx() *deadlineCtx {
+	return &deadlineCtx{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *deadlineCtx) Done() <-chan struct{} { return c.done }
+func (c *deadlineCtx) expire()               { close(c.done) }
+
+func (c *deadlineCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// TestContextDeadlineIsTimeoutWithCause: a message whose context's
+// deadline passes while the broker is unreachable fails as one whose
+// SendTimeout elapsed does: errors.Is matches ErrTimeout, and the
+// context's error, and the last connection failure, which the text names.
+// So does Send, and a send that waited for room until its deadline.
+func TestContextDeadlineIsTimeoutWithCause(t *testing.T) {
+	e := newEnv(t, core.SendTimeout(time.Minute), core.MaxPending(2), core.MaxPendingPerTopic(2))
+	_, err := e.p.Send(context.Background(), &core.Message{Payload: []byte("first")})
+	require.NoError(t, err)
+	require.NoError(t, e.p.Flush(context.Background()))
+	e.disconnect()
+	// Two refused dials: the last connection failure is a refused dial from
+	// the first on, whatever the pump does next.
+	waitUntil(t, "two refused dials", func() bool { return e.errs.Count(mem.ErrRefused) >= 2 })
+
+	check := func(what string, err error) {
+		t.Helper()
+		assert.ErrorIs(t, err, core.ErrTimeout, what)
+		assert.ErrorIs(t, err, context.DeadlineExceeded, what)
+		assert.ErrorIs(t, err, mem.ErrRefused, what+": the last connection failure")
+		assert.True(t, strings.HasPrefix(err.Error(), "inflight: send timed out: context deadline exceeded; last connection failure: dial failed: "),
+			"%s: %q", what, err)
+	}
+
+	async, inSend := newDeadlineCtx(), newDeadlineCtx()
+	done := make(chan error, 1)
+	require.NoError(t, e.p.SendAsync(async, &core.Message{Payload: []byte("async")},
+		func(_ core.MessageID, _ *core.Message, err error) { done <- err }))
+	sent := make(chan error, 1)
+	go func() {
+		_, err := e.p.Send(inSend, &core.Message{Payload: []byte("sync")})
+		sent <- err
+	}()
+	waitUntil(t, "both messages pending", func() bool { return e.p.Stats().Pending == 2 })
+
+	// The queue is full: a third send waits for room until its deadline
+	// (or, if it comes after it, is refused up front: the same error).
+	blocked := newDeadlineCtx()
+	refused := make(chan error, 1)
+	go func() {
+		refused <- e.p.SendAsync(blocked, &core.Message{}, func(core.MessageID, *core.Message, error) {
+			t.Error("a send refused for its deadline got a callback")
+		})
+	}()
+	require.ErrorIs(t, e.p.TrySendAsync(context.Background(), &core.Message{}, func(core.MessageID, *core.Message, error) {}), core.ErrQueueFull)
+	blocked.expire()
+	check("SendAsync waiting for room", testkit.WaitChan(t, refused, "the blocked SendAsync"))
+
+	async.expire()
+	check("callback", testkit.WaitChan(t, done, "the callback"))
+	inSend.expire()
+	check("Send", testkit.WaitChan(t, sent, "Send"))
+
+	// A deadline that passed before the call is refused the same way.
+	check("SendAsync after the deadline", e.p.SendAsync(async, &core.Message{}, func(core.MessageID, *core.Message, error) {}))
+	// Counted by the callback goroutine, after Send returned.
+	waitUntil(t, "both counted as canceled", func() bool { return e.p.Stats().Canceled == 2 })
+	assert.Zero(t, e.p.Stats().TimedOut)
 }

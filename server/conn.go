@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/inflightmq/inflight/broker"
-	"github.com/inflightmq/inflight/internal/frames"
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/wire"
+	"github.com/inflightmq/inflight/wire/frames"
 )
 
 // conn is one producer's connection. Its goroutine, serve, does the TLS

@@ -4,12 +4,13 @@
 //
 // Goroutines: a Server has an accept goroutine and, per connection, one
 // goroutine that reads frames and hands them to the connection's broker
-// session; the session starts its own goroutine at the first BATCH, which
-// calls the Store and sends the receipts (see broker.Session). So a slow
-// Store holds up the receipts of its own connection and nothing else:
-// other connections keep storing, and every connection keeps reading
-// frames and answering PINGs while its Append is in flight. Close stops
-// them all.
+// session; the session runs the Store's calls on goroutines of its own
+// (the HELLO's Fence on one, each topic's State and Appends, and its
+// receipts, on one per topic while it has work: see broker.Session). So a
+// slow Store holds up its own topic, or HELLO, and nothing else: other
+// connections keep storing, and every connection keeps reading frames and
+// answering PINGs while its Fence or Append is in flight. Close stops them
+// all.
 //
 // Why the standard library and not an event loop: with the Store off the
 // reader's goroutine, a goroutine per connection measured as fast as gnet

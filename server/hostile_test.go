@@ -68,7 +68,9 @@ func (r *refusals) wait(t *testing.T, target error, n int) server.Refusal {
 }
 
 // expectErrorText reads the ERROR frame the server sends before it closes,
-// checks its code and that its text says want, and the close.
+// checks its code and that its text says want, and the close. The text is
+// the reason of the server's error (wire.Reason): a server error is wanted
+// as wire.Reason(err).
 func (r *rawConn) expectErrorText(code wire.ErrorCode, want string) {
 	r.t.Helper()
 	f := r.read()
@@ -144,7 +146,7 @@ func TestPreHelloConnectionClosed(t *testing.T) {
 	}
 	silent := func(t *testing.T, r *rawConn) {
 		start := time.Now()
-		r.expectErrorText(wire.CodeProtocol, server.ErrHandshakeTimeout.Error())
+		r.expectErrorText(wire.CodeProtocol, wire.Reason(server.ErrHandshakeTimeout))
 		took := time.Since(start)
 		assert.Less(t, took, handshake+time.Second, "closed at the handshake deadline")
 		t.Logf("a silent connection was closed after %v (handshake timeout %v)", took.Round(time.Millisecond), handshake)
@@ -217,7 +219,7 @@ func TestPreHelloConnectionClosed(t *testing.T) {
 			})
 		}
 		for _, r := range flood[:3] {
-			r.expectErrorText(wire.CodeProtocol, server.ErrTooManyPending.Error())
+			r.expectErrorText(wire.CodeProtocol, wire.Reason(server.ErrTooManyPending))
 		}
 		st := e.server.Stats()
 		assert.Equal(t, 5, st.Conns)
@@ -233,7 +235,7 @@ func TestPreHelloConnectionClosed(t *testing.T) {
 		assert.Zero(t, st.Refused, "no connection past its HELLO was refused")
 		assert.Equal(t, int64(4), st.RefusedPending)
 		assert.Equal(t, 4, rec.count(server.ErrTooManyPending))
-		flood[3].expectErrorText(wire.CodeProtocol, server.ErrTooManyPending.Error())
+		flood[3].expectErrorText(wire.CodeProtocol, wire.Reason(server.ErrTooManyPending))
 	})
 }
 
@@ -252,15 +254,15 @@ func TestRefusalsLoggedAndCounted(t *testing.T) {
 	a := dialRaw(t, plain)
 	waitUntil(t, "a pending", func() bool { return plain.server.Stats().Pending == 1 })
 	b := dialRaw(t, plain) // takes a's place
-	a.expectErrorText(wire.CodeProtocol, server.ErrTooManyPending.Error())
+	a.expectErrorText(wire.CodeProtocol, wire.Reason(server.ErrTooManyPending))
 	rec.wait(t, server.ErrTooManyPending, 1)
-	b.expectErrorText(wire.CodeProtocol, server.ErrHandshakeTimeout.Error())
+	b.expectErrorText(wire.CodeProtocol, wire.Reason(server.ErrHandshakeTimeout))
 	r := rec.wait(t, server.ErrHandshakeTimeout, 1)
 	assert.Contains(t, r.Err.Error(), "300ms")
 
 	dialRaw(t, plain).hello(uniqueName("one"))
 	dialRaw(t, plain).hello(uniqueName("two"))
-	dialRaw(t, plain).expectErrorText(wire.CodeProtocol, server.ErrTooManyConns.Error())
+	dialRaw(t, plain).expectErrorText(wire.CodeProtocol, wire.Reason(server.ErrTooManyConns))
 	rec.wait(t, server.ErrTooManyConns, 1)
 
 	serverCA, clientCA, stranger := newCA(t), newCA(t), newCA(t)

@@ -342,7 +342,7 @@ func (s *Server) Close(ctx context.Context) error {
 }
 
 func errorFrame(code wire.ErrorCode, err error) []byte {
-	return wire.AppendError(nil, wire.Error{Code: code, Text: err.Error()})
+	return wire.AppendError(nil, wire.Error{Code: code, Text: wire.Reason(err)})
 }
 
 // buffered raises maxBuffered to n if n is larger.

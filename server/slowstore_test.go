@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/transport/tcp"
+	"github.com/inflightmq/inflight/wire"
 )
 
 // blockingStore blocks the Appends of one producer name until release is
@@ -97,4 +99,62 @@ func TestSlowStoreDoesNotStallOtherProducers(t *testing.T) {
 	assert.False(t, slowLog.Has(core.ErrHeartbeat), "the blocked connection missed heartbeats: %v", slowLog.Snapshot())
 	assert.False(t, fastLog.Has(core.ErrHeartbeat), "%v", fastLog.Snapshot())
 	assert.Equal(t, 1, mem.Len("slow"))
+}
+
+// heldFence is a Store whose Fence of one producer name waits until the
+// test opens the gate: a Fence that takes as long as the test likes (a
+// JetStream round trip that hangs).
+type heldFence struct {
+	broker.Store
+	name    string
+	entered chan struct{} // closed when a Fence of name started waiting
+	gate    chan struct{} // closed by the test: the Fence goes on
+	once    sync.Once
+}
+
+func (s *heldFence) Fence(producer string, epoch uint64) error {
+	if producer == s.name {
+		s.once.Do(func() { close(s.entered) })
+		<-s.gate
+	}
+	return s.Store.Fence(producer, epoch)
+}
+
+// TestHelloDoesNotBlockReader: while a HELLO's Fence is held (in the
+// issue's words, for 3 s: here until the test has checked everything
+// else), the connection's reader goes on answering PINGs, and HELLOs of
+// other names on other connections are answered at once. When the Fence
+// returns, the held HELLO gets its HELLO_OK and its TOPIC, sent meanwhile,
+// its TOPIC_OK.
+func TestHelloDoesNotBlockReader(t *testing.T) {
+	store := &heldFence{Store: broker.NewMemoryStore(), name: "held", entered: make(chan struct{}), gate: make(chan struct{})}
+	b, err := broker.New(store)
+	require.NoError(t, err)
+	srv, err := server.New("127.0.0.1:0", b)
+	require.NoError(t, err)
+	defer srv.Close(context.Background())
+	open := sync.OnceFunc(func() { close(store.gate) })
+	defer open() // before the server's Close, which waits for the Fence
+
+	held := dialPlain(t, srv.Addr().String())
+	held.write(helloBytes(t, "held"))
+	testkit.WaitChan(t, store.entered, "the HELLO's Fence")
+	held.write(testkit.TopicFrame(t, 0, wire.DefaultTopic)) // waits for the HELLO, on the session's goroutine
+
+	for nonce := range uint64(3) {
+		held.write(wire.AppendPing(nil, wire.Ping{Nonce: nonce}))
+		p, err := wire.DecodePong(held.read())
+		require.NoError(t, err, "the reader of the connection whose Fence is held answers a PING")
+		assert.Equal(t, nonce, p.Nonce)
+	}
+	for i := range 3 {
+		other := dialPlain(t, srv.Addr().String())
+		other.hello(fmt.Sprintf("other-%d", i)) // HELLO_OK and TOPIC_OK
+	}
+	// All of the above was answered while the Fence was held: the held
+	// connection has had nothing but PONGs (a HELLO_OK first would have
+	// failed DecodePong).
+	open()
+	testkit.HelloOK(t, held.read())
+	assert.Zero(t, testkit.TopicOK(t, held.read()).LastSeq)
 }

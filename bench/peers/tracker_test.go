@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/inflightmq/inflight/internal/hist"
+	"github.com/inflightmq/inflight/metrics/hist"
 )
 
 // ringBits sizes the table of send times: message i keeps its send time in

@@ -13,7 +13,7 @@ import (
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
-	"github.com/inflightmq/inflight/internal/hist"
+	"github.com/inflightmq/inflight/metrics/hist"
 	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/transport/tcp"

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/inflightmq/inflight/internal/hist"
+	"github.com/inflightmq/inflight/metrics/hist"
 )
 
 // barWidth is the length, in terminal cells, of the longest bar.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/inflightmq/inflight/internal/hist"
+	"github.com/inflightmq/inflight/metrics/hist"
 )
 
 // TestLatencyBars: one bar per 1-2-5 step from the fastest to the slowest

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/inflightmq/inflight/core"
-	"github.com/inflightmq/inflight/internal/hist"
+	"github.com/inflightmq/inflight/metrics/hist"
 	"github.com/inflightmq/inflight/wire"
 )
 

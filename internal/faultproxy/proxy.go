@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/inflightmq/inflight/internal/gate"
+	"github.com/inflightmq/inflight/transport/mem"
 )
 
 // Proxy forwards connections from its own address to a target address. Its
@@ -23,7 +23,7 @@ type Proxy struct {
 
 	refuse atomic.Bool
 	delay  atomic.Int64 // ns added to each chunk toward the client
-	stall  gate.Gate    // stalled: nothing flows toward the server
+	stall  mem.Gate     // stalled: nothing flows toward the server
 
 	mu     sync.Mutex
 	conns  map[*pair]struct{}

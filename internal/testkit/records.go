@@ -90,6 +90,16 @@ func SeqRange(first, last uint64) []uint64 {
 	return s
 }
 
+// Seqs returns the sequence IDs store holds for name on wire.DefaultTopic,
+// in order.
+func Seqs(store *broker.MemoryStore, name string) []uint64 {
+	var s []uint64
+	for _, r := range store.Records(name) {
+		s = append(s, r.Seq)
+	}
+	return s
+}
+
 // ReadDir returns the contents of every file in dir, by name: what a test
 // compares before and after something that must not write.
 func ReadDir(t testing.TB, dir string) map[string]string {

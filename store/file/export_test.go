@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// FileFaults injects faults between a Store and its file: while set,
-// WriteAt writes half of what it is given and returns WriteErr (as a full
-// disk does), and Sync returns SyncErr.
+// FileFaults injects faults between a Store and its file: while set (see
+// Set), WriteAt writes half of what it is given and returns the write
+// error (as a full disk does), and Sync returns the sync error.
 type FileFaults struct {
 	mu       sync.Mutex
 	writeErr error

@@ -19,7 +19,7 @@ import (
 	"github.com/inflightmq/inflight/wire"
 )
 
-// TestStoreFailureReachesProducer: a FileStore whose disk fills up (or
+// TestStoreFailureReachesProducer: a Store whose disk fills up (or
 // whose fsync fails) fails for good; the broker tells producers why with an
 // ERROR of code CodeStoreUnavailable, which reaches their ErrorHandler with
 // the operating system's reason. Reopened, the store holds what was

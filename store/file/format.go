@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/inflightmq/inflight/broker"
 	"hash/crc32"
 	"io"
 	"math"
@@ -13,8 +12,37 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/wire"
 )
+
+// The segment format. A segment file, all integers big-endian:
+//
+//	+------+---------+-----------------+-----------------+-----
+//	| IFLT | u32 = 6 |     entry 1     |     entry 2     | ...     a store that never rolled
+//	+------+---------+-----------------+-----------------+-----
+//	| IFLT | u32 = 7 | snapshot entry  |     entry 2     | ...     a segment a roll created
+//	+------+---------+-----------------+-----------------+-----
+//	 0      4         8
+//
+//	entry:
+//	+-------------+-------------+------------------------------------+
+//	| u32 bodyLen | u32 crc32c  |                body                |
+//	+-------------+-------------+------------------------------------+
+//	                 of body
+//	body of a record entry (the layouts of every version's entries, and
+//	of fence entries, are drawn below; those of snapshots in state.go):
+//	+------+-------------+-------+------------+------+--------------+-----------+-------------------+
+//	| u8 0 | u8 topicLen | topic | u8 nameLen | name | u64 firstSeq | u32 count | count x record    |
+//	+------+-------------+-------+------------+------+--------------+-----------+-------------------+
+//	record: uvarint seq gap | uvarint len | flags, key, headers, event time, payload (as on the wire)
+//
+// A record entry holds the records of one producer frame of an Append (see
+// broker.Record.FrameStart; records that did not come from frames make
+// one entry), so that a flipped bit costs one frame's records: one
+// (topic, producer), increasing sequence IDs. A fence entry holds one
+// Fence: a producer name's new epoch, which replay reads, and which Scan
+// and Verify check and skip.
 
 // appendHeader appends a segment's header: the magic and the format
 // version.

@@ -19,7 +19,7 @@ import (
 // (version 1, 2 or 4, which Open upgrades to 6; 3 or 5, a segment a roll
 // created, whose first entry is a snapshot, which Open upgrades to 7; 4 to
 // 7 may hold fence entries, 6 and 7 name fence entries; version is taken
-// modulo 7) to OpenFileStore's
+// modulo 7) to Open's
 // replay: it must not panic; it either opens, cutting at
 // most a torn tail, or refuses the file as corrupt and leaves it untouched,
 // and then opens with Repair, the side file holding every byte it took off;
@@ -217,7 +217,7 @@ func fencedSegment(f *testing.F, old bool) []byte {
 	return b[8:]
 }
 
-// v1Entries returns entries as a version 1 FileStore wrote them, built by
+// v1Entries returns entries as a version 1 Store wrote them, built by
 // hand: producer "old", seqs 1-2 ("a", ""), then producer "p", seq 9 ("z").
 func v1Entries() []byte {
 	entry := func(name string, first uint64, recs ...string) []byte {

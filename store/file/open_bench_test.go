@@ -9,7 +9,7 @@ import (
 	"github.com/inflightmq/inflight/store/file"
 )
 
-// BenchmarkReopen measures a restart: OpenFileStore on a store of
+// BenchmarkReopen measures a restart: Open on a store of
 // 1 M or 10 M records (100 producers, batches of 1000 records of 16 bytes,
 // as a busy broker writes them), in segments of the default size (a
 // restart replays the active one) and in one segment as large as the log
@@ -17,7 +17,7 @@ import (
 // built once per case, outside the timing; every op opens and closes it,
 // and checks every producer's last sequence ID.
 //
-//	go test -run=NONE -bench=FileStoreReopen -benchtime=3x ./broker/
+//	go test -run=NONE -bench=Reopen -benchtime=3x ./store/file/
 func BenchmarkReopen(b *testing.B) {
 	for _, n := range []int{1_000_000, 10_000_000} {
 		for _, seg := range []struct {

@@ -281,7 +281,7 @@ func listSegments(t *testing.T, path string) []string {
 }
 
 // TestBitFlipInSealedSegment is a property test over single bit
-// flips in sealed segments, which OpenFileStore does not read: the store
+// flips in sealed segments, which Open does not read: the store
 // opens with no file changed and every producer's last sequence ID, Verify
 // and Scan report the damage with the segment's name, and Scan returns
 // every record before it unchanged.

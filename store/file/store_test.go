@@ -26,14 +26,14 @@ import (
 	"github.com/inflightmq/inflight/wire"
 )
 
-// fileRec is one record as FileStore.Scan reports it.
+// fileRec is one record as Store.Scan reports it.
 type fileRec struct {
 	Producer string
 	Seq      uint64
 	Payload  string
 }
 
-// fileCall is the arguments of one FileStore.Append.
+// fileCall is the arguments of one Store.Append.
 type fileCall struct {
 	producer string
 	first    uint64

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/inflightmq/inflight/core"
-	"github.com/inflightmq/inflight/internal/hist"
+	"github.com/inflightmq/inflight/metrics/hist"
 	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/store/natsjs"
 	"github.com/inflightmq/inflight/store/natsjs/natsjstest"

@@ -10,12 +10,12 @@
 //
 // # What stays exact
 //
-// Each (topic, producer) has its own subject, prefix.Token(topic).
-// Token(producer) (Token makes any name one subject token). Every message
-// carries the header Inflight-Last-Seq, the highest inflight sequence ID it
-// holds; LastSeq reads it from the subject's last message. Every write is a
-// compare-and-set on the subject's tail (Nats-Expected-Last-Subject-Sequence
-// = the stream sequence of the last message as the store knows it). When it
+// Each (topic, producer) has its own subject, PREFIX.<topic
+// tokens>.<producer> (see Subject). Every message carries the header
+// Inflight-Last-Seq, the highest inflight sequence ID it holds; State reads
+// it from the subject's last message. Every write is a compare-and-set on
+// the subject's tail (Nats-Expected-Last-Subject-Sequence = the stream
+// sequence of the last message as the store knows it). When it
 // fails, someone else wrote: another gateway still finishing a write for a
 // producer that has moved on, or this store's own write whose
 // acknowledgement was lost. The store then re-reads the tail from the
@@ -24,11 +24,11 @@
 // with no time window (unlike Nats-Msg-Id deduplication).
 //
 // Every message also carries Inflight-Epoch, the epoch of the producer
-// instance that wrote it (see broker.Store): Fence writes a message of
-// layout fence/1 with the new epoch, by the same compare-and-set, and an
-// Append whose epoch is below the tail's is refused before anything is
-// dropped as stored, so a fenced instance writing through another gateway
-// stops there.
+// instance that wrote it (see broker.Store): Fence writes a fence message
+// with the new epoch on the name's fence subject (FenceSubject, outside
+// PREFIX.>, where consumers do not look), by the same compare-and-set, and
+// every Append checks that fence in the same atomic batch as its records,
+// so a fenced instance writing through another gateway stops there.
 //
 // The nats.Conn must not buffer publishes while reconnecting (Connect sets
 // it up; New refuses one that would): the inflight ring is the only window
@@ -37,18 +37,18 @@
 //
 // # Layouts
 //
-// LayoutPacked (the default) writes the records of one Append in one
-// message, split into compare-and-set-chained messages over the server's
-// max_payload; a replicated stream takes one compare-and-set per subject at
-// a time, so this is what makes it fast. LayoutPerRecord writes one plain
-// message per record in atomic batches. Package layout decodes both, with
-// every record's key, headers and event time.
+// LayoutNative (the default) writes one plain message per record, its
+// data the payload, its key, event time and headers as NATS headers: any
+// NATS consumer on PREFIX.<topic>.> reads the records. LayoutPacked, for raw
+// ingest, writes the records of one Append in one message, split into
+// compare-and-set-chained messages over the server's max_payload. Package
+// layout decodes both, with every record's key, headers and event time.
 //
 // # Retention
 //
 // The stream must keep a subject's last message for as long as its
-// producer may come back with messages pending: once it ages out, LastSeq
-// falls back to 0 and resent records are stored again. EnsureStream
+// producer may come back with messages pending: once it ages out, State's
+// LastSeq falls back to 0 and resent records are stored again. EnsureStream
 // creates a stream with limits retention and the replicas, storage, age and
 // size asked for, or checks an existing one.
 package natsjs

@@ -14,12 +14,6 @@ func SetDirectHook(s *Store, f func(subject string, streamSeq, last uint64) (uin
 	}
 }
 
-// LastSeq returns State's LastSeq (the tests' shorthand).
-func (s *Store) LastSeq(topic, producer string) (uint64, error) {
-	st, err := s.State(topic, producer)
-	return st.LastSeq, err
-}
-
 // NoFastBatch makes stores of cfg write atomic batches even where fast
 // ones would do.
 func NoFastBatch(cfg Config) Config { cfg.noFast = true; return cfg }

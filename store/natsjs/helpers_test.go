@@ -230,3 +230,6 @@ func plainRecords(ids ...uint64) []broker.Record {
 	}
 	return rs
 }
+
+// lastSeq returns the LastSeq of a State answer, and its error.
+func lastSeq(st broker.NameState, err error) (uint64, error) { return st.LastSeq, err }

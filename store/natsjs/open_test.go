@@ -28,7 +28,7 @@ func TestOpen(t *testing.T) {
 		if err := s.Append("t", "p", 0, plainRecords(1, 2, 3)); err != nil {
 			t.Fatal(err)
 		}
-		if last, err := s.LastSeq("t", "p"); err != nil || last != 3 {
+		if last, err := lastSeq(s.State("t", "p")); err != nil || last != 3 {
 			t.Fatalf("LastSeq = %d, %v", last, err)
 		}
 		s.Close()

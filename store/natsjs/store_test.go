@@ -44,7 +44,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Run(l.String(), func(t *testing.T) {
 			s := newStore(t, c, natsjs.Config{Layout: l})
 			topic, producer := "rt-"+l.String(), "p"
-			if last, err := s.LastSeq(topic, producer); err != nil || last != 0 {
+			if last, err := lastSeq(s.State(topic, producer)); err != nil || last != 0 {
 				t.Fatalf("LastSeq of a new subject = %d, %v; want 0, nil", last, err)
 			}
 			want := metaRecords()
@@ -54,7 +54,7 @@ func TestRoundTrip(t *testing.T) {
 			if err := s.Append(topic, producer, 0, want[3:]); err != nil {
 				t.Fatal(err)
 			}
-			if last, err := s.LastSeq(topic, producer); err != nil || last != 1<<40 {
+			if last, err := lastSeq(s.State(topic, producer)); err != nil || last != 1<<40 {
 				t.Fatalf("LastSeq = %d, %v; want %d", last, err, uint64(1<<40))
 			}
 			got := records(readSubject(t, c, s.Subject(topic, producer)))
@@ -67,7 +67,7 @@ func TestRoundTrip(t *testing.T) {
 				}
 			}
 			// A fresh store (another gateway) learns the tail from the stream.
-			if last, err := newStore(t, c, natsjs.Config{Layout: l}).LastSeq(topic, producer); err != nil || last != 1<<40 {
+			if last, err := lastSeq(newStore(t, c, natsjs.Config{Layout: l}).State(topic, producer)); err != nil || last != 1<<40 {
 				t.Fatalf("LastSeq from a fresh store = %d, %v", last, err)
 			}
 		})
@@ -120,7 +120,7 @@ func TestChunkingOverMaxPayload(t *testing.T) {
 			t.Errorf("%v: Append of a record over max_payload: %v, want ErrRecordTooLarge", l, err)
 		}
 	}
-	if last, _ := s.LastSeq("chunks", "p"); last != 200 {
+	if last, _ := lastSeq(s.State("chunks", "p")); last != 200 {
 		t.Errorf("LastSeq %d after the refused record, want 200", last)
 	}
 }
@@ -232,7 +232,7 @@ func TestStaleDirectRead(t *testing.T) {
 		}
 		return streamSeq, last
 	})
-	last, err := b.LastSeq("t", "p")
+	last, err := lastSeq(b.State("t", "p"))
 	if err != nil || last != 20 {
 		t.Fatalf("stale LastSeq = %d, %v; want the stale 20", last, err)
 	}
@@ -258,7 +258,7 @@ func TestCASConflict(t *testing.T) {
 	ensureStream(t, c, natsjs.StreamConfig{Replicas: 3})
 	t.Run("stale-tail", func(t *testing.T) {
 		a, b := newStore(t, c, natsjs.Config{}), newStore(t, c, natsjs.Config{})
-		if last, err := b.LastSeq("t", "stale"); err != nil || last != 0 {
+		if last, err := lastSeq(b.State("t", "stale")); err != nil || last != 0 {
 			t.Fatal(last, err)
 		}
 		if err := a.Append("t", "stale", 0, plainRecords(seqs(1, 10)...)); err != nil {

@@ -25,7 +25,7 @@ type StreamConfig struct {
 	Storage jetstream.StorageType
 	// MaxAge bounds how long a message is kept (0: forever). It must
 	// outlive the longest time a producer may be away with messages
-	// pending: once its subject ages out, LastSeq falls back to 0 and its
+	// pending: once its subject ages out, State's LastSeq falls back to 0 and its
 	// resent records would be stored again.
 	MaxAge time.Duration
 	// MaxBytes bounds the stream's size (0: no limit). Old messages are

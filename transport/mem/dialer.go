@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/inflightmq/inflight/internal/gate"
 	"github.com/inflightmq/inflight/transport"
 )
 
@@ -26,7 +25,7 @@ type Dialer struct {
 	dupReceipts  atomic.Bool
 	receiptDelay atomic.Int64 // ns
 	corrupt      atomic.Int64 // frames still to corrupt
-	stall        gate.Gate
+	stall        Gate
 	dials        atomic.Int64
 }
 

@@ -2,6 +2,7 @@ package mem_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -37,13 +38,13 @@ func ExampleDialer_DropConnections() {
 	soon, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	_, err = p.Send(soon, &core.Message{Payload: []byte("during")})
 	cancel()
-	fmt.Println("during:", err)
+	fmt.Println("during: timed out:", errors.Is(err, core.ErrTimeout), "by ctx:", errors.Is(err, context.DeadlineExceeded))
 
 	d.RefuseDials(false)
 	_, err = p.Send(ctx, &core.Message{Payload: []byte("after")})
 	fmt.Println("after:", err, "reconnects:", p.Stats().Reconnects)
 	// Output:
 	// before: <nil>
-	// during: context deadline exceeded
+	// during: timed out: true by ctx: true
 	// after: <nil> reconnects: 1
 }

@@ -297,21 +297,10 @@ func (e *env) declare(t testing.TB, c transport.Conn) {
 	waitUntil(t, func() bool { return e.broker.Stats().Topics > before }, "the topic open")
 }
 
-func seqRange(first, last uint64) []uint64 {
-	var s []uint64
-	for q := first; q <= last; q++ {
-		s = append(s, q)
-	}
-	return s
-}
-
-func seqs(store *broker.MemoryStore, name string) []uint64 {
-	var s []uint64
-	for _, r := range store.Records(name) {
-		s = append(s, r.Seq)
-	}
-	return s
-}
+var (
+	seqRange = testkit.SeqRange
+	seqs     = testkit.Seqs
+)
 
 // writeMaybe writes frame to a connection that may be closing: the write
 // succeeds or fails with ErrClosed.

@@ -8,8 +8,8 @@ import (
 	"net"
 	"sync"
 
-	"github.com/inflightmq/inflight/internal/frames"
 	"github.com/inflightmq/inflight/transport"
+	"github.com/inflightmq/inflight/wire/frames"
 )
 
 // clientConn is one producer connection: a writer goroutine drains the
@@ -135,7 +135,7 @@ func (c *clientConn) write() {
 // Handler until the connection closes (frames still buffered then are not
 // delivered), then reports the close, after the last OnFrame.
 func (c *clientConn) read() {
-	fr := frames.NewReader(c.rw, 16<<10, c.d.cfg.maxFrame, frames.NoWait{})
+	fr := frames.NewReader(c.rw, 16<<10, c.d.cfg.MaxFrame, frames.NoWait{})
 	for c.open() {
 		frame, err := fr.Next()
 		if err != nil {

@@ -2,10 +2,11 @@ package stdnet
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"time"
 
-	"github.com/inflightmq/inflight/wire"
+	"github.com/inflightmq/inflight/transport/endpoints"
 )
 
 // DialOption configures a Dialer.
@@ -16,47 +17,32 @@ type dialOptionFunc func(*dialConfig) error
 func (f dialOptionFunc) applyDial(c *dialConfig) error { return f(c) }
 
 type dialConfig struct {
-	connectTimeout time.Duration
-	keepAlive      time.Duration
-	maxFrame       int
-	writeQueue     int
-	tls            *tls.Config
+	endpoints.Settings
+	writeQueue int
+	tls        *tls.Config
 }
 
 func defaultDialConfig() dialConfig {
-	return dialConfig{connectTimeout: 5 * time.Second, keepAlive: 15 * time.Second,
-		maxFrame: wire.DefaultMaxFrameSize, writeQueue: 1024}
+	return dialConfig{Settings: endpoints.DefaultSettings(), writeQueue: 1024}
 }
 
 // ConnectTimeout bounds one connect attempt, TCP connect and TLS handshake
 // together (default 5s); the context given to Dial can only shorten it,
 // and shares itself among the addresses still to try (see NewDialer).
 func ConnectTimeout(d time.Duration) DialOption {
-	return dialOptionFunc(func(c *dialConfig) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: ConnectTimeout %v must be positive", ErrInvalidOption, d)
-		}
-		c.connectTimeout = d
-		return nil
-	})
+	return dialOptionFunc(func(c *dialConfig) error { return c.SetConnectTimeout(d) })
 }
 
 // KeepAlive sets the TCP keep-alive period (default 15s; negative turns it
 // off). The producer's heartbeat detects dead peers much sooner.
 func KeepAlive(d time.Duration) DialOption {
-	return dialOptionFunc(func(c *dialConfig) error { c.keepAlive = d; return nil })
+	return dialOptionFunc(func(c *dialConfig) error { c.KeepAlive = d; return nil })
 }
 
 // MaxInboundFrame sets the largest frame the Dialer accepts from the broker
 // (default wire.DefaultMaxFrameSize). A broker only sends small frames.
 func MaxInboundFrame(n int) DialOption {
-	return dialOptionFunc(func(c *dialConfig) error {
-		if n < wire.MinMaxFrameSize {
-			return fmt.Errorf("%w: MaxInboundFrame %d below %d", ErrInvalidOption, n, wire.MinMaxFrameSize)
-		}
-		c.maxFrame = n
-		return nil
-	})
+	return dialOptionFunc(func(c *dialConfig) error { return c.SetMaxFrame(n) })
 }
 
 // WriteQueue bounds how many frames a connection holds, handed to
@@ -67,7 +53,7 @@ func MaxInboundFrame(n int) DialOption {
 func WriteQueue(n int) DialOption {
 	return dialOptionFunc(func(c *dialConfig) error {
 		if n <= 0 {
-			return fmt.Errorf("%w: WriteQueue %d must be positive", ErrInvalidOption, n)
+			return fmt.Errorf("WriteQueue %d must be positive", n)
 		}
 		c.writeQueue = n
 		return nil
@@ -82,7 +68,7 @@ func WriteQueue(n int) DialOption {
 func ClientTLS(cfg *tls.Config) DialOption {
 	return dialOptionFunc(func(c *dialConfig) error {
 		if cfg == nil {
-			return fmt.Errorf("%w: nil ClientTLS config", ErrInvalidOption)
+			return errors.New("nil ClientTLS config")
 		}
 		c.tls = cfg.Clone()
 		if c.tls.MinVersion == 0 {

@@ -7,8 +7,8 @@ import (
 	"net"
 	"sync"
 
-	"github.com/inflightmq/inflight/internal/endpoints"
 	"github.com/inflightmq/inflight/transport"
+	"github.com/inflightmq/inflight/transport/endpoints"
 )
 
 // Dialer is a transport.Dialer over TCP, or TLS with ClientTLS. Each
@@ -36,18 +36,10 @@ type Dialer struct {
 // one. Without a ServerName in ClientTLS's config, a server's certificate
 // must be valid for the host as it appears in addrs.
 func NewDialer(addrs string, opts ...DialOption) (*Dialer, error) {
-	list, err := endpoints.Parse(addrs)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
-	}
 	cfg := defaultDialConfig()
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: nil DialOption", ErrInvalidOption)
-		}
-		if err := o.applyDial(&cfg); err != nil {
-			return nil, err
-		}
+	list, err := endpoints.Configure(addrs, &cfg, opts, DialOption.applyDial, ErrInvalidOption)
+	if err != nil {
+		return nil, err
 	}
 	return &Dialer{addrs: list, cfg: cfg, conns: make(map[*clientConn]struct{})}, nil
 }
@@ -64,7 +56,7 @@ func (d *Dialer) Dial(ctx context.Context, h transport.Handler) (transport.Conn,
 	if d.isClosed() {
 		return nil, ErrDialerClosed
 	}
-	s, err := endpoints.Dial(ctx, d.addrs, d.cfg.connectTimeout, d.connect)
+	s, err := endpoints.Dial(ctx, d.addrs, d.cfg.ConnectTimeout, d.connect)
 	if err != nil {
 		return nil, err
 	}
@@ -90,8 +82,7 @@ type socket struct {
 // connect connects to t and completes the TLS handshake if configured,
 // both within ctx.
 func (d *Dialer) connect(ctx context.Context, t endpoints.Target) (socket, error) {
-	nd := net.Dialer{KeepAlive: d.cfg.keepAlive}
-	raw, err := nd.DialContext(ctx, "tcp", t.Addr)
+	raw, err := d.cfg.DialTCP(ctx, t.Addr)
 	if err != nil {
 		return socket{}, err
 	}

@@ -10,9 +10,8 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/inflightmq/inflight/internal/endpoints"
 	"github.com/inflightmq/inflight/transport"
-	"github.com/inflightmq/inflight/wire"
+	"github.com/inflightmq/inflight/transport/endpoints"
 )
 
 // DialOption configures a Dialer.
@@ -22,42 +21,26 @@ type dialOptionFunc func(*dialConfig) error
 
 func (f dialOptionFunc) applyDial(c *dialConfig) error { return f(c) }
 
-type dialConfig struct {
-	connectTimeout time.Duration
-	keepAlive      time.Duration
-	maxFrame       int
-}
+type dialConfig struct{ endpoints.Settings }
 
 // ConnectTimeout bounds one TCP connect attempt (default 5s); the context
 // given to Dial can only shorten it, and shares itself among the addresses
 // still to try (see NewDialer).
 func ConnectTimeout(d time.Duration) DialOption {
-	return dialOptionFunc(func(c *dialConfig) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: ConnectTimeout %v must be positive", ErrInvalidOption, d)
-		}
-		c.connectTimeout = d
-		return nil
-	})
+	return dialOptionFunc(func(c *dialConfig) error { return c.SetConnectTimeout(d) })
 }
 
 // KeepAlive sets the TCP keep-alive period (default 15s; negative turns it
 // off). The producer's heartbeat detects dead peers much sooner; keep-alive
 // only helps the kernel clean up.
 func KeepAlive(d time.Duration) DialOption {
-	return dialOptionFunc(func(c *dialConfig) error { c.keepAlive = d; return nil })
+	return dialOptionFunc(func(c *dialConfig) error { c.KeepAlive = d; return nil })
 }
 
 // MaxInboundFrame sets the largest frame the Dialer accepts from the broker
 // (default wire.DefaultMaxFrameSize). A broker only sends small frames.
 func MaxInboundFrame(n int) DialOption {
-	return dialOptionFunc(func(c *dialConfig) error {
-		if n < wire.MinMaxFrameSize {
-			return fmt.Errorf("%w: MaxInboundFrame %d below %d", ErrInvalidOption, n, wire.MinMaxFrameSize)
-		}
-		c.maxFrame = n
-		return nil
-	})
+	return dialOptionFunc(func(c *dialConfig) error { return c.SetMaxFrame(n) })
 }
 
 // Dialer is a transport.Dialer over TCP. All its connections share one gnet
@@ -84,18 +67,10 @@ type Dialer struct {
 // bounded by ConnectTimeout, and shares what is left of the Dial's context
 // with the addresses still to try. Names are resolved at every Dial.
 func NewDialer(addrs string, opts ...DialOption) (*Dialer, error) {
-	list, err := endpoints.Parse(addrs)
+	cfg := dialConfig{endpoints.DefaultSettings()}
+	list, err := endpoints.Configure(addrs, &cfg, opts, DialOption.applyDial, ErrInvalidOption)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
-	}
-	cfg := dialConfig{connectTimeout: 5 * time.Second, keepAlive: 15 * time.Second, maxFrame: wire.DefaultMaxFrameSize}
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: nil DialOption", ErrInvalidOption)
-		}
-		if err := o.applyDial(&cfg); err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
 	events := &clientEvents{}
 	client, err := gnet.NewClient(events,
@@ -124,9 +99,8 @@ func (d *Dialer) Dial(ctx context.Context, h transport.Handler) (transport.Conn,
 	if closed {
 		return nil, ErrDialerClosed
 	}
-	nd := net.Dialer{KeepAlive: d.cfg.keepAlive}
-	nc, err := endpoints.Dial(ctx, d.addrs, d.cfg.connectTimeout, func(ctx context.Context, t endpoints.Target) (net.Conn, error) {
-		return nd.DialContext(ctx, "tcp", t.Addr)
+	nc, err := endpoints.Dial(ctx, d.addrs, d.cfg.ConnectTimeout, func(ctx context.Context, t endpoints.Target) (net.Conn, error) {
+		return d.cfg.DialTCP(ctx, t.Addr)
 	})
 	if err != nil {
 		return nil, err
@@ -250,7 +224,7 @@ func (e *clientEvents) OnTraffic(gc gnet.Conn) gnet.Action {
 		return gnet.Close
 	}
 	c.releaseWritten(gc)
-	if _, err := readFrames(gc, c.d.cfg.maxFrame, func(frame []byte) error {
+	if _, err := readFrames(gc, c.d.cfg.MaxFrame, func(frame []byte) error {
 		c.h.OnFrame(frame)
 		return nil
 	}); err != nil {

@@ -19,7 +19,6 @@ import (
 	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/transport/tcp"
-	"github.com/inflightmq/inflight/wire"
 )
 
 // TestTCPBrokerRestartSameAddress is the Pulsar issue end to end: the broker
@@ -153,28 +152,11 @@ func TestTCPHalfOpenDetected(t *testing.T) {
 	}
 }
 
-// silentPeer reads and discards; if answerable it first answers HELLO.
+// silentPeer reads and discards; if answerable it first answers HELLO
+// and the first TOPIC.
 func silentPeer(c net.Conn, answerable bool) {
 	if answerable {
-		buf := make([]byte, 0, 512)
-		tmp := make([]byte, 512)
-		for {
-			frame, _, err := wire.Split(buf, wire.DefaultMaxFrameSize)
-			if err != nil {
-				return
-			}
-			if frame != nil {
-				break
-			}
-			n, err := c.Read(tmp)
-			if err != nil {
-				return
-			}
-			buf = append(buf, tmp[:n]...)
-		}
-		if _, err := c.Write(wire.AppendHelloOK(nil, wire.HelloOK{MaxFrameSize: wire.DefaultMaxFrameSize, Epoch: 1})); err != nil {
-			return
-		}
+		testkit.SilentHello(c)
 	}
 	_, _ = io.Copy(io.Discard, c)
 }

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/inflightmq/inflight/core"
-	"github.com/inflightmq/inflight/internal/hist"
 	"github.com/inflightmq/inflight/internal/loopback"
+	"github.com/inflightmq/inflight/metrics/hist"
 
 	"github.com/inflightmq/inflight/bench/peers/internal/workload"
 )

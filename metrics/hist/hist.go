@@ -1,6 +1,7 @@
 // Package hist is a small log-linear latency histogram: constant memory,
 // allocation-free recording, quantiles within 1/32 (about 3%) of the true
-// value. It serves the CLI's latency report and the benchmarks.
+// value. It serves the inflight command's latency report and the benchmarks;
+// a program can measure its own send-to-callback latency with it.
 package hist
 
 import (

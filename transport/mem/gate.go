@@ -1,11 +1,12 @@
-// Package gate is a switch that goroutines wait on: the "stall" fault of
-// transport/mem and of internal/faultproxy. The zero Gate is open.
-package gate
+package mem
 
 import "sync"
 
-// Gate holds goroutines in Wait while it is stalled. Its methods are safe
-// for concurrent use.
+// Gate is a switch that goroutines wait on: it holds them in Wait while it
+// is stalled. It is the switch behind Dialer.StallWrites, exported for
+// fault injectors of other transports (the project's TCP fault proxy stalls
+// its connections with it). The zero Gate is open. Its methods are safe for
+// concurrent use.
 type Gate struct {
 	mu      sync.Mutex
 	stalled bool

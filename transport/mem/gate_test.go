@@ -1,13 +1,9 @@
-package gate
+package mem
 
 import (
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestOpenGateDoesNotWait(t *testing.T) {
 	var g Gate
