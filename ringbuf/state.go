@@ -26,6 +26,13 @@ package ringbuf
 // copies the value (the pump holds a run of up to 32 positions, copies them,
 // then moves them on); resolvers that meet it wait for it to end (see
 // Resolve), so the writer alone resolves a Writing slot.
+//
+// Writing to Written is the one transition made for many positions at
+// once: the writer moves its written cursor past a run it copied (see
+// Ring.MarkWritten), and a fresh write's Writing below the cursor is
+// Written to every reader of the state, with no store to the slot. A
+// resend's Writing has a word of its own, so the cursor never makes a
+// position Written while it is being copied again.
 type State uint8
 
 const (
