@@ -97,7 +97,7 @@ type ledger struct {
 	shareN     int
 	shareBytes int64
 
-	// The dispatcher's (see countAcked): positions below counted are
+	// The dispatcher's (see walk): positions below counted are
 	// counted in *ackedStat, the producer's Stats.Acked (nil: not counted).
 	counted   uint64
 	ackedStat *atomic.Uint64
@@ -498,12 +498,13 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 	n := 0
 	fresh := int64(0) // written for the first time
 	var run [writeRun]*ringbuf.Slot[entry]
+	pager := l.ring.Pager()
 	for more := true; more && n < lim.messages; {
 		first, k := pos, 0 // the run: positions first to first+k-1, in Writing
 		var resent uint32  // bit i: the run's i-th position is written again
 		more = false
 		for k < writeRun && n+k < lim.messages && pos < lim.end {
-			slot := l.ring.Peek(pos)
+			slot := pager.Peek(pos)
 			st := l.ring.StateAt(slot, pos)
 			if st == ringbuf.Unpublished {
 				break
@@ -608,8 +609,9 @@ func (l *ledger) ackThrough(seq uint64) {
 		return
 	}
 	acked := int64(0)
+	pager := l.ring.Pager()
 	for pos := from; pos < upto; pos++ {
-		if l.ack(pos) {
+		if l.ack(pos, pager.Peek(pos)) {
 			acked++
 		}
 	}
@@ -626,8 +628,7 @@ func (l *ledger) ackThrough(seq uint64) {
 // ack moves pos from Written to Acked and reports whether it did. A
 // position below maxWritten is Written, Writing (being resent: wait for it)
 // or already resolved.
-func (l *ledger) ack(pos uint64) bool {
-	slot := l.ring.Peek(pos)
+func (l *ledger) ack(pos uint64, slot *ringbuf.Slot[entry]) bool {
 	for {
 		switch l.ring.StateAt(slot, pos) {
 		case ringbuf.Written:
@@ -927,53 +928,55 @@ const releaseEvery = 1024
 func (l *ledger) walk(next *uint64, deliver func(uint64, ringbuf.State)) {
 	head := l.ring.Head()
 	*next = max(*next, head)
+	pager := l.ring.Pager()
+	var run [countRun]ringbuf.State
 	for {
-		pos := *next
-		if pos >= l.counted {
-			l.countAcked(pos)
+		// A run of resolved positions: its acknowledged ones are counted
+		// in Stats with one add, before their callbacks run, so that a
+		// callback that reads Stats sees itself counted. A position stays
+		// as read here until delivered (only this goroutine moves a
+		// resolved one, to Done). counted remembers where counting
+		// stopped: a walk resumed by a new dispatcher goroutine (see
+		// Producer.call) counts no position twice.
+		from, k, acked := *next, 0, uint64(0)
+		for ; k < countRun; k++ {
+			pos := from + uint64(k)
+			st := pager.State(pos)
+			if !st.Final() {
+				break
+			}
+			run[k] = st
+			if st == ringbuf.Acked && pos >= l.counted {
+				acked++
+			}
 		}
-		st := l.ring.State(pos)
-		if !st.Final() {
+		if k == 0 {
 			break
 		}
-		*next = pos + 1
-		if st != ringbuf.Done {
-			deliver(pos, st)
+		if end := from + uint64(k); end > l.counted {
+			l.counted = end
+			if acked > 0 && l.ackedStat != nil {
+				l.ackedStat.Add(acked)
+			}
 		}
-		if *next-head >= releaseEvery {
-			l.release(*next)
-			head = *next
+		for i, st := range run[:k] {
+			pos := from + uint64(i)
+			*next = pos + 1
+			if st != ringbuf.Done {
+				deliver(pos, st)
+			}
+			if *next-head >= releaseEvery {
+				l.release(*next)
+				head = *next
+			}
 		}
 	}
 	l.release(*next)
 }
 
-// countRun is how many resolved positions the walk counts at once.
+// countRun is how many resolved positions the walk reads before it
+// delivers them.
 const countRun = 64
-
-// countAcked counts, in the producer's Stats, the acknowledged positions
-// among the next countRun resolved ones from pos on, with one atomic add,
-// before their callbacks run: a callback that reads Stats sees itself
-// counted. The dispatcher's; counted remembers where it stopped, so a
-// walk resumed by a new dispatcher goroutine (see Producer.call) does not
-// count a position twice. An acknowledged position stays so until
-// delivered.
-func (l *ledger) countAcked(pos uint64) {
-	n, end := uint64(0), pos
-	for ; end < pos+countRun; end++ {
-		st := l.ring.State(end)
-		if !st.Final() {
-			break
-		}
-		if st == ringbuf.Acked {
-			n++
-		}
-	}
-	l.counted = end
-	if n > 0 && l.ackedStat != nil {
-		l.ackedStat.Add(n)
-	}
-}
 
 // release releases every position below upto and gives their budget back.
 func (l *ledger) release(upto uint64) {

@@ -560,3 +560,45 @@ func (r *Ring[T]) HasRoom(size int64) bool {
 	inUse := r.claimed.Load() - r.released.Load()
 	return size == 0 || inUse <= 0 || inUse+size <= r.maxBytes
 }
+
+// Pager looks slots up for positions read in order, one page lookup per
+// pageLen positions rather than one per position (slots are paged: see
+// Ring.pages). The zero Pager is not usable: take one from Ring.Pager. A
+// Pager is for one goroutine; it only reads the ring's page table.
+type Pager[T any] struct {
+	r    *Ring[T]
+	page *[pageLen]Slot[T] // the page of base, or nil
+	base uint64            // the first position of page
+}
+
+// Pager returns a Pager of r.
+func (r *Ring[T]) Pager() Pager[T] { return Pager[T]{r: r} }
+
+// Peek is Ring.Peek.
+func (p *Pager[T]) Peek(pos uint64) *Slot[T] {
+	if d := pos - p.base; d < pageLen && p.page != nil { // below base, d wraps
+		return &p.page[d]
+	}
+	return p.turn(pos)
+}
+
+// turn is Peek for a position off the current page.
+func (p *Pager[T]) turn(pos uint64) *Slot[T] {
+	i := pos & p.r.mask
+	bk := p.r.pages[i/(bookLen*pageLen)].Load()
+	if bk == nil {
+		return nil
+	}
+	pg := bk[i/pageLen%bookLen].Load()
+	if pg == nil {
+		return nil
+	}
+	if p.r.mask+1 < pageLen {
+		return &pg[i] // a ring smaller than a page: positions wrap within it
+	}
+	p.page, p.base = pg, pos-pos%pageLen
+	return &pg[pos-p.base]
+}
+
+// State is Ring.State.
+func (p *Pager[T]) State(pos uint64) State { return p.r.StateAt(p.Peek(pos), pos) }

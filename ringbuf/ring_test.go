@@ -542,3 +542,27 @@ func TestResolveExactlyOnceWithCursor(t *testing.T) {
 		require.True(t, r.State(p).Final(), "position %d: %v", p, r.State(p))
 	}
 }
+
+// TestPagerFollowsPages: a Pager finds the same slots as Ring.Peek, in
+// order and out of order, across page boundaries and wraps, in a ring
+// smaller than a page too, and nil where no claim reached a page.
+func TestPagerFollowsPages(t *testing.T) {
+	for _, limit := range []int{5, 16, 100} {
+		r, _ := New[int](limit, 1<<30)
+		pg := r.Pager()
+		assert.Nil(t, pg.Peek(0), "limit %d: no page yet", limit)
+		assert.Equal(t, Unpublished, pg.State(0))
+		for pos := range uint64(3 * r.Cap()) { // wraps three times
+			p, err := r.TryClaim(1)
+			require.NoError(t, err)
+			require.Equal(t, pos, p)
+			r.Publish(p)
+			require.Same(t, r.Peek(p), pg.Peek(p), "limit %d pos %d", limit, p)
+			require.Equal(t, Pending, pg.State(p))
+			if p > 0 {
+				require.Same(t, r.Peek(p-1), pg.Peek(p-1), "back one")
+			}
+			r.Release(p + 1)
+		}
+	}
+}
