@@ -861,7 +861,11 @@ func (l *ledger) waitRef(pos uint64, create bool) *atomic.Pointer[waiter] {
 		if !create {
 			return nil
 		}
-		fresh := make([]atomic.Pointer[waiter], l.ring.Cap())
+		n := 1 // a power of two at least the positions live at once
+		for n < l.shareN {
+			n <<= 1
+		}
+		fresh := make([]atomic.Pointer[waiter], n)
 		if !l.waits.CompareAndSwap(nil, &fresh) {
 			ws = l.waits.Load()
 		} else {

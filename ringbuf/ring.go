@@ -2,6 +2,7 @@ package ringbuf
 
 import (
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -59,7 +60,11 @@ type Ring[T any] struct {
 	// pointer per bookLen*pageLen of its capacity, not its capacity (many
 	// rings, one per topic, most of them small). A page, once there, stays
 	// until the ring is dropped.
-	pages    []atomic.Pointer[book[T]]
+	pages  []atomic.Pointer[book[T]]
+	spares struct {
+		mu    sync.Mutex
+		pages []*[pageLen]Slot[T] // pages recycle took off the table, for claims
+	}
 	space    event  // head moved, bytes freed, or closed
 	consumer parker // the consumer waits here for a publish
 }
@@ -78,14 +83,23 @@ type book[T any] [bookLen]atomic.Pointer[[pageLen]Slot[T]]
 // New returns a ring that holds at most limit positions and maxBytes bytes
 // reserved by their claims (a single claim larger than maxBytes is admitted
 // when nothing else is reserved, so one large item can never deadlock, and a
-// zero-byte claim is limited by count only). The
-// slot array has the next power of two at or above limit.
+// zero-byte claim is limited by count only). It has slots for the next
+// power of two at or above limit, or, beyond one page of slots, above
+// limit plus a page (see recycle); they are allocated by page as claims
+// reach them.
 func New[T any](limit int, maxBytes int64) (*Ring[T], error) {
 	if limit <= 0 || maxBytes <= 0 || limit > 1<<40 {
 		return nil, ErrInvalidSize
 	}
+	// Beyond one page, room for a page more than limit: claims, which
+	// reach head+limit, then never reach the next use of the page that
+	// holds head, and every wholly released page can be recycled.
+	want := uint64(limit)
+	if want > pageLen {
+		want += pageLen
+	}
 	capacity := uint64(1)
-	for capacity < uint64(limit) {
+	for capacity < want {
 		capacity <<= 1
 	}
 	r := &Ring[T]{
@@ -142,12 +156,68 @@ func (r *Ring[T]) alloc(pos uint64) *Slot[T] {
 	pp := &bk[i/pageLen%bookLen]
 	pg := pp.Load()
 	if pg == nil {
-		pg = new([pageLen]Slot[T])
+		pg = r.spare()
 		if !pp.CompareAndSwap(nil, pg) {
+			r.keep(pg)
 			pg = pp.Load()
 		}
 	}
 	return &pg[i%pageLen]
+}
+
+// maxSparePages bounds the pages a ring keeps for reuse (see recycle).
+const maxSparePages = 64
+
+// spare returns a page released by recycle, or a new one.
+func (r *Ring[T]) spare() *[pageLen]Slot[T] {
+	r.spares.mu.Lock()
+	defer r.spares.mu.Unlock()
+	if n := len(r.spares.pages); n > 0 {
+		pg := r.spares.pages[n-1]
+		r.spares.pages[n-1] = nil
+		r.spares.pages = r.spares.pages[:n-1]
+		return pg
+	}
+	return new([pageLen]Slot[T])
+}
+
+// keep keeps pg for reuse, or lets it go if the ring keeps enough.
+func (r *Ring[T]) keep(pg *[pageLen]Slot[T]) {
+	r.spares.mu.Lock()
+	if len(r.spares.pages) < maxSparePages {
+		r.spares.pages = append(r.spares.pages, pg)
+	}
+	r.spares.mu.Unlock()
+}
+
+// recycle takes off the page table the pages that Release, moving head
+// from h to upto, leaves wholly released, and keeps them for the claims
+// that need a page (see spare): a ring that holds few positions at a time
+// then holds about as many pages, whatever positions it cycles through. A
+// page whose slots a claim may take again before head moves (the ring
+// allows positions up to head+limit, which, with limit near the
+// capacity, reach back into the page that holds head) stays. A reader that
+// looked a page up before it moved finds stamps of other positions in it,
+// as after any reuse of a slot. Consumer only, before head moves.
+func (r *Ring[T]) recycle(h, upto uint64) {
+	// The next claims of the page starting at b take positions from
+	// b+capacity on; claims may reach h+limit before head moves.
+	reach := h + r.limit
+	for b := h - h%pageLen; b+pageLen <= upto; b += pageLen {
+		if b+r.mask+1 < reach {
+			continue
+		}
+		i := b & r.mask
+		bk := r.pages[i/(bookLen*pageLen)].Load()
+		if bk == nil {
+			continue
+		}
+		pp := &bk[i/pageLen%bookLen]
+		if pg := pp.Load(); pg != nil {
+			pp.Store(nil)
+			r.keep(pg)
+		}
+	}
 }
 
 // Head returns the oldest position not yet released.
@@ -486,6 +556,11 @@ func (r *Ring[T]) Release(upto uint64) (int, int64) {
 	}
 	if freed != 0 {
 		r.released.Add(freed)
+	}
+	if r.mask+1 > pageLen && r.Tail()-upto < r.limit/2 {
+		// Few positions live: their pages are enough (a ring full of
+		// positions keeps its pages, which claims need again at once).
+		r.recycle(h, upto)
 	}
 	r.head.Store(upto)
 	r.space.broadcast()

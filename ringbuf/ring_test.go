@@ -1,6 +1,7 @@
 package ringbuf
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -565,4 +566,76 @@ func TestPagerFollowsPages(t *testing.T) {
 			r.Release(p + 1)
 		}
 	}
+}
+
+// TestConcurrentProducersAcrossRecycledPages is
+// TestConcurrentProducersLinearizable over rings whose pages the consumer
+// takes off and hands back (see recycle), with limits at, near and well
+// below the capacity (where claims reach back into the page of head).
+func TestConcurrentProducersAcrossRecycledPages(t *testing.T) {
+	for _, limit := range []int{256, 250, 100, 1000} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			const producers, perProducer = 4, 20000
+			r, _ := New[seqItem](limit, 1<<20)
+			var wg sync.WaitGroup
+			for p := range producers {
+				wg.Go(func() {
+					for s := range perProducer {
+						pos, err := r.Claim(1, nil)
+						if !assert.NoError(t, err) {
+							return
+						}
+						r.Slot(pos).Value = seqItem{p, s}
+						r.Publish(pos)
+					}
+				})
+			}
+			drainInOrder(t, r, producers, perProducer, &wg)
+		})
+	}
+}
+
+// TestSparseRingKeepsFewPages: a ring that holds a few positions at a time
+// while it cycles through many times its capacity holds about as many
+// pages as those positions need, not one per page of its capacity; a ring
+// kept full keeps its pages.
+func TestSparseRingKeepsFewPages(t *testing.T) {
+	attached := func(r *Ring[int]) int {
+		n := 0
+		for i := range r.pages {
+			if bk := r.pages[i].Load(); bk != nil {
+				for j := range bk {
+					if bk[j].Load() != nil {
+						n++
+					}
+				}
+			}
+		}
+		return n
+	}
+	r, _ := New[int](32768, 1<<30)
+	for range 10 * r.Cap() / 8 {
+		first, n, err := r.TryClaimN([]int64{1, 1, 1, 1, 1, 1, 1, 1})
+		require.NoError(t, err)
+		require.Equal(t, 8, n)
+		r.PublishN(first, n)
+		r.Release(first + uint64(n))
+	}
+	assert.LessOrEqual(t, attached(r), 2, "pages on the table of a ring holding 8 positions at a time")
+	assert.LessOrEqual(t, len(r.spares.pages), maxSparePages)
+
+	full, _ := New[int](256, 1<<30)
+	for range 256 {
+		pos, _ := full.TryClaim(1)
+		full.Publish(pos)
+	}
+	for range 10 * 256 { // one out, one in: always full
+		pos, err := full.TryClaim(1)
+		require.ErrorIs(t, err, ErrFull)
+		full.Release(full.Head() + 1)
+		pos, err = full.TryClaim(1)
+		require.NoError(t, err)
+		full.Publish(pos)
+	}
+	assert.Equal(t, full.Cap()/pageLen, attached(full), "a full ring keeps every page")
 }
