@@ -26,6 +26,12 @@ type inflightClient struct {
 func openInflightMem(tb testing.TB, t *tracker) client { return openInflight(tb, t, "mem") }
 func openInflightTCP(tb testing.TB, t *tracker) client { return openInflight(tb, t, "tcp") }
 
+// openInflightStdnet is inflight over TCP too, through transport/stdnet
+// (the standard library's net, the Go runtime's poller) rather than
+// transport/tcp (gnet's event loop, whose blocking epoll_wait holds a P
+// while it waits: on two cores, half the machine).
+func openInflightStdnet(tb testing.TB, t *tracker) client { return openInflight(tb, t, "stdnet") }
+
 func openInflight(tb testing.TB, t *tracker, name string) client {
 	env, err := loopback.Open(name)
 	if err != nil {

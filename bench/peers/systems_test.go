@@ -26,6 +26,7 @@ type system struct {
 var systems = []system{
 	{"inflight-mem", openInflightMem},
 	{"inflight-tcp", openInflightTCP},
+	{"inflight-stdnet", openInflightStdnet},
 	{"nats-js", openNATS},
 	{"franz-kfake", openFranz(false)},
 	{"franz-kfake-linger0", openFranz(true)},
