@@ -789,8 +789,10 @@ func (l *ledger) expireInOrder(from uint64, now int64) (uint64, int64) {
 	from = max(from, l.ring.Head())
 	tail := l.ring.Tail()
 	resolvedPrefix := true
+	pager := l.ring.Pager()
 	for pos := from; pos < tail; pos++ {
-		st := l.ring.State(pos)
+		slot := pager.Peek(pos)
+		st := l.ring.StateAt(slot, pos)
 		if st.Final() {
 			if resolvedPrefix {
 				from = pos + 1
@@ -799,10 +801,21 @@ func (l *ledger) expireInOrder(from uint64, now int64) (uint64, int64) {
 		}
 		resolvedPrefix = false
 		if st == ringbuf.Unpublished {
-			// Claimed, about to be published; look again soon.
+			// Claimed, about to be published (or released and its slot
+			// taken again: the next scan starts past head); look again soon.
 			return from, now + int64(minSweep)
 		}
-		if expired, at := l.due(l.ring.Slot(pos).Deadline(), now); !expired {
+		// The slot is read once, through the page looked up with its
+		// state: pos may be resolved and released meanwhile, and its page
+		// then taken off the ring's page table (ringbuf recycles pages),
+		// so looking it up again may find none. The deadline is pos's if
+		// pos is still unresolved after it was read: until pos is
+		// released nobody else writes its slot.
+		d := slot.Deadline()
+		if st = l.ring.StateAt(slot, pos); st.Final() || st == ringbuf.Unpublished {
+			continue // resolved meanwhile
+		}
+		if expired, at := l.due(d, now); !expired {
 			return from, at
 		}
 		l.fail(pos, ringbuf.Expired)

@@ -362,8 +362,12 @@ func (r *Ring[T]) unreserve(size int64) {
 	r.space.broadcast()
 }
 
-// Slot returns the slot of position pos. Whoever holds pos in a given state
-// decides what may be read or written; see Slot.
+// Slot returns the slot of position pos, which must be live: claimed and
+// not yet released (its page exists). Whoever holds pos in a given state
+// decides what may be read or written; see Slot. A released position's
+// page may have left the ring (see recycle): a caller that may meet one,
+// such as a reader racing with Release, uses Peek, which returns nil for
+// it, and checks the state (StateAt) after reading the slot.
 func (r *Ring[T]) Slot(pos uint64) *Slot[T] { return r.slot(pos) }
 
 // Publish makes a claimed position visible to the consumer in state Pending.
