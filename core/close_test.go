@@ -204,3 +204,41 @@ func TestCloseRunsEveryCallbackBeforeReturning(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseWaitsForAcknowledgedCallbacksThatKeepRunning: past its
+// context's end, Close waits for callbacks as long as they keep starting
+// (see Producer.Close), and acknowledged messages' callbacks are among
+// them, though the dispatcher counts those in Stats in runs, before their
+// callbacks: 120 acknowledged messages whose callbacks take 3ms each (runs
+// of 64 take ~190ms, more than the 100ms Close allows one callback) all
+// run before Close returns.
+func TestCloseWaitsForAcknowledgedCallbacksThatKeepRunning(t *testing.T) {
+	e := newEnv(t, core.SendTimeout(time.Minute))
+	const n = 120
+	gate := make(chan struct{})
+	var ran atomic.Int64
+	for i := range n {
+		require.NoError(t, e.p.SendAsync(context.Background(), &core.Message{Payload: payload(i)},
+			func(_ core.MessageID, _ *core.Message, err error) {
+				assert.NoError(t, err)
+				if i == 0 {
+					<-gate // the others are acknowledged meanwhile
+				} else {
+					time.Sleep(3 * time.Millisecond) // a callback that does some work
+				}
+				ran.Add(1)
+			}))
+	}
+	waitUntil(t, "every message stored", func() bool { return e.store.Len("test-producer") == n })
+	waitUntil(t, "every message acknowledged", func() bool { return e.p.Stats().Unacked == 0 })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // Close drains nothing: it goes straight to waiting for callbacks
+	var got int64
+	watchdog(t, waitTimeout, "Close", func() {
+		go close(gate)
+		assert.ErrorIs(t, e.p.Close(ctx), context.Canceled)
+		got = ran.Load()
+	})
+	assert.EqualValues(t, n, got, "callbacks run when Close returned")
+}

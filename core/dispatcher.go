@@ -165,6 +165,9 @@ func (p *Producer) ctxFailure(ctx context.Context) error {
 // deliver runs the callback of pos, resolved in state st, and counts it. A
 // Send's position has no callback: its Send was notified when it resolved.
 func (p *Producer) deliver(l *lane, pos uint64, st ringbuf.State) {
+	if p.closing.Load() {
+		p.closingCalls.Add(1) // Close watches callbacks start (see awaitCallbacks)
+	}
 	e := l.led.entryAt(pos)
 	if e.stopCancel != nil {
 		e.stopCancel()
@@ -172,7 +175,7 @@ func (p *Producer) deliver(l *lane, pos uint64, st ringbuf.State) {
 	id, err := p.outcome(l, pos, st, e.ctx)
 	switch st {
 	case ringbuf.Acked:
-		// Counted by the walk, before (see ledger.countAcked).
+		// Counted by the walk, before (see ledger.walk).
 	case ringbuf.Expired:
 		p.stats.timedOut.Add(1)
 	case ringbuf.Canceled:

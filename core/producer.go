@@ -82,6 +82,12 @@ type Producer struct {
 	sessionMu sync.Mutex
 	session   *session // current connection, for Close to cut
 
+	// closingCalls counts the outcomes the dispatcher took up once closing
+	// was set, each before its callback: Close, past its context's end,
+	// watches it (see awaitCallbacks). Stats cannot serve: the dispatcher
+	// counts acknowledged messages there by runs (see ledger.walk).
+	closingCalls atomic.Uint64
+
 	// lastFail is the last connection failure while no connection is
 	// ready (nil while one is, and before the first attempt ends): the
 	// pump stores it, the dispatcher names it in timeouts and ErrClosed.
@@ -331,7 +337,7 @@ func (p *Producer) awaitCallbacks(ctx context.Context) error {
 	// measured in real time.
 	t := time.NewTicker(blockedCallback)
 	defer t.Stop()
-	last := p.stats.delivered()
+	last := p.closingCalls.Load()
 	for {
 		select {
 		case <-p.closed:
@@ -339,7 +345,7 @@ func (p *Producer) awaitCallbacks(ctx context.Context) error {
 			return ctx.Err()
 		case <-t.C:
 		}
-		n := p.stats.delivered()
+		n := p.closingCalls.Load()
 		if n == last {
 			return ctx.Err()
 		}

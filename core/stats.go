@@ -14,12 +14,6 @@ type counters struct {
 	bytesWire  atomic.Uint64
 }
 
-// delivered returns how many outcomes the dispatcher has taken up: it
-// counts each before it runs the callback.
-func (c *counters) delivered() uint64 {
-	return c.acked.Load() + c.timedOut.Load() + c.canceled.Load() + c.failed.Load()
-}
-
 // Stats is a snapshot of a Producer's counters.
 type Stats struct {
 	Pending      int    // messages enqueued and not yet released (callback not yet run), every topic
