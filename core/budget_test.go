@@ -93,8 +93,9 @@ func TestBudgetConcurrentTakesStayWithinLimits(t *testing.T) {
 
 // TestExemptLedgerHoldsItsShare: the producer's first topic, exempt, takes
 // nothing from the budget per message (its share is held for it); metered
-// from the second topic on, it charges its new claims, and its share goes
-// back once every exempt position is released, leaving the budget empty.
+// from the second topic on, it charges its new claims, the part of its
+// share its live positions do not need goes back at once, and the rest
+// once every exempt position is released, leaving the budget empty.
 func TestExemptLedgerHoldsItsShare(t *testing.T) {
 	b := newBudget(64, 6400, nil)
 	l, err := newLedger(32, 3200, ledgerTimeout, nil, b, func() {}, make(chan struct{}, 1))
@@ -117,15 +118,15 @@ func TestExemptLedgerHoldsItsShare(t *testing.T) {
 	l.meter()
 	require.False(t, l.exempt.Load())
 	require.Equal(t, uint64(10), l.meterFrom.Load())
-	requirePending(32, 3200, 32, "held until the exempt positions are released")
+	requirePending(10, 1000, 10, "of the share, what the live exempt positions hold, until they are released")
 	for range 5 {
 		_, _, err := l.tryClaim([]int64{100})
 		require.NoError(t, err)
 	}
-	requirePending(37, 3700, 32, "metered claims are charged")
+	requirePending(15, 1500, 10, "metered claims are charged")
 
 	l.release(4)
-	requirePending(37, 3700, 32, "some exempt positions still live")
+	requirePending(15, 1500, 10, "some exempt positions still live")
 	l.release(12) // the last exempt ones, and two metered
 	requirePending(3, 300, 0, "the share went back")
 	l.release(15)

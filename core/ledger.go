@@ -63,7 +63,9 @@ import (
 //     SendAsync never pays for it.
 //   - Every live position holds its share of the producer's budget (see
 //     budget), taken by claim before the ring's and given back by walk
-//     when the dispatcher releases it.
+//     when the dispatcher releases it; but the positions of the
+//     producer's first topic claimed while it was exempt (below
+//     meterFrom), for which the budget holds the topic's share instead.
 //
 // A producer has one ledger per topic (see lane): sequence IDs, cursors and
 // order are per topic. The dispatcher's and sweeper's wake-ups are the
@@ -90,10 +92,14 @@ type ledger struct {
 	// topic's whole share for them instead (shareHeld). meterFrom is the
 	// first position charged to the budget message by message: 0 for a
 	// ledger never exempt, the largest uint64 while exempt, the ring's
-	// tail at the moment it stopped being exempt after (see meter).
+	// tail at the moment it stopped being exempt after (see meter), when
+	// the budget keeps of the share only what the exempt positions still
+	// live may hold (keptN, keptBytes) until they are released.
 	exempt     atomic.Bool
 	meterFrom  atomic.Uint64
 	shareHeld  atomic.Bool
+	keptN      atomic.Int64
+	keptBytes  atomic.Int64
 	shareN     int
 	shareBytes int64
 
@@ -238,6 +244,8 @@ func (l *ledger) tryClaim(sizes []int64) (uint64, int, error) {
 // shared MemoryLimit (which counts every message of every producer).
 func (l *ledger) exemptFrom() {
 	l.budget.hold(l.shareN, l.shareBytes)
+	l.keptN.Store(int64(l.shareN))
+	l.keptBytes.Store(l.shareBytes)
 	l.shareHeld.Store(true)
 	l.meterFrom.Store(math.MaxUint64)
 	l.exempt.Store(true)
@@ -248,28 +256,41 @@ func (l *ledger) exemptFrom() {
 // again. The ring is frozen meanwhile, so that a claim that read exempt
 // before the store lands either below the tail (covered by the share) or
 // after the thaw, where it sees meterFrom and charges itself (see
-// tryClaimExempt). The share goes back to the budget once every exempt
-// position is released: now, or by the dispatcher's release. Under the
+// tryClaimExempt). Of the share, the budget keeps what the exempt
+// positions still live may hold, which goes back once they are all
+// released: now, or by the dispatcher's release; the rest goes back at
+// once, so that the other topics have the room they had before the
+// exemption (a callback of the first topic may wait for room in another:
+// its own position is released only after it returns). Under the
 // producer's lanesMu; idempotent.
 func (l *ledger) meter() {
 	if !l.exempt.Load() {
 		return
 	}
 	t := l.ring.Freeze()
+	// No claim lands while frozen: the exempt positions live from now
+	// on are among those from head to t, and hold at most the bytes the
+	// ring counts reserved now (its count of released bytes is read
+	// first: an overestimate, never less).
+	n := min(int64(t-l.ring.Head()), int64(l.shareN))
+	bytes := min(max(l.ring.Bytes(), 0), l.shareBytes)
+	l.keptN.Store(n)
+	l.keptBytes.Store(bytes)
 	l.meterFrom.Store(t)
 	l.exempt.Store(false)
 	l.ring.Thaw()
+	l.budget.unhold(l.shareN-int(n), l.shareBytes-bytes)
 	// The dispatcher releases, then calls giveShare; this stores
 	// meterFrom, then calls it: one of the two sees the other's store.
 	l.giveShare()
 }
 
-// giveShare gives the share the ledger holds back to the budget once
-// every position below meterFrom is released. Once, from whichever
+// giveShare gives what the ledger keeps of its share back to the budget
+// once every position below meterFrom is released. Once, from whichever
 // goroutine sees it first.
 func (l *ledger) giveShare() {
 	if l.ring.Head() >= l.meterFrom.Load() && l.shareHeld.Swap(false) {
-		l.budget.unhold(l.shareN, l.shareBytes)
+		l.budget.unhold(int(l.keptN.Load()), l.keptBytes.Load())
 	}
 }
 

@@ -299,3 +299,47 @@ func TestFailingTopicsLeaveTheWindow(t *testing.T) {
 	}
 	assert.Zero(t, p.Stats().Reconnects, "one connection throughout")
 }
+
+// TestSendToNewTopicFromCallback: a callback of the producer's first topic
+// sends to a topic not written before, and waits for it (Send may be
+// called from a callback). With MaxPendingPerTopic equal to MaxPending the
+// first topic's share is the whole budget, and the message whose callback
+// runs still holds its position: the budget has room for the second topic
+// all the same, as it had before the first topic's exemption (which held
+// its whole share until every position of it was released, and the Send
+// timed out).
+func TestSendToNewTopicFromCallback(t *testing.T) {
+	e := newEnv(t, core.MaxPending(8), core.MaxPendingPerTopic(8), core.SendTimeout(2*time.Second), core.BlockIfFull(true))
+	got := make(chan error, 1)
+	require.NoError(t, e.p.SendAsync(context.Background(), &core.Message{Payload: []byte("first")},
+		func(_ core.MessageID, _ *core.Message, err error) {
+			assert.NoError(t, err)
+			_, err = e.p.Send(context.Background(), &core.Message{Topic: "second", Payload: []byte("from a callback")})
+			got <- err
+		}))
+	select {
+	case err := <-got:
+		assert.NoError(t, err)
+	case <-time.After(waitTimeout):
+		t.Fatal("the callback's Send did not return")
+	}
+}
+
+// TestSecondTopicGetsWhatTheFirstLeaves: MaxPending is what all topics
+// hold together, also when the first topic's share is the whole budget:
+// with 10 of 16 pending in the first topic (no broker), a second topic
+// takes the 6 left, no more, no fewer.
+func TestSecondTopicGetsWhatTheFirstLeaves(t *testing.T) {
+	e := newEnv(t, core.MaxPending(16), core.MaxPendingPerTopic(16), core.SendTimeout(time.Minute))
+	e.dialer.RefuseDials(true)
+	cb := func(core.MessageID, *core.Message, error) {}
+	for range 10 {
+		require.NoError(t, e.p.TrySendAsync(context.Background(), &core.Message{Payload: []byte("x")}, cb))
+	}
+	for i := range 6 {
+		require.NoError(t, e.p.TrySendAsync(context.Background(), &core.Message{Topic: "second", Payload: []byte("y")}, cb), "message %d", i)
+	}
+	assert.ErrorIs(t, e.p.TrySendAsync(context.Background(), &core.Message{Topic: "second", Payload: []byte("y")}, cb), core.ErrQueueFull)
+	assert.ErrorIs(t, e.p.TrySendAsync(context.Background(), &core.Message{Payload: []byte("x")}, cb), core.ErrQueueFull)
+	assert.Equal(t, 16, e.p.Stats().Pending)
+}
