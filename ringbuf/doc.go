@@ -29,7 +29,9 @@
 // parking) while either limit is reached; TryClaim fails fast with ErrFull.
 // Close wakes every waiter with ErrClosed.
 //
-// Cursors are padded to separate cache lines; slots are preallocated; no
-// operation allocates in steady state (a Claim that has to park allocates a
-// wake-up channel shared by all waiters, once per wake-up).
+// Cursors are padded to separate cache lines; slots are allocated by page
+// of 16 as claims first reach them, and a ring that holds few positions
+// reuses its released pages (see Ring.Release); no operation allocates in
+// steady state (a Claim that has to park allocates a wake-up channel
+// shared by all waiters, once per wake-up).
 package ringbuf

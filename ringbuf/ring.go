@@ -58,8 +58,12 @@ type Ring[T any] struct {
 	// that lands in them, through books of bookLen pages, allocated the
 	// same way: a ring that never fills costs the pages it used and a
 	// pointer per bookLen*pageLen of its capacity, not its capacity (many
-	// rings, one per topic, most of them small). A page, once there, stays
-	// until the ring is dropped.
+	// rings, one per topic, most of them small). A page stays on the table
+	// while the ring is busy; a ring that holds few positions takes its
+	// wholly released pages off it and hands them to later claims (see
+	// recycle), so a reader that may meet a released position looks its
+	// slot up with Peek (nil for a page not on the table) and checks the
+	// stamp.
 	pages  []atomic.Pointer[book[T]]
 	spares struct {
 		mu    sync.Mutex
@@ -540,8 +544,11 @@ func (r *Ring[T]) WaitPublishedUntil(pos uint64, done <-chan struct{}, timeout <
 
 // Release frees every position below upto: their values are zeroed (so the
 // ring keeps no references), their bytes are returned, and claimers waiting
-// for room are woken. The consumer must have finished with them. It
-// returns how many positions and bytes it freed. Consumer only.
+// for room are woken. The consumer must have finished with them. When few
+// positions stay live, the pages it leaves wholly released go off the page
+// table, for later claims (see recycle): Slot must not be asked for a
+// released position. It returns how many positions and bytes it freed.
+// Consumer only.
 func (r *Ring[T]) Release(upto uint64) (int, int64) {
 	h := r.head.Load()
 	if upto <= h {
