@@ -162,8 +162,9 @@ func (p *Producer) ctxFailure(ctx context.Context) error {
 	return errDeadline
 }
 
-// deliver runs the callback of pos, resolved in state st, and counts it. A
-// Send's position has no callback: its Send was notified when it resolved.
+// deliver runs the callback of pos, resolved in state st, and counts it in
+// Stats (a success was counted by the walk, before). A Send's position has
+// no callback: its Send was notified when it resolved.
 func (p *Producer) deliver(l *lane, pos uint64, st ringbuf.State) {
 	if p.closing.Load() {
 		p.closingCalls.Add(1) // Close watches callbacks start (see awaitCallbacks)

@@ -306,3 +306,35 @@ func TestMeterRacingReleases(t *testing.T) {
 		require.False(t, l.shareHeld.Load())
 	}
 }
+
+// TestCoarseClockBusyWithExemptTopic: the coarse clock counts a producer
+// busy while its first topic holds messages, exempt or not, and idle once
+// they are released, though the budget still holds an exempt share (or,
+// after the second topic, a part of it until the exempt positions go).
+func TestCoarseClockBusyWithExemptTopic(t *testing.T) {
+	c := newCoarseClock(time.Now())
+	b := newBudget(8, 1<<20, nil)
+	def, _, err := newTestLedger(4, 1<<10, ledgerTimeout, nil)
+	require.NoError(t, err)
+	def.budget = b
+	def.exemptFrom()
+	p := &Producer{budget: b, def: &lane{led: def}}
+	c.register(p)
+	defer c.unregister(p)
+	assert.False(t, c.busy(), "an exempt share alone")
+	pos, _, err := def.tryClaim([]int64{10})
+	require.NoError(t, err)
+	def.ring.Publish(pos)
+	assert.True(t, c.busy(), "an exempt message pending")
+	def.meter()
+	assert.True(t, c.busy(), "metered, the exempt message still pending")
+	def.release(pos + 1)
+	assert.False(t, c.busy(), "released")
+	assert.Zero(t, b.held.Load())
+	pos, _, err = def.tryClaim([]int64{10})
+	require.NoError(t, err)
+	def.ring.Publish(pos)
+	assert.True(t, c.busy(), "a metered message pending")
+	def.release(pos + 1)
+	assert.False(t, c.busy())
+}

@@ -21,7 +21,7 @@ type Stats struct {
 	Topics       int    // topics the producer holds state for (see TopicIdleTimeout)
 	Unacked      int    // messages written to a connection and not yet resolved (no receipt, no failure)
 	Sent         uint64 // messages written to a connection, resends included
-	Acked        uint64 // success callbacks
+	Acked        uint64 // success outcomes (Send's too), counted as the callback goroutine takes them up, in runs of up to 64 just before their callbacks
 	TimedOut     uint64 // callbacks of messages whose SendTimeout elapsed (ErrTimeout)
 	Canceled     uint64 // callbacks of messages whose context ended (canceled, or its deadline: ErrTimeout too)
 	Failed       uint64 // ErrClosed, ErrMessageTooLarge, ErrFenced and refusal outcomes
