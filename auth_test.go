@@ -329,6 +329,7 @@ func TestTokenNeverLogged(t *testing.T) {
 	require.NoError(t, err)
 	defer sd.Close()
 
+	var closed []*core.Producer
 	for _, d := range []transport.Dialer{md, sd} {
 		for _, tok := range []string{wrong, right} {
 			opt := core.Token(tok)
@@ -347,8 +348,18 @@ func TestTokenNeverLogged(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 			require.NoError(t, p.Close(ctx))
 			cancel()
-			printf("closed producer %v %+v", p, p) // its goroutines are gone: no race reading it
+			closed = append(closed, p)
 		}
+	}
+	// A closed producer is printed whole once the dialers are closed too:
+	// a transport's reader goroutine, the dialer's, may still be inside
+	// the session's OnFrame (a receipt read before the close) when Close
+	// returns, and it touches the producer (it kicks the pump). Closing
+	// the dialers waits for those goroutines.
+	require.NoError(t, md.Close())
+	require.NoError(t, sd.Close())
+	for _, p := range closed {
+		printf("closed producer %v %+v", p, p)
 	}
 	printf("broker %+v server %+v", b.Stats(), srv.Stats())
 
