@@ -210,10 +210,11 @@ func TestBudgetAfterSecondTopicRetires(t *testing.T) {
 }
 
 // TestBudgetAfterCloseWhileExempt: Close fails the first topic's pending
-// messages (no broker): the budget then holds the share, nothing more.
+// messages (the broker acknowledges nothing): the budget then holds the
+// share, nothing more.
 func TestBudgetAfterCloseWhileExempt(t *testing.T) {
-	r := newExemptRig(t, MaxPending(64))
-	r.d.RefuseDials(true)
+	r := newExemptRig(t, MaxPending(64), SendTimeout(time.Minute))
+	r.d.DropReceipts(true)
 	c := newCounter(t)
 	for i := range 20 {
 		require.NoError(t, r.p.SendAsync(context.Background(), &Message{Payload: []byte("x")}, c.cb(i, true)))
@@ -228,11 +229,12 @@ func TestBudgetAfterCloseWhileExempt(t *testing.T) {
 }
 
 // TestBudgetSecondTopicWhileFirstIsFull: senders of the first topic wait
-// for room (no broker) when a second topic is made; once the broker is
-// back everything is sent and the budget is empty.
+// for room (the broker acknowledges nothing) when a second topic is made;
+// once the broker answers again everything is sent and the budget is
+// empty.
 func TestBudgetSecondTopicWhileFirstIsFull(t *testing.T) {
 	r := newExemptRig(t, MaxPending(16), MaxPendingPerTopic(8), BlockIfFull(true), SendTimeout(time.Minute))
-	r.d.RefuseDials(true)
+	r.d.DropReceipts(true)
 	c := newCounter(t)
 	var wg sync.WaitGroup
 	for g := range 4 {
@@ -249,7 +251,8 @@ func TestBudgetSecondTopicWhileFirstIsFull(t *testing.T) {
 	}
 	assert.NoError(t, r.p.SendAsync(context.Background(), &Message{Topic: "second", Payload: []byte("y")}, c.cb(1000, false)),
 		"the second topic has room while the first is full")
-	r.d.RefuseDials(false)
+	r.d.DropReceipts(false)
+	r.d.DropConnections() // what was written is written again, and acknowledged
 	wg.Wait()
 	c.wait(t)
 	require.NoError(t, r.p.Flush(context.Background()))

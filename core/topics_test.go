@@ -327,11 +327,11 @@ func TestSendToNewTopicFromCallback(t *testing.T) {
 
 // TestSecondTopicGetsWhatTheFirstLeaves: MaxPending is what all topics
 // hold together, also when the first topic's share is the whole budget:
-// with 10 of 16 pending in the first topic (no broker), a second topic
-// takes the 6 left, no more, no fewer.
+// with 10 of 16 pending in the first topic (the broker acknowledges
+// nothing), a second topic takes the 6 left, no more, no fewer.
 func TestSecondTopicGetsWhatTheFirstLeaves(t *testing.T) {
 	e := newEnv(t, core.MaxPending(16), core.MaxPendingPerTopic(16), core.SendTimeout(time.Minute))
-	e.dialer.RefuseDials(true)
+	e.dialer.DropReceipts(true)
 	cb := func(core.MessageID, *core.Message, error) {}
 	for range 10 {
 		require.NoError(t, e.p.TrySendAsync(context.Background(), &core.Message{Payload: []byte("x")}, cb))
