@@ -172,7 +172,8 @@ func (b *budget) hold(n int, bytes int64) {
 	b.force(n, bytes)
 }
 
-// unhold gives back a share hold reserved.
+// unhold gives back n messages and bytes of a share hold reserved (see
+// ledger.meter, which gives one back in two parts).
 func (b *budget) unhold(n int, bytes int64) {
 	b.held.Add(-int64(n))
 	b.give(n, bytes)

@@ -20,14 +20,18 @@ const (
 // Ring is a bounded multi-producer pending queue. See the package doc for the
 // picture. The zero value is not usable; call New. A Ring must not be copied.
 //
-// Concurrency: TryClaim, Claim, TryClaimN, ClaimN, Slot (for a claimed
-// position), Publish, PublishN, State, Transition, Resolve, Head, Tail,
-// Len, Bytes, WaitHead, ArmRoom, DisarmRoom and Close are safe for
-// concurrent use. The consumer side has
-// two roles, each for one goroutine at a time:
+// Concurrency: TryClaim, Claim, TryClaimN, ClaimN, Slot (for a live
+// position: claimed, not released), Peek, Publish, PublishN, State,
+// StateAt, Transition, TransitionAt, Resolve, Head, Tail, Len, Bytes,
+// WaitHead, ArmRoom, DisarmRoom, CloseIfEmpty and Close are safe for
+// concurrent use; a Pager is for one goroutine; Freeze and Thaw for one
+// freezer at a time. The consumer side has three roles, each for one
+// goroutine at a time:
 //   - the reader of published positions: Published and
 //     WaitPublishedUntil (in inflight, the pump), Drain (a plain queue's
 //     single consumer);
+//   - the writer, which moves positions to Writing and marks them
+//     written: MarkWritten (in inflight, the pump too);
 //   - the releaser: Release (in inflight, the dispatcher).
 //
 // The two roles may run concurrently with each other (the pump waits for a
