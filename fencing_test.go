@@ -324,7 +324,11 @@ func TestWaitForName(t *testing.T) {
 	a.wait()
 
 	refusals := make(chan error, 100)
-	w := newInstance(t, dW, 'W', core.Access(core.WaitForName), core.ErrorHandler(func(err error) {
+	// W's window (MaxFramesInFlight) holds the 20 messages below whose
+	// receipts are dropped however many frames the pump writes them in
+	// (at the default of 4, a pump that met them one or two at a time
+	// wrote 4 frames and waited for their receipts, for ever).
+	w := newInstance(t, dW, 'W', core.Access(core.WaitForName), core.MaxFramesInFlight(32), core.ErrorHandler(func(err error) {
 		if errors.Is(err, core.ErrNameInUse) {
 			select {
 			case refusals <- err:
