@@ -368,7 +368,10 @@ func (r *producing) finish(ctx context.Context) (interrupted bool) {
 		case <-ctx.Done():
 		}
 	}
-	if r.stopDrain() {
+	// An interrupt may have ended the loop before its AfterFunc started
+	// drain: stopDrain would then stop it and report true, and nothing
+	// would print the note or hear a second interrupt.
+	if ctx.Err() == nil && r.stopDrain() {
 		// Done before any interrupt: every message has its callback.
 		closeCtx, cancel := context.WithTimeout(context.Background(), r.f.timeout)
 		defer cancel()
