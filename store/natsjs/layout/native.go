@@ -105,69 +105,6 @@ func appendTextValue(dst, b []byte) []byte {
 	return base64.StdEncoding.AppendEncode(dst, b)
 }
 
-// SetNativeHeaders sets the headers of a native message holding r (its
-// payload is the message's data), written by producer at epoch (0: none):
-//
-//	Inflight-Producer: svc-1
-//	Inflight-Seq: 42
-//	Inflight-Epoch: 3
-//	Inflight-Key: order-7                      (absent: no key; empty: an empty key)
-//	Inflight-Event-Time: 2026-01-02T03:04:05.000000006Z
-//	src: cli                                   (each user header as it is)
-//
-// A key or header value that is not header text (see Text) is written as
-// B64 and its standard base64. A user header whose key cannot be a NATS
-// header key as it is (not printable ASCII, a ':', or a name beginning with
-// "Nats-" or "Inflight-", which the server and this package read) is
-// written as "Inflight-Header: " + the key's standard base64 + ":" + the
-// value as above. Repeated keys are kept in order. It fails with
-// ErrEventTime for an event time RFC 3339 cannot write.
-func SetNativeHeaders(h map[string][]string, producer string, epoch uint64, r *broker.Record) error {
-	h[HdrProducer] = []string{producer}
-	h[HdrSeq] = []string{strconv.FormatUint(r.Seq, 10)}
-	SetEpoch(h, epoch)
-	if r.Key != nil {
-		h[HdrKey] = []string{textValue(r.Key)}
-	}
-	if !r.EventTime.IsZero() {
-		if y := r.EventTime.UTC().Year(); y < 0 || y > 9999 {
-			return fmt.Errorf("%w: %v", ErrEventTime, r.EventTime)
-		}
-		h[HdrEventTime] = []string{r.EventTime.UTC().Format(time.RFC3339Nano)}
-	}
-	for _, uh := range r.Headers {
-		if plainKey(uh.Key) {
-			h[uh.Key] = append(h[uh.Key], textValue(uh.Value))
-			continue
-		}
-		h[HdrHeader] = append(h[HdrHeader], base64.StdEncoding.EncodeToString([]byte(uh.Key))+":"+textValue(uh.Value))
-	}
-	return nil
-}
-
-func textValue(b []byte) string {
-	if Text(b) {
-		return string(b)
-	}
-	return B64 + base64.StdEncoding.EncodeToString(b)
-}
-
-// NativeHeadersSize returns about how many bytes SetNativeHeaders adds to
-// a message's header block for r (an upper bound, for size limits).
-func NativeHeadersSize(producer string, r *broker.Record) int {
-	n := 120 + len(producer)
-	if r.Key != nil {
-		n += len(B64) + base64.StdEncoding.EncodedLen(len(r.Key)) + 20
-	}
-	if !r.EventTime.IsZero() {
-		n += 60
-	}
-	for _, uh := range r.Headers {
-		n += len(HdrHeader) + base64.StdEncoding.EncodedLen(len(uh.Key)) + len(B64) + base64.StdEncoding.EncodedLen(len(uh.Value)) + 6
-	}
-	return n
-}
-
 // Text reports whether b can be a NATS header value as it is and read back
 // the same: valid UTF-8 without control characters, no space or tab at
 // either end (header parsers trim them), and not beginning with B64.
