@@ -33,3 +33,10 @@ func NoFastBatch(cfg Config) Config { cfg.noFast = true; return cfg }
 
 // UsesFastBatch reports whether s writes fast batches.
 func UsesFastBatch(s *Store) bool { return s.useFast.Load() }
+
+// PubDials returns how many connections of its own s dialed for writes.
+func PubDials(s *Store) int {
+	s.pub.mu.Lock()
+	defer s.pub.mu.Unlock()
+	return s.pub.dials
+}

@@ -36,6 +36,7 @@ type pubConn struct {
 	mu     sync.Mutex // held while dialing and writing
 	cur    *pubLink   // nil: none; dial at the next send
 	closed bool
+	dials  int            // connections made (tests)
 	reader sync.WaitGroup // the links' reader goroutines
 }
 
@@ -88,6 +89,7 @@ func (p *pubConn) linkLocked() (*pubLink, error) {
 		return nil, withCause(err)
 	}
 	p.cur = l
+	p.dials++
 	p.reader.Add(1)
 	go p.read(l, br)
 	return l, nil
