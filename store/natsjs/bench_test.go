@@ -62,12 +62,17 @@ func benchCases(b *testing.B, viaTCP bool, cases []benchCase) {
 	// The engine's own fast batch publisher on the same kind of cluster,
 	// in the same run, for comparison: 100-byte messages without headers
 	// (what `nats bench js pub fast` measures), and messages shaped as
-	// native records (their headers and per-message fence check).
+	// native records (their headers; their headers and fence check).
 	for _, ec := range []struct {
 		name     string
 		replicas int
-		shape    bool
-	}{{"engine-fast-batch/R1", 1, false}, {"engine-fast-batch/R3", 3, false}, {"engine-fast-batch-native-shape/R1", 1, true}} {
+		shape    msgShape
+	}{
+		{"engine-fast-batch/R1", 1, shapeNone},
+		{"engine-fast-batch/R3", 3, shapeNone},
+		{"engine-fast-batch-native-headers/R1", 1, shapeHeaders},
+		{"engine-fast-batch-native-checked/R1", 1, shapeChecked},
+	} {
 		withCluster(b, ec.replicas, func(c func(b *testing.B) *natsjstest.Cluster) {
 			b.Run(ec.name, func(b *testing.B) { benchEngineFast(b, c(b), ec.replicas, ec.shape) })
 		})
