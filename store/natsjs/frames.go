@@ -58,13 +58,7 @@ func (f *frames) fits(payload []byte, maxPayload int) error {
 // end closes the header block and appends the message's frame to buf.
 func (f *frames) end(subject string, reply []byte, payload []byte) {
 	f.hdr = append(f.hdr, "\r\n"...)
-	b := append(f.buf, "HPUB "...)
-	b = append(b, subject...)
-	b = append(b, ' ')
-	if len(reply) > 0 {
-		b = append(b, reply...)
-		b = append(b, ' ')
-	}
+	b := control(f.buf, "HPUB ", subject, reply)
 	b = strconv.AppendInt(b, int64(len(f.hdr)), 10)
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, int64(len(f.hdr)+len(payload)), 10)
@@ -76,15 +70,22 @@ func (f *frames) end(subject string, reply []byte, payload []byte) {
 
 // pub appends a frame without headers.
 func (f *frames) pub(subject string, reply []byte, payload []byte) {
-	b := append(f.buf, "PUB "...)
+	b := control(f.buf, "PUB ", subject, reply)
+	b = strconv.AppendInt(b, int64(len(payload)), 10)
+	b = append(b, "\r\n"...)
+	b = append(b, payload...)
+	f.buf = append(b, "\r\n"...)
+}
+
+// control appends the start of a frame's control line: the operation, the
+// subject and the reply subject (if any), each followed by a space.
+func control(b []byte, op, subject string, reply []byte) []byte {
+	b = append(b, op...)
 	b = append(b, subject...)
 	b = append(b, ' ')
 	if len(reply) > 0 {
 		b = append(b, reply...)
 		b = append(b, ' ')
 	}
-	b = strconv.AppendInt(b, int64(len(payload)), 10)
-	b = append(b, "\r\n"...)
-	b = append(b, payload...)
-	f.buf = append(b, "\r\n"...)
+	return b
 }
