@@ -221,6 +221,9 @@ func (e *natsEngine) printEvents(w io.Writer) {
 }
 
 func (e *natsEngine) close() {
+	if e.store != nil {
+		e.store.Close() // its own connection for writes
+	}
 	if e.nc != nil {
 		e.nc.Close()
 	}

@@ -24,14 +24,17 @@ import (
 // JetStream cluster, all in this process (the embedded mode; the servers
 // share the CPUs with the producers). One op is one 100-byte record; the
 // metrics are records/s and the p50/p99 time from SendAsync to its
-// callback (every 64th record timed).
+// callback (every 64th record timed). Each case runs twice: as fast as the
+// producers can send, then paced at half the rate that reached
+// (".../paced-half"). Beside them, in the same run, the server's own fast
+// batch publish (engine-fast-batch, see benchEngineFast).
 //
-//	go test -run '^$' -bench Embedded -benchtime 3000000x
+//	go test -run '^$' -bench Embedded -benchtime 200000x
 func BenchmarkEmbedded(b *testing.B) {
 	benchCases(b, false, []benchCase{
 		{"native/R1", natsjs.LayoutNative, 1, false},
-		{"native-atomic/R1", natsjs.LayoutNative, 1, true}, // as before fast batches
 		{"native/R3", natsjs.LayoutNative, 3, false},
+		{"native-atomic/R1", natsjs.LayoutNative, 1, true}, // atomic batches where fast ones would do
 		{"packed/R1", natsjs.LayoutPacked, 1, false},
 	})
 }
@@ -40,7 +43,7 @@ func BenchmarkEmbedded(b *testing.B) {
 // (127.0.0.1) to a gateway: a broker on the store behind the TCP server,
 // still in this process.
 //
-//	go test -run '^$' -bench Gateway -benchtime 3000000x
+//	go test -run '^$' -bench Gateway -benchtime 200000x
 func BenchmarkGateway(b *testing.B) {
 	benchCases(b, true, []benchCase{
 		{"native/R1", natsjs.LayoutNative, 1, false},
@@ -57,62 +60,77 @@ type benchCase struct {
 
 func benchCases(b *testing.B, viaTCP bool, cases []benchCase) {
 	// The engine's own fast batch publisher on the same kind of cluster,
-	// in the same run, for comparison.
-	for _, r := range []int{1, 3} {
-		dir, err := os.MkdirTemp("", "natsjs-bench")
-		if err != nil {
-			b.Fatal(err)
-		}
-		var c *natsjstest.Cluster
-		b.Run(fmt.Sprintf("engine-fast-batch/R%d", r), func(b *testing.B) {
-			if c == nil {
-				if c, err = natsjstest.Start(dir, r, natsjstest.Options{}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			benchEngineFast(b, c, r)
+	// in the same run, for comparison: 100-byte messages without headers
+	// (what `nats bench js pub fast` measures), and messages shaped as
+	// native records (their headers; their headers and fence check).
+	for _, ec := range []struct {
+		name     string
+		replicas int
+		shape    msgShape
+	}{
+		{"engine-fast-batch/R1", 1, shapeNone},
+		{"engine-fast-batch/R3", 3, shapeNone},
+		{"engine-fast-batch-native-headers/R1", 1, shapeHeaders},
+		{"engine-fast-batch-native-checked/R1", 1, shapeChecked},
+	} {
+		withCluster(b, ec.replicas, func(c func(b *testing.B) *natsjstest.Cluster) {
+			b.Run(ec.name, func(b *testing.B) { benchEngineFast(b, c(b), ec.replicas, ec.shape) })
 		})
-		if c != nil {
-			c.Shutdown()
-		}
-		os.RemoveAll(dir)
 	}
 	for _, tc := range cases {
 		for _, producers := range []int{1, 4} {
 			// A fresh cluster for each case (kept across the function's
 			// calls with growing b.N), so no case pays for the last one's
 			// flushing and compaction.
-			var c *natsjstest.Cluster
-			dir, err := os.MkdirTemp("", "natsjs-bench")
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Run(fmt.Sprintf("%s/producers=%d", tc.name, producers), func(b *testing.B) {
-				if c == nil {
-					var err error
-					if c, err = natsjstest.Start(dir, tc.replicas, natsjstest.Options{}); err != nil {
-						b.Fatal(err)
-					}
-					ensureStream(b, c, natsjs.StreamConfig{Replicas: tc.replicas})
-				}
+			withCluster(b, tc.replicas, func(c func(b *testing.B) *natsjstest.Cluster) {
 				cfg := natsjs.Config{Layout: tc.layout}
 				if tc.atomic {
 					cfg = natsjs.NoFastBatch(cfg)
 				}
-				benchLoadRun(b, c, cfg, producers, viaTCP)
+				name := fmt.Sprintf("%s/producers=%d", tc.name, producers)
+				var rate float64
+				b.Run(name, func(b *testing.B) { rate = benchLoadRun(b, c(b), cfg, producers, viaTCP, 0) })
+				if rate > 0 {
+					b.Run(name+"/paced-half", func(b *testing.B) { benchLoadRun(b, c(b), cfg, producers, viaTCP, rate/2) })
+				}
 			})
-			if c != nil {
-				c.Shutdown()
-			}
-			os.RemoveAll(dir)
 		}
 	}
+}
+
+// withCluster runs fn with a function that returns a cluster of replicas
+// servers with the test stream, started at its first call and shut down
+// when fn returns.
+func withCluster(b *testing.B, replicas int, fn func(c func(b *testing.B) *natsjstest.Cluster)) {
+	dir, err := os.MkdirTemp("", "natsjs-bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	var c *natsjstest.Cluster
+	defer func() {
+		if c != nil {
+			c.Shutdown()
+		}
+	}()
+	fn(func(b *testing.B) *natsjstest.Cluster {
+		if c == nil {
+			if c, err = natsjstest.Start(dir, replicas, natsjstest.Options{}); err != nil {
+				b.Fatal(err)
+			}
+			ensureStream(b, c, natsjs.StreamConfig{Replicas: replicas})
+		}
+		return c
+	})
 }
 
 // benchRun numbers the producer names so that no run resumes another's.
 var benchRun atomic.Int64
 
-func benchLoadRun(b *testing.B, c *natsjstest.Cluster, cfg natsjs.Config, producers int, viaTCP bool) {
+// benchLoadRun sends b.N records from producers through a broker on a
+// store of cfg, as fast as they go, or paced at rate records/s in all, and
+// returns the records/s that reached.
+func benchLoadRun(b *testing.B, c *natsjstest.Cluster, cfg natsjs.Config, producers int, viaTCP bool, rate float64) float64 {
 	br, _ := gateway(b, c, cfg, nil)
 	var d transport.Dialer
 	if viaTCP {
@@ -143,7 +161,7 @@ func benchLoadRun(b *testing.B, c *natsjstest.Cluster, cfg natsjs.Config, produc
 	start := time.Now()
 	var wg sync.WaitGroup
 	for _, ld := range loads {
-		ld.start = start
+		ld.start, ld.rate = start, rate/float64(producers)
 		wg.Go(func() { ld.send(b, per) })
 	}
 	wg.Wait()
@@ -164,9 +182,11 @@ func benchLoadRun(b *testing.B, c *natsjstest.Cluster, cfg natsjs.Config, produc
 		}
 		lat.Merge(&ld.lat)
 	}
-	b.ReportMetric(float64(per*producers)/elapsed.Seconds(), "records/s")
+	got := float64(per*producers) / elapsed.Seconds()
+	b.ReportMetric(got, "records/s")
 	b.ReportMetric(float64(lat.Quantile(0.50).Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat.Quantile(0.99).Microseconds())/1000, "p99-ms")
+	return got
 }
 
 // benchLoad drives one producer from one goroutine. Its payloads come from
@@ -179,6 +199,7 @@ type benchLoad struct {
 	msgs   []core.Message
 	sentAt []atomic.Int64 // per pool index: ns since start (timed records only)
 	start  time.Time
+	rate   float64        // records/s to send at; 0: as fast as SendAsync takes them
 	lat    hist.Histogram // callbacks run on the producer's one dispatcher
 	failed atomic.Int64
 }
@@ -211,6 +232,12 @@ func (l *benchLoad) callback(_ core.MessageID, m *core.Message, err error) {
 func (l *benchLoad) send(b *testing.B, n int) {
 	ctx := context.Background()
 	for k := range n {
+		if l.rate > 0 {
+			// Record k is due k/rate after the start.
+			if ahead := time.Duration(float64(k)/l.rate*float64(time.Second)) - time.Since(l.start); ahead > 0 {
+				time.Sleep(ahead)
+			}
+		}
 		i := k % benchPool
 		if i%timedEvery == 0 {
 			l.sentAt[i].Store(int64(time.Since(l.start)))

@@ -11,14 +11,14 @@ type Layout int
 
 const (
 	// LayoutNative (the default): one stream message per record, its data
-	// the payload as sent, its key, event time, headers, producer name and
-	// sequence ID in NATS headers a person can read (layout.SetNativeHeaders),
-	// on the subject PREFIX.<topic tokens>.<producer>: any NATS consumer
-	// reads the records. On a stream of one replica that allows batch
-	// publish (EnsureStream's do), one Append is written as one fast batch
-	// (ADR-50, nats-server 2.14 or later) of up to 8192 records, every
-	// message checked; else as atomic batches (2.12 or later) of at most
-	// Config.MaxBatch messages.
+	// the payload as sent, its key, event time, headers (in their order),
+	// producer name and sequence ID in NATS headers a person can read
+	// (layout.AppendNativeHeaders), on the subject PREFIX.<topic
+	// tokens>.<producer>: any NATS consumer reads the records. On a stream
+	// of one replica that allows batch publish (EnsureStream's do), one
+	// Append is written as one fast batch (ADR-50, nats-server 2.14 or
+	// later), every message checked; else as atomic batches (2.12 or
+	// later) of at most Config.MaxBatch messages.
 	LayoutNative Layout = iota
 	// LayoutPacked: the records of one Append in one message, split into
 	// compare-and-set-chained messages when over the server's max_payload.

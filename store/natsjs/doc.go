@@ -8,47 +8,60 @@
 //	b, _ := broker.New(store)
 //	p, _ := core.New(mem.NewDialer(b), core.Name("orders-1"))
 //
+// # What a NATS consumer sees
+//
+// In the native layout (the default) every record is one stream message on
+// PREFIX.<topic tokens>.<producer> (Subject): its data is the payload, its
+// producer name, sequence ID, epoch, key and event time are headers a
+// person can read, and the producer's headers are NATS headers with their
+// own keys, in their order (package layout has the details). Nothing else
+// is written under PREFIX.>: a producer name's fence and the check marks
+// of its writes are on _INFLIGHT.PREFIX.fence.<producer> and
+// _INFLIGHT.PREFIX.mark.<producer>, in the same stream.
+//
 // # What stays exact
 //
-// Each (topic, producer) has its own subject, PREFIX.<topic
-// tokens>.<producer> (see Subject). Every message carries the header
-// Inflight-Last-Seq, the highest inflight sequence ID it holds; State reads
-// it from the subject's last message. Every write is a compare-and-set on
-// the subject's tail (Nats-Expected-Last-Subject-Sequence = the stream
-// sequence of the last message as the store knows it). When it
-// fails, someone else wrote: another gateway still finishing a write for a
-// producer that has moved on, or this store's own write whose
-// acknowledgement was lost. The store then re-reads the tail from the
-// stream leader, drops the records it holds and writes the rest. So each
-// record is stored once and in sequence order, however many writers race,
-// with no time window (unlike Nats-Msg-Id deduplication).
+// Every write is conditional on the subject's tail (the stream sequence of
+// its last message, as the store knows it: Nats-Expected-Last-Subject-
+// Sequence) and on the producer name's fence. When a check fails, someone
+// else wrote: another gateway still finishing a write for a producer that
+// has moved on, a newer incarnation of the name, or this store's own write
+// whose acknowledgement was lost. The store then re-reads both from the
+// stream leader, drops the records the stream holds and writes the rest,
+// or fails with broker.ErrFenced when the fence is newer than the
+// writer's epoch. So each record is stored once and in sequence order,
+// however many writers race, with no time window (unlike Nats-Msg-Id
+// deduplication).
 //
-// Every message also carries Inflight-Epoch, the epoch of the producer
-// instance that wrote it (see broker.Store): Fence writes a fence message
-// with the new epoch on the name's fence subject (FenceSubject, outside
-// PREFIX.>, where consumers do not look), by the same compare-and-set, and
-// every Append checks that fence in the same atomic batch as its records,
-// so a fenced instance writing through another gateway stops there.
+// On a stream of one replica that allows batch publish, an Append is one
+// ADR-50 fast batch whose every message checks the fence, after a mark
+// that checks the subject's tail; the store writes a fast batch only under
+// a fence it wrote itself (it claims the fence, writing it again with the
+// same epoch, when it did not), so nobody else's record can land between
+// two of the batch's. Elsewhere an Append is written in atomic batches.
+// Fence writes a new epoch by a compare-and-set on the fence's subject.
 //
-// The nats.Conn must not buffer publishes while reconnecting (Connect sets
-// it up; New refuses one that would): the inflight ring is the only window
-// of records not yet acknowledged, and every write is a synchronous
-// request bounded by Config.Timeout.
+// The store writes its batches through a connection of its own to the
+// server nc is connected to (it builds the protocol frames itself: that is
+// what keeps the producer's header order, and what makes a batch cheap),
+// and reads, fences and takes the server's replies through nc. nc must
+// not buffer publishes while reconnecting (Connect sets it up; New refuses
+// one that would): the inflight ring is the only window of records not yet
+// acknowledged, and every write is bounded by Config.Timeout.
 //
 // # Layouts
 //
-// LayoutNative (the default) writes one plain message per record, its
-// data the payload, its key, event time and headers as NATS headers: any
-// NATS consumer on PREFIX.<topic>.> reads the records. LayoutPacked, for raw
-// ingest, writes the records of one Append in one message, split into
-// compare-and-set-chained messages over the server's max_payload. Package
-// layout decodes both, with every record's key, headers and event time.
+// LayoutNative, above. LayoutPacked writes the records of one Append in one
+// message (split into compare-and-set-chained messages over the server's
+// max_payload), for raw ingest: only layout.DecodeMessage and `inflight
+// read` read it. Package layout decodes every layout, including those of
+// streams written before the native one.
 //
 // # Retention
 //
-// The stream must keep a subject's last message for as long as its
-// producer may come back with messages pending: once it ages out, State's
-// LastSeq falls back to 0 and resent records are stored again. EnsureStream
-// creates a stream with limits retention and the replicas, storage, age and
-// size asked for, or checks an existing one.
+// The stream must keep a subject's last message, and a name's fence, for
+// as long as its producer may come back with messages pending: once they
+// age out, LastSeq falls back to 0 and resent records are stored again.
+// EnsureStream creates a stream with limits retention and the replicas,
+// storage, age and size asked for, or checks an existing one.
 package natsjs

@@ -216,6 +216,8 @@ func (h hooked) Append(topic, producer string, epoch uint64, recs []broker.Recor
 
 // heldGateway is a gateway whose first write after arm is held until
 // letGo: a write in flight while a producer moves to another gateway.
+// Held midway (newHeldGatewayMid), a fast batch is held after its first
+// chunk went out.
 type heldGateway struct {
 	b *broker.Broker
 	s *natsjs.Store
@@ -233,14 +235,26 @@ func newHeldGateway(t testing.TB, c servers, l natsjs.Layout) *heldGateway {
 			close(g.resolved)
 		}
 	})
-	natsjs.SetBeforeWrite(g.s, func(string, uint64, uint64) {
-		if g.armed.CompareAndSwap(true, false) {
-			g.holding.Store(true)
-			close(g.inFlight)
-			<-g.release
-		}
-	})
+	natsjs.SetBeforeWrite(g.s, func(string, uint64, uint64) { g.hold() })
 	return g
+}
+
+// newHeldGatewayMid is newHeldGateway, holding a fast batch after its
+// first chunk went out instead of before it.
+func newHeldGatewayMid(t testing.TB, c servers) *heldGateway {
+	t.Helper()
+	g := newHeldGateway(t, c, natsjs.LayoutNative)
+	natsjs.SetBeforeWrite(g.s, nil)
+	natsjs.SetAfterChunk(g.s, func(string, int) { g.hold() })
+	return g
+}
+
+func (g *heldGateway) hold() {
+	if g.armed.CompareAndSwap(true, false) {
+		g.holding.Store(true)
+		close(g.inFlight)
+		<-g.release
+	}
 }
 
 // arm holds the next write.
@@ -367,7 +381,11 @@ func TestNativeTwoGatewaysRace(t *testing.T) {
 		{"native/R1", r1, natsjs.LayoutNative},
 		{"packed/R3", r3, natsjs.LayoutPacked},
 	} {
-		for _, when := range []string{"before", "during", "after"} {
+		whens := []string{"before", "during", "after"}
+		if tc.name == "native/R1" {
+			whens = append(whens, "midbatch")
+		}
+		for _, when := range whens {
 			t.Run(tc.name+"/"+when, func(t *testing.T) { twoGateways(t, tc.c, tc.l, tc.name+"-"+when) })
 		}
 	}
@@ -381,8 +399,14 @@ func twoGateways(t *testing.T, c *natsjstest.Cluster, l natsjs.Layout, name stri
 		total = 12000 // records in all
 	)
 	producer := "race-" + strings.ReplaceAll(name, "/", "-")
-	// A's first write after the warm-up is held until letGo.
+	// A's first write after the warm-up is held until letGo: before it
+	// goes out, or ("midbatch") after its first chunk (a fast batch, some
+	// of it stored: the rest would land among B's records unless B's
+	// claim of the fence refuses it).
 	a := newHeldGateway(t, c, l)
+	if when == "midbatch" {
+		a = newHeldGatewayMid(t, c)
+	}
 	letGo := func() { a.letGo(t) }
 	// B writes smaller messages than A's held one, so that A's stale write
 	// overlaps B's partly. "before": A goes on when B is about to write
@@ -393,7 +417,7 @@ func twoGateways(t *testing.T, c *natsjstest.Cluster, l natsjs.Layout, name stri
 		t.Fatalf("%s: the store writes fast batches: %v, want %v", name, !fast, fast)
 	}
 	natsjs.SetBeforeWrite(sB, func(_ string, first, _ uint64) {
-		if when == "before" || when == "during" && first > warm+held/2 {
+		if when == "before" || (when == "during" || when == "midbatch") && first > warm+held/2 {
 			letGo()
 		}
 	})
@@ -409,6 +433,12 @@ func twoGateways(t *testing.T, c *natsjstest.Cluster, l natsjs.Layout, name stri
 	a.arm()
 	o.send(t, p, warm, warm+held, 100)
 	a.waitHeld(t)
+	if when == "midbatch" {
+		waitFor(t, 30*time.Second, "A's first chunk stored", func() bool {
+			st, err := sB.State(testTopic, producer)
+			return err == nil && st.LastSeq == warm+natsjs.FirstChunk
+		})
+	}
 	d.SetBroker(bB) // the producer moves to B; A's write is still in flight
 	d.DropConnections()
 	o.send(t, p, warm+held, total, 100)

@@ -4,25 +4,55 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 
 	"github.com/inflightmq/inflight/store/natsjs/natsjstest"
 )
 
+// msgShape is what the engine's publisher puts in a message besides its
+// payload (see benchEngineFast).
+type msgShape int
+
+const (
+	shapeNone msgShape = iota
+	shapeHeaders
+	shapeChecked
+)
+
 // benchEngineFast measures the server's own fast batch publish (ADR-50,
-// nats-server 2.14) on c, what `nats bench js pub fast` does: one client
-// publishes b.N 100-byte messages as one fast batch on a stream of its own
-// (same replicas, file storage) with the flow-controlled reply subjects
-// (<inbox>.<batch id>.<flow>.fail.<seq>.<op>.$FI), keeping at most two
-// flow windows unacknowledged, and waits for the commit's ack. nats.go
-// v1.56 has no API for it, hence the subjects by hand.
-func benchEngineFast(b *testing.B, c *natsjstest.Cluster, replicas int) {
-	nc := connect(b, c)
+// nats-server 2.14) on c, doing what `nats bench js pub fast` (natscli
+// v0.5, its defaults: --batch 500, --max-outstanding-acks 1) does with
+// its publisher: one plain nats.go client publishes b.N 100-byte messages
+// on one subject of a stream of its own (natscli's bench stream: limits
+// retention, discard new, file storage, the replicas asked for, direct
+// get and batch publish allowed) as one fast batch in "fail" mode. The
+// batch, its sequence and the operation are in each message's reply
+// subject (<inbox>.<flow>.fail.<seq>.<op>.$FI); after the first message it
+// waits for the server's first flow ack; it stalls whenever the messages
+// beyond the last flow ack reach the flow the server asks for (500, one
+// outstanding ack); then it ends the batch (an end-of-batch commit, no
+// message) and waits for the PubAck. nats.go v1.56 has no API for it,
+// hence the subjects by hand.
+//
+// With a shape, each message has what a native record of 100 bytes has
+// besides its payload (the same publisher otherwise), as a nats.Header
+// map: shapeHeaders, the headers Inflight-Producer, Inflight-Seq and
+// Inflight-Epoch; shapeChecked, those and the check of a fence on a
+// subject of the same stream (Nats-Expected-Last-Subject-Sequence and
+// -Subject), as the store writes them: what the server's work on a native
+// record costs, without inflight.
+func benchEngineFast(b *testing.B, c *natsjstest.Cluster, replicas int, shape msgShape) {
+	nc, err := nats.Connect(c.URLs())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		b.Fatal(err)
@@ -31,73 +61,124 @@ func benchEngineFast(b *testing.B, c *natsjstest.Cluster, replicas int) {
 	defer cancel()
 	name := fmt.Sprintf("ENGINE%d", benchRun.Add(1))
 	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"},
-		Storage: jetstream.FileStorage, Replicas: replicas, AllowBatchPublish: true})
+		Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardNew, Storage: jetstream.FileStorage,
+		Replicas: replicas, AllowDirect: true, AllowBatchPublish: true})
 	if err != nil {
 		b.Fatal(err)
 	}
+	const (
+		flow         = 500 // --batch
+		outstanding  = 1   // --max-outstanding-acks
+		opStart      = 0
+		opAppend     = 1
+		opCommitEOB  = 3
+		payloadBytes = 100
+	)
 	type reply struct {
-		Type   string          `json:"type"`
+		Type   string          `json:"type"` // "ack", "err", "gap"; "" for the PubAck
 		Seq    uint64          `json:"seq"`
+		Msgs   uint64          `json:"msgs"`
 		Stream string          `json:"stream"`
 		Error  json.RawMessage `json:"error"`
 	}
-	replies := make(chan reply, 4096)
-	inbox := nats.NewInbox()
+	var (
+		mu      sync.Mutex
+		anyAck  bool   // the first flow ack came (its seq is 0)
+		acked   uint64 // the highest sequence a flow ack confirmed
+		curFlow uint64 = flow
+		final   *reply
+		wake    = make(chan struct{}, 1)
+	)
+	inbox := nc.NewInbox()
 	sub, err := nc.Subscribe(inbox+".>", func(m *nats.Msg) {
 		var r reply
 		_ = json.Unmarshal(m.Data, &r)
-		replies <- r
+		mu.Lock()
+		switch r.Type {
+		case "ack":
+			anyAck, acked = true, max(acked, r.Seq)
+			if r.Msgs > 0 {
+				curFlow = r.Msgs
+			}
+		case "":
+			final = &r
+		}
+		mu.Unlock()
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	const flow = 500
-	payload := make([]byte, 100)
-	id := nuid.Next()
-	subject := name + ".fast"
-	var acked uint64
-	handle := func(r reply) bool { // true: the batch's final ack
-		switch {
-		case len(r.Error) > 0 && string(r.Error) != "null":
-			b.Fatalf("fast batch: %s", r.Error)
-		case r.Stream != "":
-			return true
-		case r.Type == "ack":
-			acked = max(acked, r.Seq)
+	prefix := inbox + "." + strconv.Itoa(flow) + ".fail."
+	replyTo := func(seq uint64, op int) string {
+		return prefix + strconv.FormatUint(seq, 10) + "." + strconv.Itoa(op) + ".$FI"
+	}
+	waitUntil := func(what string, cond func() bool) {
+		for {
+			mu.Lock()
+			ok := cond()
+			errReply := final != nil && len(final.Error) > 0 && string(final.Error) != "null"
+			mu.Unlock()
+			if errReply {
+				b.Fatalf("fast batch: %s", final.Error)
+			}
+			if ok {
+				return
+			}
+			select {
+			case <-wake:
+			case <-ctx.Done():
+				b.Fatalf("fast batch: %s: no reply in time", what)
+			}
 		}
-		return false
+	}
+	msg := &nats.Msg{Subject: name + ".orders.p", Data: make([]byte, payloadBytes)}
+	var fence string // the fence's stream sequence, shapeChecked
+	if shape == shapeChecked {
+		ack, err := js.Publish(ctx, name+".fence.p", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fence = strconv.FormatUint(ack.Sequence, 10)
 	}
 	b.ResetTimer()
 	start := time.Now()
 	n := uint64(b.N)
-	for k := uint64(1); k <= n; k++ {
-		op := 1
-		switch {
-		case k == n:
-			op = 2
-		case k == 1:
-			op = 0
+	for seq := uint64(1); seq <= n; seq++ {
+		op := opAppend
+		if seq == 1 {
+			op = opStart
 		}
-		if err := nc.PublishRequest(subject, fmt.Sprintf("%s.%s.%d.fail.%d.%d.$FI", inbox, id, flow, k, op), payload); err != nil {
+		msg.Reply = replyTo(seq, op)
+		if shape != shapeNone {
+			msg.Header = nats.Header{"Inflight-Producer": {"p"}, "Inflight-Seq": {strconv.FormatUint(seq, 10)}, "Inflight-Epoch": {"1"}}
+		}
+		if shape == shapeChecked {
+			msg.Header["Nats-Expected-Last-Subject-Sequence"] = []string{fence}
+			msg.Header["Nats-Expected-Last-Subject-Sequence-Subject"] = []string{name + ".fence.p"}
+		}
+		if err := nc.PublishMsg(msg); err != nil {
 			b.Fatal(err)
 		}
-		for k-acked >= 2*flow {
-			select {
-			case r := <-replies:
-				handle(r)
-			case <-ctx.Done():
-				b.Fatalf("fast batch: no flow ack after %d of %d", k, n)
-			}
+		if seq == 1 {
+			waitUntil("first ack", func() bool { return anyAck })
+			continue
 		}
+		waitUntil("flow ack", func() bool { return acked+curFlow*outstanding > seq })
 	}
-	for done := false; !done; {
-		select {
-		case r := <-replies:
-			done = handle(r)
-		case <-ctx.Done():
-			b.Fatal("fast batch: no commit ack")
-		}
+	end := &nats.Msg{Subject: msg.Subject, Reply: replyTo(n+1, opCommitEOB)}
+	if err := nc.PublishMsg(end); err != nil {
+		b.Fatal(err)
 	}
-	b.ReportMetric(float64(n)/time.Since(start).Seconds(), "records/s")
+	waitUntil("PubAck", func() bool { return final != nil })
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if final.Stream != name {
+		b.Fatalf("fast batch: PubAck from stream %q", final.Stream)
+	}
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "records/s")
 }

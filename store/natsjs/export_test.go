@@ -4,6 +4,13 @@ package natsjs
 // atomic batch), with the records' sequence ID range. Set it before use.
 func SetBeforeWrite(s *Store, f func(subject string, first, last uint64)) { s.beforeWrite = f }
 
+// SetAfterChunk makes f run after each chunk of a fast batch of s went
+// out, with the batch's records sent so far. Set it before use.
+func SetAfterChunk(s *Store, f func(subject string, sent int)) { s.afterChunk = f }
+
+// FirstChunk is how many records the first write of a fast batch holds.
+const FirstChunk = firstChunk
+
 // SetDirectHook makes f rewrite what a direct read of s returned (stream
 // sequence and Inflight-Last-Seq of the subject's last message): a test
 // plays a lagging replica with it. Set it before use.
@@ -20,3 +27,10 @@ func NoFastBatch(cfg Config) Config { cfg.noFast = true; return cfg }
 
 // UsesFastBatch reports whether s writes fast batches.
 func UsesFastBatch(s *Store) bool { return s.useFast.Load() }
+
+// PubDials returns how many connections of its own s dialed for writes.
+func PubDials(s *Store) int {
+	s.pub.mu.Lock()
+	defer s.pub.mu.Unlock()
+	return s.pub.dials
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
+	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/store/natsjs/layout"
 )
 
@@ -20,7 +21,7 @@ import (
 // are stored as they arrive, not staged; the batch's id, its sequence and
 // the operation travel in each message's reply subject:
 //
-//	<inbox>.<batch id>.<flow>.fail.<batch seq>.<op>.$FI      op: 0 start, 1 append, 2 commit
+//	<inbox>.<batch id>.<flow>.fail.<batch seq>.<op>.$FI      op: 0 start, 1 append, 2 commit, 3 end (no message)
 //
 // The server answers on that subject: a flow ack {"type":"ack","seq":N}
 // every few messages (N and all before it are stored), {"type":"err"} for a
@@ -28,19 +29,29 @@ import (
 // sequence of the last stored message, "count": messages stored}). In
 // "fail" mode a refused message ends the batch: what is stored is a prefix.
 const (
-	// fastFlow is the flow ack interval asked of the server; the writer
-	// keeps at most two intervals unacknowledged, as `nats bench js pub
-	// fast` does.
+	// fastFlow is the flow ack interval asked of the server (it acks at
+	// most every 500 messages, fewer when several batches share the
+	// stream).
 	fastFlow = 500
+	// fastWindow is how many messages of a batch may be on their way
+	// unacknowledged: several flow intervals, so that the server always
+	// has the next messages queued when an ack is still on its way back.
+	fastWindow = 4 * fastFlow
+	// firstChunk is how many records go in the first write of a batch,
+	// so that the server starts storing while the rest is built;
+	// chunkBytes is the size of the writes after it.
+	firstChunk = 64
+	chunkBytes = 64 << 10
 
-	opStart, opAppend, opCommit = 0, 1, 2
+	opStart, opAppend, opCommit, opEnd = 0, 1, 2, 3
 )
 
 // errBatchEnded: the server ended a fast batch early without saying why.
 var errBatchEnded = errors.New("fast batch ended early")
 
-// fastReply is any reply of the server on a fast batch's reply subjects.
-type fastReply struct {
+// batchReply is any reply of the server to a batch: a fast batch's flow
+// ack, error or gap (Type set), or a PubAck (Type empty).
+type batchReply struct {
 	Type   string    `json:"type"` // "ack", "err", "gap"; "" for the PubAck
 	Seq    uint64    `json:"seq"`
 	Stream string    `json:"stream"`
@@ -48,220 +59,349 @@ type fastReply struct {
 	Error  *apiError `json:"error"`
 }
 
-// fastBatches routes the replies of a Store's fast batches (one
-// subscription on <inbox>.>) to their writers. Safe for concurrent use.
-type fastBatches struct {
+// replies routes the server's replies to the store's batches, fast and
+// atomic, to their writers: one subscription on <inbox>.>, a batch's
+// replies on <inbox>.<batch id>.... Safe for concurrent use.
+type replies struct {
 	inbox string
 	sub   *nats.Subscription
 
 	mu    sync.Mutex
-	waits map[string]*fastWait // by batch id; guarded by mu
+	waits map[string]*batchWait // by batch id; guarded by mu
 }
 
-// fastWait is what a writer learns of its batch. The subscription's
+// batchWait is what a writer learns of its batch. The subscription's
 // goroutine sets it and never blocks (wake has room for one signal).
-type fastWait struct {
-	acked atomic.Uint64 // the highest batch sequence a flow ack confirmed
+type batchWait struct {
+	acked atomic.Uint64 // a fast batch: the highest batch sequence a flow ack confirmed
 	wake  chan struct{}
 
-	mu    sync.Mutex
-	done  bool      // the PubAck (or a refusal of the whole batch) came
-	final fastReply // guarded by mu, set once done
-	err   *apiError // the first message refused; guarded by mu
+	mu           sync.Mutex
+	done         bool       // the PubAck (or a refusal of the whole batch) came
+	final        batchReply // guarded by mu, set once done
+	err          *apiError  // a fast batch: the first message refused; guarded by mu
+	noResponders bool       // the batch's first message (fast) or its commit (atomic) reached no stream
 }
 
-func newFastBatches(nc *nats.Conn) (*fastBatches, error) {
-	f := &fastBatches{inbox: nc.NewRespInbox(), waits: make(map[string]*fastWait)}
-	sub, err := nc.Subscribe(f.inbox+".>", f.handle)
+func newReplies(nc *nats.Conn) (*replies, error) {
+	r := &replies{inbox: nc.NewRespInbox(), waits: make(map[string]*batchWait)}
+	sub, err := nc.Subscribe(r.inbox+".>", r.handle)
 	if err != nil {
-		return nil, fmt.Errorf("inflight: natsjs: fast batch replies: %w", err)
+		return nil, fmt.Errorf("inflight: natsjs: batch replies: %w", err)
 	}
 	// Replies are small and must not be dropped as a slow consumer's.
 	_ = sub.SetPendingLimits(-1, -1)
-	f.sub = sub
-	return f, nil
+	r.sub = sub
+	return r, nil
 }
 
-func (f *fastBatches) close() { _ = f.sub.Unsubscribe() }
+func (r *replies) close() { _ = r.sub.Unsubscribe() }
 
-func (f *fastBatches) register(id string) *fastWait {
-	w := &fastWait{wake: make(chan struct{}, 1)}
-	f.mu.Lock()
-	f.waits[id] = w
-	f.mu.Unlock()
+func (r *replies) register(id string) *batchWait {
+	w := &batchWait{wake: make(chan struct{}, 1)}
+	r.mu.Lock()
+	r.waits[id] = w
+	r.mu.Unlock()
 	return w
 }
 
-func (f *fastBatches) unregister(id string) {
-	f.mu.Lock()
-	delete(f.waits, id)
-	f.mu.Unlock()
+func (r *replies) unregister(id string) {
+	r.mu.Lock()
+	delete(r.waits, id)
+	r.mu.Unlock()
 }
 
+// firstReply is the end of the reply subject of a fast batch's first
+// message; commitReply that of an atomic batch's commit.
+const (
+	firstReply  = ".1.0.$FI"
+	commitReply = ".c"
+)
+
 // handle runs on the subscription's goroutine.
-func (f *fastBatches) handle(m *nats.Msg) {
-	id, _, _ := strings.Cut(strings.TrimPrefix(m.Subject, f.inbox+"."), ".")
-	f.mu.Lock()
-	w := f.waits[id]
-	f.mu.Unlock()
+func (r *replies) handle(m *nats.Msg) {
+	id, _, _ := strings.Cut(strings.TrimPrefix(m.Subject, r.inbox+"."), ".")
+	r.mu.Lock()
+	w := r.waits[id]
+	r.mu.Unlock()
 	if w == nil {
 		return // a batch already given up, or answers to messages after its end
 	}
-	var r fastReply
-	if err := json.Unmarshal(m.Data, &r); err != nil {
-		r = fastReply{Error: &apiError{Description: fmt.Sprintf("bad fast batch reply %.100q", m.Data)}}
+	if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
+		// No stream took the message. Only the first message of a fast
+		// batch, or an atomic batch's commit, says nothing was stored.
+		if strings.HasSuffix(m.Subject, firstReply) || strings.HasSuffix(m.Subject, commitReply) {
+			w.mu.Lock()
+			w.noResponders = true
+			w.mu.Unlock()
+			w.signal()
+		}
+		return
 	}
-	switch r.Type {
+	var br batchReply
+	if err := json.Unmarshal(m.Data, &br); err != nil {
+		br = batchReply{Error: &apiError{Description: fmt.Sprintf("bad batch reply %.100q", m.Data)}}
+	}
+	switch br.Type {
 	case "ack":
 		for {
 			cur := w.acked.Load()
-			if r.Seq <= cur || w.acked.CompareAndSwap(cur, r.Seq) {
+			if br.Seq <= cur || w.acked.CompareAndSwap(cur, br.Seq) {
 				break
 			}
 		}
 	case "err", "gap":
 		w.mu.Lock()
 		if w.err == nil {
-			w.err = r.Error
+			w.err = br.Error
 			if w.err == nil {
-				w.err = &apiError{Description: fmt.Sprintf("fast batch %s at %d", r.Type, r.Seq)}
+				w.err = &apiError{Description: fmt.Sprintf("fast batch %s at %d", br.Type, br.Seq)}
 			}
 		}
 		w.mu.Unlock()
 	default:
 		w.mu.Lock()
 		if !w.done {
-			w.done, w.final = true, r
+			w.done, w.final = true, br
 		}
 		w.mu.Unlock()
 	}
+	w.signal()
+}
+
+func (w *batchWait) signal() {
 	select {
 	case w.wake <- struct{}{}:
 	default:
 	}
 }
 
-// result returns the batch's end, if it came.
-func (w *fastWait) result() (done bool, final fastReply, flowErr *apiError) {
+// state returns what came of the batch so far.
+func (w *batchWait) state() (done bool, final batchReply, flowErr *apiError, noResponders bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.done, w.final, w.err
+	return w.done, w.final, w.err, w.noResponders
 }
 
-// wait waits for a reply, at most d; false: none came in time.
-func (w *fastWait) wait(d time.Duration) bool {
-	t := time.NewTimer(d)
+// ended reports whether the batch needs no more messages: it is done, a
+// message was refused, or it reached no stream.
+func (w *batchWait) ended() bool {
+	done, _, flowErr, noResp := w.state()
+	return done || flowErr != nil || noResp
+}
+
+// wait waits for a reply until deadline, or until the connection the batch
+// went on ended; false: neither a reply nor the end came in time.
+func (w *batchWait) wait(deadline time.Time, linkDone <-chan struct{}) bool {
+	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
 	case <-w.wake:
+		return true
+	case <-linkDone:
 		return true
 	case <-t.C:
 		return false
 	}
 }
 
-// publishFast writes msgs (on c.subject) as one fast batch in "fail" mode
-// after a mark (on c.mark, outside the consumers' subjects; Nats-Rollup
-// keeps one per name), every message conditional:
+// errNoReply: a batch got no reply in time; its outcome is unknown.
+type errNoReply struct{ what string }
+
+func (e errNoReply) Error() string { return e.what }
+func (e errNoReply) Unwrap() error { return nats.ErrTimeout }
+
+// writeFast writes recs, or a leading part of them (how many: n), as one
+// fast batch in "fail" mode after a mark (on c.mark, outside the
+// consumers' subjects; Nats-Rollup keeps one per name), every message
+// conditional:
 //
 //	mark         Nats-Expected-Last-Subject-Sequence: c.subjectSeq
 //	             Nats-Expected-Last-Subject-Sequence-Subject: c.subject    (the records' subject)
-//	msgs[i]      Nats-Expected-Last-Subject-Sequence: c.fenceSeq
+//	recs[i]      Nats-Expected-Last-Subject-Sequence: c.fenceSeq
 //	             Nats-Expected-Last-Subject-Sequence-Subject: c.fence      (the name's fence)
 //
 // Nothing lands after a refused message. The mark proves the tail the
 // store knows is the subject's; each record then proves the name's fence
-// has not moved, so no other incarnation came in, and the writers of older
-// ones are refused by the fence too: only this store's session writes the
-// subject until the batch ends. (A batch of this session whose outcome the
-// store never learned could still land: see Store.refence.)
+// has not moved since this store wrote it (Append writes the fence again,
+// a claim, before it writes under a fence it did not write): a newer
+// incarnation fences, and another store writing for the same one claims,
+// so nothing of anyone else lands on the subject between two records of
+// the batch, and nothing of the batch lands after anyone else's write.
 //
-// It returns how many of msgs the stream stored (a prefix) and the stream
-// sequence of the last of them; err says why the rest was not (an
-// *apiError for a refused check), or that the outcome is unknown (no reply
-// within Config.Timeout of the last progress).
-func (s *Store) publishFast(msgs []*nats.Msg, c *check) (stored int, last uint64, err error) {
-	c.marked = true
-	mark := s.markMsg(c)
-	s.setCAS(mark.Header, c.subject, c.subjectSeq)
-	for _, m := range msgs {
-		s.setCAS(m.Header, c.fence, c.fenceSeq)
+// The frames are built and written in chunks while the server stores the
+// ones before, at most fastWindow messages ahead of its last flow ack. A
+// record that cannot be written (too large, an event time RFC 3339 cannot
+// write) ends the batch before it (n is its index); the first such one
+// fails the write, nothing sent.
+//
+// It returns how many of the n records the stream stored (a prefix) and
+// the stream sequence of the last of them; err says why the rest was not
+// (an *apiError for a refused check), or that the outcome is unknown (no
+// reply within Config.Timeout of the last progress, or the connection
+// broke: then the store claims the fence again before its next write).
+func (s *Store) writeFast(c *check, producer string, epoch uint64, recs []broker.Record) (n, stored int, last uint64, err error) {
+	l, err := s.pub.link()
+	if err != nil {
+		return len(recs), 0, 0, err
 	}
-	msgs = append([]*nats.Msg{mark}, msgs...)
 	id := nuid.Next()
-	w := s.fast.register(id)
-	defer s.fast.unregister(id)
-	prefix := s.fast.inbox + "." + id + "." + strconv.Itoa(fastFlow) + ".fail."
-	buf := make([]byte, 0, len(prefix)+32)
-	for i, m := range msgs {
-		op := opAppend
-		switch {
-		case i == len(msgs)-1:
-			op = opCommit
-		case i == 0:
-			op = opStart
-		}
-		buf = append(buf[:0], prefix...)
-		buf = strconv.AppendInt(buf, int64(i+1), 10)
-		buf = append(buf, '.')
-		buf = strconv.AppendInt(buf, int64(op), 10)
-		buf = append(buf, ".$FI"...)
-		m.Reply = string(buf)
-		// Flow control: at most two intervals ahead of the last ack; stop
-		// sending once the batch ended (a refused check).
-		for uint64(i) >= w.acked.Load()+2*fastFlow {
-			if done, _, flowErr := w.result(); done || flowErr != nil {
-				break
+	w := s.replies.register(id)
+	defer s.replies.unregister(id)
+	f := s.getFrames()
+	defer s.putFrames(f)
+
+	replyPrefix := s.replies.inbox + "." + id + "." + strconv.Itoa(fastFlow) + ".fail."
+	var reply []byte
+	setReply := func(seq uint64, op int) {
+		reply = append(reply[:0], replyPrefix...)
+		reply = strconv.AppendUint(reply, seq, 10)
+		reply = append(reply, '.')
+		reply = strconv.AppendInt(reply, int64(op), 10)
+		reply = append(reply, ".$FI"...)
+	}
+	// The mark, then a prefix of every record's header block.
+	f.begin()
+	f.line(layout.HdrLayout, layout.Mark)
+	if epoch > 0 {
+		f.lineUint(layout.HdrEpoch, epoch)
+	}
+	f.line(hdrRollup, "sub")
+	f.lineUint(hdrExpectLastSubjSeq, c.subjectSeq)
+	f.line(hdrExpectLastSubjSeqSubj, c.subject)
+	setReply(1, opStart)
+	f.end(c.mark, reply, nil)
+	var pre []byte
+	pre = append(pre, hdrLine...)
+	pre = append(pre, hdrExpectLastSubjSeq+": "...)
+	pre = strconv.AppendUint(pre, c.fenceSeq, 10)
+	pre = append(pre, "\r\n"+hdrExpectLastSubjSeqSubj+": "...)
+	pre = append(pre, c.fence...)
+	pre = append(pre, "\r\n"...)
+
+	deadline := time.Now().Add(s.cfg.Timeout)
+	queued := uint64(1) // the batch sequence of the last message in f.buf (the mark's is 1)
+	flush := func() error {
+		// At most fastWindow messages beyond the last flow ack; nothing
+		// more once the batch ended (a refused check).
+		for queued > w.acked.Load()+fastWindow && !w.ended() {
+			if err := l.ended(); err != nil {
+				return err
 			}
-			if !w.wait(s.cfg.Timeout) {
-				return 0, 0, fmt.Errorf("%w: no flow ack in %v after %d of %d messages", nats.ErrTimeout, s.cfg.Timeout, w.acked.Load(), len(msgs))
+			if !w.wait(deadline, l.done) {
+				return errNoReply{fmt.Sprintf("no flow ack in %v after %d of %d messages", s.cfg.Timeout, w.acked.Load(), len(recs)+1)}
 			}
+			deadline = time.Now().Add(s.cfg.Timeout)
 		}
-		if done, _, flowErr := w.result(); done || flowErr != nil {
+		if w.ended() {
+			return nil
+		}
+		err := s.pub.send(l, f.buf)
+		f.buf = f.buf[:0]
+		return err
+	}
+	n = len(recs)
+	for i := range recs {
+		r := &recs[i]
+		f.hdr = append(f.hdr[:0], pre...)
+		var rerr error
+		if f.hdr, rerr = layout.AppendNativeHeaders(f.hdr, producer, epoch, r); rerr != nil {
+			rerr = fmt.Errorf("inflight: natsjs: %s: record %d: %w", c.subject, r.Seq, rerr)
+		} else if err := f.fits(r.Payload, l.maxPayload); err != nil {
+			rerr = fmt.Errorf("%w: %s: record %d %w", ErrRecordTooLarge, c.subject, r.Seq, err)
+		}
+		if rerr != nil {
+			if i == 0 {
+				return 1, 0, 0, rerr
+			}
+			// End the batch before it (an end marker stores nothing); the
+			// next write fails on it.
+			n = i
+			queued++
+			setReply(queued, opEnd)
+			f.pub(c.subject, reply, nil)
 			break
 		}
-		if err := s.nc.PublishMsg(m); err != nil {
-			return 0, 0, err
+		op := opAppend
+		if i == len(recs)-1 {
+			op = opCommit
+		}
+		queued++
+		setReply(queued, op)
+		f.end(c.subject, reply, r.Payload)
+		if i+1 == firstChunk || len(f.buf) >= chunkBytes {
+			if err := flush(); err != nil {
+				s.pub.end(l, err)
+				return n, 0, 0, withCause(err)
+			}
+			if s.afterChunk != nil {
+				s.afterChunk(c.subject, i+1)
+			}
+			if w.ended() {
+				break
+			}
+		}
+	}
+	if len(f.buf) > 0 {
+		if err := flush(); err != nil {
+			s.pub.end(l, err)
+			return n, 0, 0, withCause(err)
 		}
 	}
 	for {
-		done, final, flowErr := w.result()
-		if done {
-			return s.fastOutcome(msgs, c, final, flowErr)
+		done, final, flowErr, noResp := w.state()
+		switch {
+		case done:
+			stored, last, err = s.fastOutcome(n, final, flowErr)
+			return n, stored, last, err
+		case noResp:
+			return n, 0, 0, nats.ErrNoResponders
 		}
-		if !w.wait(s.cfg.Timeout) {
-			return 0, 0, fmt.Errorf("%w: no reply in %v to a fast batch of %d messages (%d acknowledged)", nats.ErrTimeout, s.cfg.Timeout, len(msgs), w.acked.Load())
+		if err := l.ended(); err != nil {
+			return n, 0, 0, withCause(err)
 		}
+		if !w.wait(deadline, l.done) {
+			err := errNoReply{fmt.Sprintf("no reply in %v to a fast batch of %d messages (%d acknowledged)", s.cfg.Timeout, n+1, w.acked.Load())}
+			s.pub.end(l, err) // a connection that may be dead
+			return n, 0, 0, withCause(err)
+		}
+		deadline = time.Now().Add(s.cfg.Timeout)
 	}
 }
 
-// fastOutcome reads a fast batch's PubAck.
-func (s *Store) fastOutcome(msgs []*nats.Msg, c *check, final fastReply, flowErr *apiError) (int, uint64, error) {
+// fastOutcome reads the PubAck of a fast batch of a mark and n records.
+func (s *Store) fastOutcome(n int, final batchReply, flowErr *apiError) (int, uint64, error) {
 	if final.Error != nil { // the first message was refused: nothing stored
 		return 0, 0, final.Error
 	}
-	if final.Stream != s.cfg.Stream || final.Count > len(msgs) || final.Count > 0 && final.Seq == 0 {
-		return 0, 0, fmt.Errorf("fast batch reply from stream %q seq %d count %d, want stream %q and at most %d", final.Stream, final.Seq, final.Count, s.cfg.Stream, len(msgs))
+	if final.Stream != s.cfg.Stream || final.Count > n+1 || final.Count > 0 && final.Seq == 0 {
+		return 0, 0, fmt.Errorf("fast batch reply from stream %q seq %d count %d, want stream %q and at most %d", final.Stream, final.Seq, final.Count, s.cfg.Stream, n+1)
 	}
-	n, seq := final.Count-1, final.Seq // the mark came first
+	stored, seq := final.Count-1, final.Seq // the mark came first
 	switch {
-	case n == len(msgs)-1:
-		return n, seq, nil
-	case n <= 0:
-		n, seq = 0, 0
+	case stored == n:
+		return stored, seq, nil
+	case stored <= 0:
+		stored, seq = 0, 0
 	}
 	if flowErr != nil {
-		return n, seq, flowErr
+		return stored, seq, flowErr
 	}
-	return n, seq, errBatchEnded
+	return stored, seq, errBatchEnded
 }
 
-// markMsg returns the second message of a one-record write: a mark on
-// c.mark (outside the consumers' subjects; Nats-Rollup keeps one per name).
-func (s *Store) markMsg(c *check) *nats.Msg {
-	m := &nats.Msg{Subject: c.mark, Header: make(nats.Header, 8)}
-	m.Header[layout.HdrLayout] = []string{layout.Mark}
-	layout.SetEpoch(m.Header, c.markEpoch)
-	m.Header[hdrRollup] = []string{"sub"}
-	return m
+// getFrames returns a frame builder from the store's pool.
+func (s *Store) getFrames() *frames {
+	if f, ok := s.framePool.Get().(*frames); ok {
+		f.buf = f.buf[:0]
+		return f
+	}
+	return &frames{buf: make([]byte, 0, 2*chunkBytes)}
+}
+
+// putFrames gives f back, unless it grew large (a batch of large records).
+func (s *Store) putFrames(f *frames) {
+	if cap(f.buf) <= 4*chunkBytes {
+		s.framePool.Put(f)
+	}
 }

@@ -83,6 +83,7 @@ func newStore(t testing.TB, c servers, cfg natsjs.Config) *natsjs.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(s.Close)
 	return s
 }
 

@@ -3,10 +3,14 @@ package natsjs_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/inflightmq/inflight/broker"
@@ -70,7 +74,9 @@ func TestNativeRecordsReadByPlainConsumer(t *testing.T) {
 	when := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 	sent := []broker.Record{
 		{Seq: 1, Payload: []byte("hello"), Key: []byte("order-7"), EventTime: when,
-			Headers: []wire.Header{{Key: "src", Value: []byte("cli")}, {Key: "tag", Value: []byte("a")}, {Key: "tag", Value: []byte("b")}}},
+			// A repeated key interleaved with others, keys out of sorted order.
+			Headers: []wire.Header{{Key: "tag", Value: []byte("a")}, {Key: "src", Value: []byte("cli")}, {Key: "tag", Value: []byte("b")},
+				{Key: "zone", Value: []byte("eu")}, {Key: "Accept", Value: []byte("*/*")}, {Key: "tag", Value: []byte("c")}}},
 		{Seq: 2, Payload: []byte{0, 1, 2}, Key: []byte{0xff, '\n'},
 			Headers: []wire.Header{{Key: "Nats-Expected-Stream", Value: []byte("other")}, {Key: "bin", Value: []byte("a\r\nb")}, {Key: "sp ace", Value: []byte(" x ")}}},
 		{Seq: 3, Payload: []byte{}, Key: []byte{}},
@@ -126,8 +132,8 @@ func TestNativeRecordsReadByPlainConsumer(t *testing.T) {
 			t.Errorf("%s: header %q, want %q", tc.name, tc.got, tc.want)
 		}
 	}
-	if got := h0.Values("tag"); !slices.Equal(got, []string{"a", "b"}) {
-		t.Errorf("repeated header: %q, want [a b]", got)
+	if got := h0.Values("tag"); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Errorf("repeated header: %q, want [a b c]", got)
 	}
 	if _, ok := h2["Inflight-Key"]; !ok {
 		t.Error("an empty key is not an absent key")
@@ -138,18 +144,58 @@ func TestNativeRecordsReadByPlainConsumer(t *testing.T) {
 	if h1.Get("Nats-Expected-Stream") == "other" {
 		t.Error("a user header reached the server as Nats-Expected-Stream")
 	}
-	// And the package's decoder gives back what was sent.
+	// The header block as stored (what a client that reads the protocol
+	// itself gets, here through the message-get API) has the user's
+	// headers in the order they were given, and the package's decoder
+	// gives back what was sent from it, and from a nats.go header map
+	// (distinct keys sorted).
 	for i, m := range msgs {
-		var got []broker.Record
-		if err := layout.DecodeMessage(m.Headers(), m.Data(), func(r broker.Record) error { got = append(got, cloneRecord(r)); return nil }); err != nil {
+		md, err := m.Metadata()
+		if err != nil {
 			t.Fatal(err)
 		}
-		want := sent[i]
-		slices.SortStableFunc(want.Headers, func(a, b wire.Header) int { return compareKeys(a.Key, b.Key) })
-		if len(got) != 1 {
-			t.Errorf("decoded %d: %d records", i, len(got))
-		} else if err := sameRecord(got[0], want); err != nil {
-			t.Errorf("decoded %d: %v", i, err)
+		hdr := rawHeaderBlock(t, js.Conn(), md.Sequence.Stream)
+		fields, err := layout.ParseHeaderBlock(hdr)
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		var users []string
+		for _, f := range fields {
+			if !strings.HasPrefix(f.Key, "Nats-") && !strings.HasPrefix(f.Key, "Inflight-") {
+				users = append(users, f.Key+": "+f.Value)
+			}
+		}
+		var want []string
+		for _, uh := range sent[i].Headers {
+			if k := uh.Key; layout.Text(uh.Value) && k != "sp ace" && !strings.HasPrefix(k, "Nats-") {
+				want = append(want, k+": "+string(uh.Value))
+			} else if k == "bin" {
+				want = append(want, k+": base64:"+base64.StdEncoding.EncodeToString(uh.Value))
+			}
+		}
+		if !slices.Equal(users, want) {
+			t.Errorf("message %d: the user's header lines in the stored block %q, want %q", i, users, want)
+		}
+		var raw, mapped []broker.Record
+		if err := layout.DecodeRaw(hdr, m.Data(), func(r broker.Record) error { raw = append(raw, cloneRecord(r)); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if err := layout.DecodeMessage(m.Headers(), m.Data(), func(r broker.Record) error { mapped = append(mapped, cloneRecord(r)); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		sorted := sent[i]
+		sorted.Headers = slices.Clone(sorted.Headers)
+		slices.SortStableFunc(sorted.Headers, func(a, b wire.Header) int { return strings.Compare(a.Key, b.Key) })
+		switch {
+		case len(raw) != 1 || len(mapped) != 1:
+			t.Errorf("decoded %d: %d and %d records", i, len(raw), len(mapped))
+		default:
+			if err := sameRecord(raw[0], sent[i]); err != nil {
+				t.Errorf("decoded %d from the stored block: %v", i, err)
+			}
+			if err := sameRecord(mapped[0], sorted); err != nil {
+				t.Errorf("decoded %d from nats.go's header map: %v", i, err)
+			}
 		}
 	}
 	// The fences and marks are in the same stream, where consumers of the
@@ -159,12 +205,22 @@ func TestNativeRecordsReadByPlainConsumer(t *testing.T) {
 	}
 }
 
-func compareKeys(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+// rawHeaderBlock returns the header block of stream message seq as the
+// stream stores it (the message-get API's "hdrs").
+func rawHeaderBlock(t testing.TB, nc *nats.Conn, seq uint64) []byte {
+	t.Helper()
+	req, _ := json.Marshal(map[string]uint64{"seq": seq})
+	resp, err := nc.Request("$JS.API.STREAM.MSG.GET."+streamName, req, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return 0
+	var r struct {
+		Message struct {
+			Hdrs []byte `json:"hdrs"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil || len(r.Message.Hdrs) == 0 {
+		t.Fatalf("message %d: %s (%v)", seq, resp.Data, err)
+	}
+	return r.Message.Hdrs
 }

@@ -92,13 +92,13 @@ func Dial(rawURL string) (*nats.Conn, Config, error) {
 	return nc, cfg, nil
 }
 
-// Close ends the store's subscription for fast batch replies and closes
-// the NATS connection if Open made it (a Store from New leaves its
-// connection to the caller). Call it after the last Append returned.
+// Close ends the store's subscription for batch replies and its own
+// connection for writes, and closes the NATS connection if Open made it (a
+// Store from New leaves that connection to the caller). Call it after the
+// last Append returned; calling it again does nothing.
 func (s *Store) Close() {
-	if s.fast != nil {
-		s.fast.close()
-	}
+	s.replies.close()
+	s.pub.close()
 	if s.ownConn {
 		s.nc.Close()
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
+
+	"github.com/inflightmq/inflight/store/natsjs/layout"
 )
 
 // Headers of the JetStream publish protocol.
@@ -38,11 +40,11 @@ type pubAck struct {
 // nobody, so it is sent again, for at most the store's Timeout.
 func (s *Store) request(m *nats.Msg) (uint64, error) {
 	deadline := time.Now().Add(s.cfg.Timeout)
-	resp, err := s.nc.RequestMsg(m, s.cfg.Timeout)
-	for wait := 5 * time.Millisecond; errors.Is(err, nats.ErrNoResponders) && time.Now().Add(wait).Before(deadline); wait = min(2*wait, 200*time.Millisecond) {
-		time.Sleep(wait) // bounded by the store's Timeout
-		resp, err = s.nc.RequestMsg(m, time.Until(deadline))
-	}
+	var resp *nats.Msg
+	err := s.retryNoResponders(func() (err error) {
+		resp, err = s.nc.RequestMsg(m, max(time.Until(deadline), time.Millisecond))
+		return err
+	})
 	if err != nil {
 		return 0, err
 	}
@@ -78,53 +80,169 @@ type check struct {
 	subjectSeq uint64
 	fence      string // the name's fence subject
 	fenceSeq   uint64
-	mark       string // where a mark goes when the batch has one message
+	mark       string // where a mark goes (a fast batch's first message; an atomic batch's second, when it has one record)
 	markEpoch  uint64
-	marked     bool // set by publishBatch: a mark was written after msgs
-	fast       bool // the write is a fast batch (publishFast)
+	marked     bool // set by the writers: a mark was written with the records
 }
 
-// publishBatch writes msgs (on c.subject) as one atomic batch (ADR-50) that
-// the stream stores only if both checks hold:
+// batchMsg builds message i of an atomic batch: after the batch's own
+// header lines, it adds its own (f.line, ...) and returns its payload and
+// what it holds, for errors ("record 42"). It must build the same message
+// when called again for the same i.
+type batchMsg func(f *frames, i int) (payload []byte, what string, err error)
+
+// writeAtomic writes up to k messages on c.subject, built by msg, as one
+// atomic batch (ADR-50) that the stream stores only if both checks hold:
 //
-//	msgs[0]   Nats-Expected-Last-Subject-Sequence: c.subjectSeq          (the records' subject)
-//	msgs[1]   Nats-Expected-Last-Subject-Sequence: c.fenceSeq
-//	          Nats-Expected-Last-Subject-Sequence-Subject: c.fence       (the name's fence)
+//	message 1   Nats-Expected-Last-Subject-Sequence: c.subjectSeq          (the records' subject)
+//	message 2   Nats-Expected-Last-Subject-Sequence: c.fenceSeq
+//	            Nats-Expected-Last-Subject-Sequence-Subject: c.fence       (the name's fence)
 //
 // The server takes one check per message, and one on a subject before the
 // batch writes it: so the records' subject is checked first, the fence by
-// the second message. A batch of one record gets a second message for
-// the fence check: a mark on c.mark (outside the consumers' subjects;
-// Nats-Rollup keeps one per name). Every message but the last is a plain
-// publish, the last commits and is a request whose reply is the batch's
-// ack; a batch never committed (the connection dropped midway) is
-// discarded by the server. It returns the stream sequence of the last
-// message of msgs.
-func (s *Store) publishBatch(msgs []*nats.Msg, c *check) (uint64, error) {
-	c.marked = len(msgs) == 1
-	if c.marked {
-		msgs = append(msgs, s.markMsg(c))
+// the second message. A batch of one message gets a second one for the
+// fence check: a mark on c.mark (outside the consumers' subjects;
+// Nats-Rollup keeps one per name). The last message commits; the batch's
+// PubAck comes to the store's reply subscription, and a batch never
+// committed (the connection dropped midway) is discarded by the server.
+// A message msg cannot build ends the batch before it (n is its index);
+// the first one fails the write, nothing sent. A commit that reached no
+// stream (no responders: no stream leader yet) is sent again, as a new
+// batch, for at most the store's Timeout: nothing of it was stored.
+//
+// It returns how many messages were written and the stream sequence of
+// the last of them; an error means none was stored (an *apiError for a
+// refused check), or that the outcome is unknown.
+func (s *Store) writeAtomic(c *check, k int, msg batchMsg) (n int, last uint64, err error) {
+	deadline := time.Now().Add(s.cfg.Timeout)
+	err = s.retryNoResponders(func() error {
+		n, last, err = s.atomicOnce(c, k, msg, deadline)
+		return err
+	})
+	return n, last, err
+}
+
+// retryNoResponders calls write again while it fails with no responders
+// (a write that reached no stream, so stored nothing: the stream has no
+// leader yet, or its interest has not reached this server), waiting a
+// little more each time, for at most the store's Timeout.
+func (s *Store) retryNoResponders(write func() error) error {
+	deadline := time.Now().Add(s.cfg.Timeout)
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		err := write()
+		if !errors.Is(err, nats.ErrNoResponders) || !time.Now().Add(wait).Before(deadline) {
+			return err
+		}
+		time.Sleep(wait) // bounded by the store's Timeout
 	}
-	s.setCAS(msgs[0].Header, "", c.subjectSeq)
-	s.setCAS(msgs[1].Header, c.fence, c.fenceSeq)
+}
+
+func (s *Store) atomicOnce(c *check, k int, msg batchMsg, deadline time.Time) (n int, last uint64, err error) {
+	l, err := s.pub.link()
+	if err != nil {
+		return k, 0, err
+	}
 	id := nuid.Next()
-	for i, m := range msgs {
-		m.Header[hdrBatchID] = []string{id}
-		m.Header[hdrBatchSeq] = []string{strconv.Itoa(i + 1)}
+	w := s.replies.register(id)
+	defer s.replies.unregister(id)
+	f := s.getFrames()
+	defer s.putFrames(f)
+	commit := []byte(s.replies.inbox + "." + id + commitReply)
+
+	// build appends message i (batch sequence i+1) to f.buf; a message
+	// that cannot be built or does not fit leaves f.buf as it was.
+	build := func(i int, isLast bool) error {
+		f.begin()
+		f.line(hdrBatchID, id)
+		f.lineUint(hdrBatchSeq, uint64(i+1))
+		switch i {
+		case 0:
+			f.lineUint(hdrExpectLastSubjSeq, c.subjectSeq)
+		case 1:
+			f.lineUint(hdrExpectLastSubjSeq, c.fenceSeq)
+			f.line(hdrExpectLastSubjSeqSubj, c.fence)
+		}
+		var reply []byte
+		if isLast {
+			f.line(hdrBatchCommit, "1")
+			reply = commit
+		}
+		payload, what, err := msg(f, i)
+		if err != nil {
+			return err
+		}
+		if err := f.fits(payload, l.maxPayload); err != nil {
+			return fmt.Errorf("%w: %s: %s %w", ErrRecordTooLarge, c.subject, what, err)
+		}
+		f.end(c.subject, reply, payload)
+		return nil
 	}
-	last := msgs[len(msgs)-1]
-	for _, m := range msgs[:len(msgs)-1] {
-		if err := s.nc.PublishMsg(m); err != nil {
-			return 0, err
+	starts := make([]int, 0, k)
+	n = k
+	for i := range k {
+		starts = append(starts, len(f.buf))
+		if err := build(i, i == k-1 && k > 1); err != nil {
+			if i == 0 {
+				return 1, 0, err
+			}
+			// Commit with the message before it.
+			n = i
+			if n > 1 {
+				f.buf = f.buf[:starts[n-1]]
+				if err := build(n-1, true); err != nil {
+					return n, 0, err
+				}
+			}
+			break
 		}
 	}
-	last.Header[hdrBatchCommit] = []string{"1"}
-	seq, err := s.request(last)
-	if err == nil && c.marked {
-		// An atomic batch takes consecutive stream sequences: the record
-		// is just before the mark. (Were it not, the next write's
-		// compare-and-set would fail and the store would read the tail.)
-		seq--
+	c.marked = n == 1
+	if c.marked {
+		f.begin()
+		f.line(hdrBatchID, id)
+		f.lineUint(hdrBatchSeq, 2)
+		f.lineUint(hdrExpectLastSubjSeq, c.fenceSeq)
+		f.line(hdrExpectLastSubjSeqSubj, c.fence)
+		f.line(hdrBatchCommit, "1")
+		f.line(layout.HdrLayout, layout.Mark)
+		if c.markEpoch > 0 {
+			f.lineUint(layout.HdrEpoch, c.markEpoch)
+		}
+		f.line(hdrRollup, "sub")
+		f.end(c.mark, commit, nil)
 	}
-	return seq, err
+	if err := s.pub.send(l, f.buf); err != nil {
+		return n, 0, withCause(err)
+	}
+	for {
+		done, final, _, noResp := w.state()
+		switch {
+		case done:
+			if final.Error != nil {
+				return n, 0, final.Error
+			}
+			if final.Stream != s.cfg.Stream || final.Seq == 0 {
+				return n, 0, fmt.Errorf("publish reply from stream %q seq %d, want stream %q", final.Stream, final.Seq, s.cfg.Stream)
+			}
+			seq := final.Seq
+			if c.marked {
+				// An atomic batch takes consecutive stream sequences: the
+				// record is just before the mark. (Were it not, the next
+				// write's compare-and-set would fail and the store would
+				// read the tail.)
+				seq--
+			}
+			return n, seq, nil
+		case noResp:
+			return n, 0, nats.ErrNoResponders
+		}
+		if err := l.ended(); err != nil {
+			return n, 0, withCause(err)
+		}
+		if !w.wait(deadline, l.done) {
+			err := errNoReply{fmt.Sprintf("no reply in %v to an atomic batch of %d messages", s.cfg.Timeout, n)}
+			s.pub.end(l, err) // a connection that may be dead
+			return n, 0, withCause(err)
+		}
+	}
 }

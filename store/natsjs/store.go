@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -40,19 +42,25 @@ type Store struct {
 	tails  map[key]*subjectState
 	fences map[string]*subjectState // by producer name: its fence subject
 
-	bufs sync.Pool // *[]byte packed bodies
+	bufs      sync.Pool // *[]byte packed bodies
+	framePool sync.Pool // *frames
 
-	// fast is set when native writes go as fast batches (a stream of one
-	// replica allowing batch publish); useFast turns off for good when
-	// the stream refuses one (it was scaled up, or the setting removed).
-	fast    *fastBatches
+	// pub is the store's own connection for writing batches; replies
+	// routes the server's answers to them.
+	pub     *pubConn
+	replies *replies
+	// useFast: native writes go as fast batches (a stream of one replica
+	// allowing batch publish); it turns off for good when the stream
+	// refuses one (it was scaled up, or the setting removed).
 	useFast atomic.Bool
 
 	messages, records, conflicts, trimmed atomic.Uint64
 
 	// Test hooks, nil in production: beforeWrite runs before every write;
-	// directHook rewrites what a direct read returned.
+	// afterChunk after each chunk of a fast batch went out (sent: its
+	// records so far); directHook rewrites what a direct read returned.
 	beforeWrite func(subject string, first, last uint64)
+	afterChunk  func(subject string, sent int)
 	directHook  func(subject string, t tail) tail
 }
 
@@ -63,9 +71,11 @@ type subjectState struct {
 	subject string
 	t       tail
 	known   bool // t was read or written by this store and not since doubted
-	// refence (a fence subject): a fast batch of the name's ended without
-	// an answer; write the fence again before the next one (see refence).
-	refence bool
+	// wrote (a fence subject): the stream sequence of the last fence this
+	// store wrote and whose outcome it knows (0: none, or a write of the
+	// name's since ended without an answer). A fast batch is written only
+	// under a fence the store wrote itself (see Store.claim).
+	wrote uint64
 }
 
 // Stats counts a Store's work since New.
@@ -76,14 +86,22 @@ type Stats struct {
 	Trimmed   uint64 // records dropped because the stream already held them
 }
 
-// New returns a Store writing through nc into cfg.Stream, which must exist
+// New returns a Store writing into cfg.Stream through nc, which must exist
 // (EnsureStream makes it) and fit cfg: it captures the prefix's records and
 // fences (Prefix.> and _INFLIGHT.Prefix.>), keeps messages by limits, allows
 // atomic publish and rollups, and direct get for ReadDirect (else
 // ErrStreamMismatch, which says what a stream made before the native layout
-// lacks). nc must not buffer while
-// reconnecting (else ErrBufferingConn): dial it with Connect. The Store
-// does not own nc; close nc after the last Append returned.
+// lacks). nc must not buffer while reconnecting (else ErrBufferingConn):
+// dial it with Connect.
+//
+// The Store reads, fences and takes replies through nc, and writes its
+// batches through a connection of its own to the server nc is connected
+// to, dialed with nc's options (dialer, TLS, credentials) at the first
+// write and again after it broke: nc's server must accept one more
+// connection of the same user, over nats:// or tls:// (not a websocket).
+// The Store does not own nc; Close the Store (its subscription and its
+// own connection) after the last Append returned, and close nc after
+// that.
 func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
@@ -109,13 +127,15 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if cfg.Read == ReadDirect && !got.AllowDirect {
 		return nil, fmt.Errorf("%w: stream %q does not allow direct get (needed by ReadDirect)", ErrStreamMismatch, cfg.Stream)
 	}
-	s := &Store{cfg: cfg, nc: nc, tails: make(map[key]*subjectState), fences: make(map[string]*subjectState)}
-	if cfg.Layout == LayoutNative && !cfg.noFast && got.AllowBatchPublish && got.Replicas <= 1 {
-		if s.fast, err = newFastBatches(nc); err != nil {
-			return nil, err
-		}
-		s.useFast.Store(true)
+	if scheme, _, _ := strings.Cut(nc.ConnectedUrl(), "://"); scheme != "" && scheme != "nats" && scheme != "tls" {
+		return nil, fmt.Errorf("%w: the store writes through a connection of its own, which speaks nats:// and tls://, not %s://", ErrInvalidConfig, scheme)
 	}
+	s := &Store{cfg: cfg, nc: nc, tails: make(map[key]*subjectState), fences: make(map[string]*subjectState),
+		pub: newPubConn(nc, cfg.Timeout)}
+	if s.replies, err = newReplies(nc); err != nil {
+		return nil, err
+	}
+	s.useFast.Store(cfg.Layout == LayoutNative && !cfg.noFast && got.AllowBatchPublish && got.Replicas <= 1)
 	return s, nil
 }
 
@@ -266,7 +286,9 @@ func (s *Store) Fence(producer string, epoch uint64) error {
 		next, err := s.request(m)
 		switch {
 		case err == nil:
-			s.remember(ft, tail{streamSeq: next, epoch: epoch}, true)
+			s.mu.Lock()
+			ft.t, ft.known, ft.wrote = tail{streamSeq: next, epoch: epoch}, true, next
+			s.mu.Unlock()
 			s.messages.Add(1)
 			return nil
 		case isConflict(err):
@@ -287,9 +309,10 @@ func (s *Store) Fence(producer string, epoch uint64) error {
 
 // Append implements broker.Store: it writes recs to the subject of (topic,
 // producer), each record once and in order, whoever else writes there,
-// and none once a newer incarnation of the name fenced: every write is an
-// atomic batch (see publishBatch) conditional on the subject's tail and on
-// the name's fence, at the stream sequences the store knows. When the
+// and none once a newer incarnation of the name fenced: every write is a
+// batch conditional on the subject's tail and on the name's fence, at the
+// stream sequences the store knows (a fast batch on a stream of one
+// replica, see writeFast; else an atomic batch, see writeAtomic). When the
 // condition fails, the store re-reads both from the stream leader; a fence
 // above epoch (or a tail written by a newer epoch) fails the Append with an
 // error wrapping broker.ErrFenced (records it wrote before stay); else it
@@ -331,16 +354,6 @@ func (s *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 	if err != nil {
 		return err
 	}
-	if s.useFast.Load() && epoch > 0 {
-		s.mu.Lock()
-		again := ft.refence
-		s.mu.Unlock()
-		if again {
-			if f, t, err = s.refence(ft, st, epoch); err != nil {
-				return err
-			}
-		}
-	}
 	c := check{subject: st.subject, fence: ft.subject, mark: markSubject(s.cfg.Prefix, producer), markEpoch: epoch}
 	for conflicts := 0; ; {
 		if stored := max(f.epoch, t.epoch); stored > epoch {
@@ -356,8 +369,15 @@ func (s *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 		if len(recs) == 0 {
 			return nil
 		}
+		fast := s.cfg.Layout == LayoutNative && s.useFast.Load() && epoch > 0 // (a fence of epoch 0 cannot be written again)
+		if fast && !s.claimed(ft, f) {
+			if f, t, err = s.claim(ft, st, epoch, f); err != nil {
+				return err
+			}
+			continue
+		}
 		c.subjectSeq, c.fenceSeq = t.streamSeq, f.streamSeq
-		n, stored, next, err := s.write(&c, producer, epoch, recs)
+		n, stored, next, err := s.write(&c, fast, producer, epoch, recs)
 		if err != nil && stored > 0 {
 			// A fast batch stored a prefix before a check refused the
 			// rest: the re-read below starts after it.
@@ -371,7 +391,7 @@ func (s *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 			s.records.Add(uint64(n))
 			recs = recs[n:]
 			conflicts = 0
-		case s.fastRefused(err):
+		case fast && s.fastRefused(err):
 			// The stream takes no more fast batches with these checks:
 			// write this and every later batch as atomic batches.
 			if t, err = s.read(st, false); err != nil {
@@ -379,10 +399,10 @@ func (s *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 			}
 		case isConflict(err):
 			// Another writer (a gateway that served this producer before,
-			// one that fenced it, or this store's own write whose ack was
-			// lost) moved the tail or the fence; or another topic of the
-			// name has its fence check in flight (a replicated stream takes
-			// one at a time).
+			// one that fenced it or claimed its fence, or this store's
+			// own write whose ack was lost) moved the tail or the fence;
+			// or another topic of the name has its fence check in flight
+			// (a replicated stream takes one at a time).
 			s.conflicts.Add(1)
 			if conflicts++; conflicts > s.cfg.MaxConflicts {
 				s.remember(st, tail{}, false)
@@ -397,14 +417,14 @@ func (s *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 			}
 		default:
 			// A timeout or a lost connection leaves the write's fate
-			// unknown: the next Append or State reads the tail again.
+			// unknown: the next Append or State reads the tail again, and
+			// the next fast batch claims the fence first (a batch of this
+			// store may still land, checked against the fence it had).
 			s.remember(st, tail{}, false)
 			s.remember(ft, tail{}, false)
-			if c.fast {
-				s.mu.Lock()
-				ft.refence = true
-				s.mu.Unlock()
-			}
+			s.mu.Lock()
+			ft.wrote = 0
+			s.mu.Unlock()
 			if isSizeErr(err) {
 				return err
 			}
@@ -414,17 +434,57 @@ func (s *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 }
 
 // write writes a leading part of recs (how many: n) in one batch
-// conditional on c, and returns the stream sequence of its last record
-// message. On an error, the first stored of the n records may be in the
-// stream (a fast batch stores a prefix; an atomic batch, none).
-func (s *Store) write(c *check, producer string, epoch uint64, recs []broker.Record) (n, stored int, next uint64, err error) {
-	maxPayload := int(s.nc.MaxPayload())
-	if s.cfg.Layout == LayoutNative {
-		return s.writeNative(c, producer, epoch, recs, maxPayload)
+// conditional on c: a fast batch, an atomic batch of native records, or
+// a packed message. It returns how many of the n were stored (only a fast
+// batch stores a prefix: an atomic batch stores all or none) and the
+// stream sequence of the last stored record's message.
+func (s *Store) write(c *check, fast bool, producer string, epoch uint64, recs []broker.Record) (n, stored int, next uint64, err error) {
+	c.marked = false
+	switch {
+	case fast:
+		if s.beforeWrite != nil {
+			s.beforeWrite(c.subject, recs[0].Seq, recs[len(recs)-1].Seq)
+		}
+		err = s.retryNoResponders(func() error {
+			n, stored, next, err = s.writeFast(c, producer, epoch, recs)
+			return err
+		})
+		if stored > 0 || err == nil {
+			s.messages.Add(uint64(stored) + 1) // and the mark
+		}
+		return n, stored, next, err
+	case s.cfg.Layout == LayoutNative:
+		k := min(len(recs), s.cfg.MaxBatch)
+		if s.beforeWrite != nil {
+			s.beforeWrite(c.subject, recs[0].Seq, recs[k-1].Seq)
+		}
+		n, next, err = s.writeAtomic(c, k, func(f *frames, i int) ([]byte, string, error) {
+			r := &recs[i]
+			var err error
+			if f.hdr, err = layout.AppendNativeHeaders(f.hdr, producer, epoch, r); err != nil {
+				return nil, "", fmt.Errorf("inflight: natsjs: %s: record %d: %w", c.subject, r.Seq, err)
+			}
+			return r.Payload, "record " + strconv.FormatUint(r.Seq, 10), nil
+		})
+	default:
+		n, next, err = s.writePacked(c, epoch, recs)
 	}
+	if err == nil {
+		stored = n
+		s.messages.Add(uint64(n))
+		if c.marked {
+			s.messages.Add(1)
+		}
+	}
+	return n, stored, next, err
+}
+
+// writePacked writes a leading part of recs as one packed message.
+func (s *Store) writePacked(c *check, epoch uint64, recs []broker.Record) (int, uint64, error) {
+	maxPayload := int(s.nc.MaxPayload())
 	n, size := layout.PackedFit(recs, maxPayload-headerReserve, s.cfg.MaxRecords)
 	if n == 0 {
-		return 1, 0, 0, fmt.Errorf("%w: %s: record %d takes %d bytes packed, max_payload %d", ErrRecordTooLarge, c.subject,
+		return 1, 0, fmt.Errorf("%w: %s: record %d takes %d bytes packed, max_payload %d", ErrRecordTooLarge, c.subject,
 			recs[0].Seq, layout.PackedSize(recs[:1]), maxPayload)
 	}
 	bp, _ := s.bufs.Get().(*[]byte)
@@ -435,75 +495,81 @@ func (s *Store) write(c *check, producer string, epoch uint64, recs []broker.Rec
 		*bp = make([]byte, 0, size)
 	}
 	body := layout.AppendPacked((*bp)[:0], recs[:n])
-	m := &nats.Msg{Subject: c.subject, Data: body, Header: make(nats.Header, 10)}
-	layout.SetPackedHeaders(m.Header, recs[0].Seq, recs[n-1].Seq)
-	layout.SetEpoch(m.Header, epoch)
+	defer func() {
+		*bp = body[:0]
+		s.bufs.Put(bp)
+	}()
 	if s.beforeWrite != nil {
 		s.beforeWrite(c.subject, recs[0].Seq, recs[n-1].Seq)
 	}
-	next, err = s.publishBatch([]*nats.Msg{m}, c) // the client copied body before returning
-	*bp = body[:0]
-	s.bufs.Put(bp)
-	if err == nil {
-		s.messages.Add(2)
-	}
-	return n, 0, next, err
+	_, next, err := s.writeAtomic(c, 1, func(f *frames, _ int) ([]byte, string, error) {
+		f.line(layout.HdrLayout, layout.Packed)
+		f.lineUint(layout.HdrFirstSeq, recs[0].Seq)
+		f.lineUint(layout.HdrLastSeq, recs[n-1].Seq)
+		if epoch > 0 {
+			f.lineUint(layout.HdrEpoch, epoch)
+		}
+		return body, fmt.Sprintf("records %d..%d packed", recs[0].Seq, recs[n-1].Seq), nil
+	})
+	return n, next, err
 }
 
-func (s *Store) writeNative(c *check, producer string, epoch uint64, recs []broker.Record, maxPayload int) (int, int, uint64, error) {
-	fast := s.useFast.Load() && epoch > 0 // (a fence of epoch 0 cannot be written again)
-	c.fast = fast
-	limit := s.cfg.MaxBatch
-	if fast {
-		limit = maxFastBatch
-	}
-	msgs := make([]*nats.Msg, 0, min(len(recs), limit))
-	for i := range cap(msgs) {
-		r := &recs[i]
-		var err error
-		if size := layout.NativeHeadersSize(producer, r) + 200 + len(r.Payload); size > maxPayload {
-			err = fmt.Errorf("%w: %s: record %d takes about %d bytes with its headers, max_payload %d",
-				ErrRecordTooLarge, c.subject, r.Seq, size, maxPayload)
-		}
-		m := &nats.Msg{Subject: c.subject, Data: r.Payload, Header: make(nats.Header, 8+len(r.Headers))}
+// claimed reports whether f, the name's fence as the store knows it, is
+// one this store wrote, with every write of the name since known.
+func (s *Store) claimed(ft *subjectState, f tail) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return ft.wrote != 0 && ft.wrote == f.streamSeq
+}
+
+// claim writes the name's fence again, with the same epoch, by a
+// compare-and-set on f (re-read from the stream leader when it fails),
+// before a fast batch, unless it finds one this store wrote since (another
+// topic of the name claimed first). A fast batch is written only under a
+// fence the store wrote itself, so that every record of it proves that
+// nobody else wrote the subject since:
+//
+//   - another store serving the same incarnation (a gateway still
+//     finishing a write for a producer that moved to this one) claims in
+//     turn before its next fast batch, and the rest of this one's is
+//     refused;
+//   - a batch of this store whose outcome it never learned (a timeout, a
+//     lost connection) may still be on its way, checked against the fence
+//     it had: moving the fence refuses whatever of it did not land yet.
+//
+// It returns the fence and the records' tail read after it, from the
+// stream leader. A fence above epoch is returned as it is (Append then
+// fails with ErrFenced).
+func (s *Store) claim(ft, st *subjectState, epoch uint64, f tail) (tail, tail, error) {
+	for conflicts := 0; !s.claimed(ft, f) && f.epoch <= epoch; {
+		m := &nats.Msg{Subject: ft.subject, Header: make(nats.Header, 5)}
+		layout.SetFenceHeaders(m.Header, epoch, 0)
+		s.setCAS(m.Header, "", f.streamSeq)
+		next, err := s.request(m)
 		if err == nil {
-			if err = layout.SetNativeHeaders(m.Header, producer, epoch, r); err != nil {
-				err = fmt.Errorf("inflight: natsjs: %s: record %d: %w", c.subject, r.Seq, err)
-			}
-		}
-		if err != nil {
-			if i == 0 {
-				return 1, 0, 0, err
-			}
-			break // write the records before it; the next write fails
-		}
-		msgs = append(msgs, m)
-	}
-	n := len(msgs)
-	if s.beforeWrite != nil {
-		s.beforeWrite(c.subject, recs[0].Seq, recs[n-1].Seq)
-	}
-	if fast {
-		stored, next, err := s.publishFast(msgs, c)
-		s.messages.Add(uint64(stored))
-		if c.marked {
+			f = tail{streamSeq: next, epoch: epoch}
+			s.mu.Lock()
+			ft.t, ft.known, ft.wrote = f, true, next
+			s.mu.Unlock()
 			s.messages.Add(1)
+			break
 		}
-		return n, stored, next, err
-	}
-	next, err := s.publishBatch(msgs, c)
-	if err == nil {
-		s.messages.Add(uint64(len(msgs)))
-		if c.marked {
-			s.messages.Add(1)
+		if !isConflict(err) {
+			s.remember(ft, tail{}, false)
+			return f, tail{}, fmt.Errorf("%w: %s fence %d again: %w", ErrPublish, ft.subject, epoch, withCause(err))
+		}
+		s.conflicts.Add(1)
+		if conflicts++; conflicts > s.cfg.MaxConflicts {
+			s.remember(ft, tail{}, false)
+			return f, tail{}, fmt.Errorf("%w: %s: %d conflicts in a row: %w", ErrTailMoving, ft.subject, conflicts, err)
+		}
+		if f, err = s.read(ft, false); err != nil {
+			return f, tail{}, err
 		}
 	}
-	return n, 0, next, err
+	t, err := s.read(st, false)
+	return f, t, err
 }
-
-// maxFastBatch caps the records of one fast batch: the messages of a batch
-// are built before it is sent.
-const maxFastBatch = 8192
 
 // fastRefused reports an error of the server that refuses this store's
 // fast batches for good (the stream no longer allows batch publish, or it
@@ -517,44 +583,4 @@ func (s *Store) fastRefused(err error) bool {
 	}
 	s.useFast.Store(false)
 	return true
-}
-
-// refence writes the fence of the name again, with the same epoch, before
-// the first fast batch after one whose outcome the store never learned
-// (a timeout, a lost connection): that batch's messages may still be on
-// their way, and each checks the fence at the stream sequence it had, so
-// moving the fence refuses whatever of them did not land yet. It returns
-// the fence and the records' tail read after it, from the stream leader.
-// A fence above epoch is returned as it is (Append then fails with
-// ErrFenced).
-func (s *Store) refence(ft, st *subjectState, epoch uint64) (f, t tail, err error) {
-	for conflicts := 0; ; conflicts++ {
-		if f, err = s.read(ft, false); err != nil {
-			return f, t, err
-		}
-		if f.epoch > epoch {
-			break
-		}
-		m := &nats.Msg{Subject: ft.subject, Header: make(nats.Header, 5)}
-		layout.SetFenceHeaders(m.Header, epoch, 0)
-		s.setCAS(m.Header, "", f.streamSeq)
-		next, err := s.request(m)
-		if err == nil {
-			f = tail{streamSeq: next, epoch: epoch}
-			s.mu.Lock()
-			ft.t, ft.known, ft.refence = f, true, false
-			s.mu.Unlock()
-			s.messages.Add(1)
-			break
-		}
-		if !isConflict(err) {
-			return f, t, fmt.Errorf("%w: %s fence %d again: %w", ErrPublish, ft.subject, epoch, withCause(err))
-		}
-		s.conflicts.Add(1)
-		if conflicts >= s.cfg.MaxConflicts {
-			return f, t, fmt.Errorf("%w: %s: %d conflicts in a row: %w", ErrTailMoving, ft.subject, conflicts+1, err)
-		}
-	}
-	t, err = s.read(st, false)
-	return f, t, err
 }

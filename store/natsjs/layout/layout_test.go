@@ -3,6 +3,8 @@ package layout_test
 import (
 	"bytes"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -195,4 +197,94 @@ func TestTail(t *testing.T) {
 	if err := layout.DecodeMessage(fence, []byte("x"), func(broker.Record) error { return nil }); !errors.Is(err, layout.ErrMalformed) {
 		t.Errorf("a fence with data: %v, want ErrMalformed", err)
 	}
+}
+
+// nativeBlock is the header block of a native message holding r, as the
+// store writes it (the server's check headers first).
+func nativeBlock(t testing.TB, r *broker.Record) []byte {
+	t.Helper()
+	b := []byte("NATS/1.0\r\nNats-Expected-Last-Subject-Sequence: 7\r\n")
+	b, err := layout.AppendNativeHeaders(b, "svc-1", 3, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(b, "\r\n"...)
+}
+
+// TestNativeRoundTrip: a native header block decodes to the record as
+// written, the user's headers in their order (repeated keys interleaved,
+// reserved keys, bytes that are not header text), from the block as
+// stored; from a header map, with distinct keys sorted.
+func TestNativeRoundTrip(t *testing.T) {
+	recs := append(sample(), broker.Record{Seq: 9, Payload: []byte("p"), Key: []byte{0xff, '\n'},
+		Headers: []wire.Header{{Key: "tag", Value: []byte("a")}, {Key: "Nats-Msg-Id", Value: []byte("x")},
+			{Key: "src", Value: []byte(" cli ")}, {Key: "tag", Value: []byte("base64:b")}, {Key: "a:b", Value: []byte("c")},
+			{Key: "Ä", Value: []byte("ü")}, {Key: "tag", Value: []byte("c")}}})
+	for _, r := range recs {
+		block := nativeBlock(t, &r)
+		var got []broker.Record
+		if err := layout.DecodeRaw(block, r.Payload, func(r broker.Record) error { got = append(got, r); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		want := r
+		if len(want.Headers) == 0 {
+			want.Headers = nil // an empty list is none
+		}
+		if len(got) != 1 || !equal(got[0], want) {
+			t.Errorf("from the block %q:\n%+v, want\n%+v", block, got, want)
+		}
+		fields, err := layout.ParseHeaderBlock(block)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := map[string][]string{}
+		for _, f := range fields {
+			h[f.Key] = append(h[f.Key], f.Value)
+		}
+		got = decodeAll(t, h, r.Payload)
+		slices.SortStableFunc(want.Headers, func(a, b wire.Header) int { return strings.Compare(a.Key, b.Key) })
+		if len(got) != 1 || !equal(got[0], want) {
+			t.Errorf("from a map:\n%+v, want\n%+v", got, want)
+		}
+	}
+	bad := broker.Record{Seq: 1, EventTime: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}
+	if _, err := layout.AppendNativeHeaders(nil, "p", 1, &bad); !errors.Is(err, layout.ErrEventTime) {
+		t.Errorf("year 10000: %v, want ErrEventTime", err)
+	}
+}
+
+func TestParseHeaderBlockRefuses(t *testing.T) {
+	for _, b := range []string{
+		"", "NATS/1.0\r\n", "HTTP/1.0\r\n\r\n", "NATS/1.0\r\nk: v\r\n", "NATS/1.0\r\nno colon\r\n\r\n",
+		"NATS/1.0\r\n: v\r\n\r\n", "NATS/1.0\r\n\r\nextra",
+	} {
+		if _, err := layout.ParseHeaderBlock([]byte(b)); !errors.Is(err, layout.ErrMalformed) {
+			t.Errorf("%q: %v, want ErrMalformed", b, err)
+		}
+		if err := layout.DecodeRaw([]byte(b), nil, func(broker.Record) error { return nil }); b != "" && !errors.Is(err, layout.ErrMalformed) {
+			t.Errorf("DecodeRaw %q: %v, want ErrMalformed", b, err)
+		}
+	}
+	fields, err := layout.ParseHeaderBlock([]byte("NATS/1.0 503\r\nStatus:  x y \r\n\r\n"))
+	if err != nil || len(fields) != 1 || fields[0] != (layout.HeaderField{Key: "Status", Value: "x y"}) {
+		t.Errorf("%+v, %v", fields, err)
+	}
+}
+
+// FuzzNativeHeaders: whatever the key, value and header bytes, a native
+// header block decodes to the record as written.
+func FuzzNativeHeaders(f *testing.F) {
+	f.Add([]byte("k"), "src", []byte("cli"), "src", []byte("b"))
+	f.Add([]byte{0, '\r'}, "Inflight-Seq", []byte(" 9"), "", []byte("base64:"))
+	f.Fuzz(func(t *testing.T, key []byte, k1 string, v1 []byte, k2 string, v2 []byte) {
+		r := broker.Record{Seq: 5, Payload: []byte("p"), Key: key,
+			Headers: []wire.Header{{Key: k1, Value: v1}, {Key: k2, Value: v2}, {Key: k1, Value: v2}}}
+		var got []broker.Record
+		if err := layout.DecodeRaw(nativeBlock(t, &r), r.Payload, func(r broker.Record) error { got = append(got, r); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || !equal(got[0], r) {
+			t.Fatalf("%+v, want %+v", got, r)
+		}
+	})
 }

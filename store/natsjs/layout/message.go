@@ -200,7 +200,7 @@ func DecodeMessage(h map[string][]string, data []byte, fn func(r broker.Record) 
 		if !native(h) {
 			return fmt.Errorf("%w: neither %s nor %s", ErrMalformed, HdrLayout, HdrSeq)
 		}
-		r, err := decodeNative(h, data)
+		r, err := decodeNative(h, nil, data)
 		if err != nil {
 			return err
 		}

@@ -25,60 +25,84 @@ const (
 // in standard base64: "base64:" followed by the encoding.
 const B64 = "base64:"
 
-// SetNativeHeaders sets the headers of a native message holding r (its
-// payload is the message's data), written by producer at epoch (0: none):
+// AppendNativeHeaders appends to dst the header lines ("Key: value\r\n")
+// of a native message holding r (its payload is the message's data),
+// written by producer at epoch (0: none), in this order:
 //
 //	Inflight-Producer: svc-1
 //	Inflight-Seq: 42
 //	Inflight-Epoch: 3
 //	Inflight-Key: order-7                      (absent: no key; empty: an empty key)
 //	Inflight-Event-Time: 2026-01-02T03:04:05.000000006Z
-//	src: cli                                   (each user header as it is)
+//	src: cli                                   (the user's headers, each as it is, in their order)
 //
-// A key or header value that is not header text (see Text) is written as
-// B64 and its standard base64. A user header whose key cannot be a NATS
-// header key as it is (not printable ASCII, a ':', or a name beginning with
-// "Nats-" or "Inflight-", which the server and this package read) is
-// written as "Inflight-Header: " + the key's standard base64 + ":" + the
-// value as above. Repeated keys are kept in order. It fails with
-// ErrEventTime for an event time RFC 3339 cannot write.
-func SetNativeHeaders(h map[string][]string, producer string, epoch uint64, r *broker.Record) error {
-	h[HdrProducer] = []string{producer}
-	h[HdrSeq] = []string{strconv.FormatUint(r.Seq, 10)}
-	SetEpoch(h, epoch)
+// It writes neither the block's first line ("NATS/1.0") nor its closing
+// empty line: the caller adds them around these and its own lines. A key
+// or header value that is not header text (see Text) is written as B64 and
+// its standard base64. A user header whose key cannot be a NATS header key
+// as it is (not printable ASCII, a ':', or a name beginning with "Nats-"
+// or "Inflight-", which the server and this package read) is written in
+// its place as "Inflight-Header: " + the key's standard base64 + ":" + the
+// value as above. Repeated keys stay repeated. It fails with ErrEventTime
+// for an event time RFC 3339 cannot write.
+func AppendNativeHeaders(dst []byte, producer string, epoch uint64, r *broker.Record) ([]byte, error) {
+	dst = appendLine(dst, HdrProducer, producer)
+	dst = append(dst, HdrSeq+": "...)
+	dst = strconv.AppendUint(dst, r.Seq, 10)
+	dst = append(dst, "\r\n"...)
+	if epoch > 0 {
+		dst = append(dst, HdrEpoch+": "...)
+		dst = strconv.AppendUint(dst, epoch, 10)
+		dst = append(dst, "\r\n"...)
+	}
 	if r.Key != nil {
-		h[HdrKey] = []string{textValue(r.Key)}
+		dst = appendTextLine(dst, HdrKey, r.Key)
 	}
 	if !r.EventTime.IsZero() {
-		if y := r.EventTime.UTC().Year(); y < 0 || y > 9999 {
-			return fmt.Errorf("%w: %v", ErrEventTime, r.EventTime)
+		t := r.EventTime.UTC()
+		if y := t.Year(); y < 0 || y > 9999 {
+			return dst, fmt.Errorf("%w: %v", ErrEventTime, r.EventTime)
 		}
-		h[HdrEventTime] = []string{r.EventTime.UTC().Format(time.RFC3339Nano)}
+		dst = append(dst, HdrEventTime+": "...)
+		dst = t.AppendFormat(dst, time.RFC3339Nano)
+		dst = append(dst, "\r\n"...)
 	}
 	for _, uh := range r.Headers {
 		if plainKey(uh.Key) {
-			h[uh.Key] = append(h[uh.Key], textValue(uh.Value))
+			dst = appendTextLine(dst, uh.Key, uh.Value)
 			continue
 		}
-		h[HdrHeader] = append(h[HdrHeader], base64.StdEncoding.EncodeToString([]byte(uh.Key))+":"+textValue(uh.Value))
+		dst = append(dst, HdrHeader+": "...)
+		dst = base64.StdEncoding.AppendEncode(dst, []byte(uh.Key))
+		dst = append(dst, ':')
+		dst = appendTextValue(dst, uh.Value)
+		dst = append(dst, "\r\n"...)
 	}
-	return nil
+	return dst, nil
 }
 
-// NativeHeadersSize returns about how many bytes SetNativeHeaders adds to
-// a message's header block for r (an upper bound, for size limits).
-func NativeHeadersSize(producer string, r *broker.Record) int {
-	n := 120 + len(producer)
-	if r.Key != nil {
-		n += len(B64) + base64.StdEncoding.EncodedLen(len(r.Key)) + 20
+func appendLine(dst []byte, key, value string) []byte {
+	dst = append(dst, key...)
+	dst = append(dst, ": "...)
+	dst = append(dst, value...)
+	return append(dst, "\r\n"...)
+}
+
+func appendTextLine(dst []byte, key string, value []byte) []byte {
+	dst = append(dst, key...)
+	dst = append(dst, ": "...)
+	dst = appendTextValue(dst, value)
+	return append(dst, "\r\n"...)
+}
+
+// appendTextValue appends b as a header value: as it is if it is header
+// text, else B64 and its standard base64.
+func appendTextValue(dst, b []byte) []byte {
+	if Text(b) {
+		return append(dst, b...)
 	}
-	if !r.EventTime.IsZero() {
-		n += 60
-	}
-	for _, uh := range r.Headers {
-		n += len(HdrHeader) + base64.StdEncoding.EncodedLen(len(uh.Key)) + len(B64) + base64.StdEncoding.EncodedLen(len(uh.Value)) + 6
-	}
-	return n
+	dst = append(dst, B64...)
+	return base64.StdEncoding.AppendEncode(dst, b)
 }
 
 // Text reports whether b can be a NATS header value as it is and read back
@@ -94,13 +118,6 @@ func Text(b []byte) bool {
 		}
 	}
 	return len(b) == 0 || b[0] != ' ' && b[len(b)-1] != ' '
-}
-
-func textValue(b []byte) string {
-	if Text(b) {
-		return string(b)
-	}
-	return B64 + base64.StdEncoding.EncodeToString(b)
 }
 
 func fromValue(v string) ([]byte, error) {
@@ -147,11 +164,13 @@ func Producer(h map[string][]string) string {
 	return ""
 }
 
-// decodeNative reads a native message. The user's headers come back with
-// their keys in sorted order (a NATS header is a map: it keeps the order of
-// a repeated key's values, not the order of distinct keys) and each key's
-// values in order.
-func decodeNative(h map[string][]string, data []byte) (broker.Record, error) {
+// decodeNative reads a native message. With fields nil (a message read
+// through a client that gives a header map, which keeps the order of a
+// repeated key's values, not of distinct keys), the user's headers come
+// back with their keys in sorted order and each key's values in order;
+// with fields (the header block as stored, see DecodeRaw), in the order
+// they were written.
+func decodeNative(h map[string][]string, fields []HeaderField, data []byte) (broker.Record, error) {
 	seq, err := seqHeader(h, HdrSeq)
 	if err != nil {
 		return broker.Record{}, err
@@ -167,33 +186,122 @@ func decodeNative(h map[string][]string, data []byte) (broker.Record, error) {
 			return broker.Record{}, fmt.Errorf("%w: %s: %v", ErrMalformed, HdrEventTime, err)
 		}
 	}
-	var hs []wire.Header
-	for k, vs := range h {
-		if reserved(k) {
-			continue
-		}
-		for _, v := range vs {
-			b, err := fromValue(v)
-			if err != nil {
-				return broker.Record{}, fmt.Errorf("header %s: %w", k, err)
+	sorted := fields == nil
+	if sorted {
+		for k, vs := range h {
+			for _, v := range vs {
+				fields = append(fields, HeaderField{k, v})
 			}
-			hs = append(hs, wire.Header{Key: k, Value: b})
 		}
 	}
-	for _, v := range h[HdrHeader] {
-		k64, val, ok := strings.Cut(v, ":")
+	var hs []wire.Header
+	for _, f := range fields {
+		uh, ok, err := userHeader(f)
+		if err != nil {
+			return broker.Record{}, err
+		}
+		if ok {
+			hs = append(hs, uh)
+		}
+	}
+	if sorted {
+		// Stable: a repeated key keeps its values' order.
+		slices.SortStableFunc(hs, func(a, b wire.Header) int { return strings.Compare(a.Key, b.Key) })
+	}
+	r.Headers = hs
+	return r, nil
+}
+
+// userHeader returns the user's header a native message's field holds
+// (ok false: the field is one the server or this package wrote).
+func userHeader(f HeaderField) (wire.Header, bool, error) {
+	if f.Key == HdrHeader {
+		k64, val, ok := strings.Cut(f.Value, ":")
 		k, err := base64.StdEncoding.DecodeString(k64)
 		if !ok || err != nil {
-			return broker.Record{}, fmt.Errorf("%w: %s %q", ErrMalformed, HdrHeader, v)
+			return wire.Header{}, false, fmt.Errorf("%w: %s %q", ErrMalformed, HdrHeader, f.Value)
 		}
 		b, err := fromValue(val)
 		if err != nil {
-			return broker.Record{}, fmt.Errorf("%s: %w", HdrHeader, err)
+			return wire.Header{}, false, fmt.Errorf("%s: %w", HdrHeader, err)
 		}
-		hs = append(hs, wire.Header{Key: string(k), Value: b})
+		return wire.Header{Key: string(k), Value: b}, true, nil
 	}
-	// Stable: a repeated key keeps its values' order.
-	slices.SortStableFunc(hs, func(a, b wire.Header) int { return strings.Compare(a.Key, b.Key) })
-	r.Headers = hs
-	return r, nil
+	if reserved(f.Key) {
+		return wire.Header{}, false, nil
+	}
+	b, err := fromValue(f.Value)
+	if err != nil {
+		return wire.Header{}, false, fmt.Errorf("header %s: %w", f.Key, err)
+	}
+	return wire.Header{Key: f.Key, Value: b}, true, nil
+}
+
+// HeaderField is one "Key: value" line of a NATS header block.
+type HeaderField struct{ Key, Value string }
+
+// ParseHeaderBlock returns the fields of a NATS header block as stored
+// ("NATS/1.0" and an optional status on the first line, then "Key: value"
+// lines, each ending in CRLF, then an empty line), in order, each value
+// without the spaces around it (as NATS clients read it). It fails with an
+// error wrapping ErrMalformed for anything else.
+func ParseHeaderBlock(b []byte) ([]HeaderField, error) {
+	line, rest, ok := cutLine(b)
+	if !ok || !strings.HasPrefix(line, "NATS/1.0") {
+		return nil, fmt.Errorf("%w: a header block beginning %.20q", ErrMalformed, b)
+	}
+	var fields []HeaderField
+	for {
+		line, rest, ok = cutLine(rest)
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("%w: a header block without its closing empty line", ErrMalformed)
+		case line == "":
+			if len(rest) != 0 {
+				return nil, fmt.Errorf("%w: %d bytes after a header block", ErrMalformed, len(rest))
+			}
+			return fields, nil
+		}
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%w: header line %q", ErrMalformed, line)
+		}
+		fields = append(fields, HeaderField{k, strings.Trim(v, " \t")})
+	}
+}
+
+// cutLine cuts b at its first CRLF.
+func cutLine(b []byte) (line string, rest []byte, ok bool) {
+	i := strings.Index(string(b), "\r\n")
+	if i < 0 {
+		return "", nil, false
+	}
+	return string(b[:i]), b[i+2:], true
+}
+
+// DecodeRaw is DecodeMessage for a message's header block as stored (the
+// "hdrs" of the JetStream message-get API, or what a client that reads
+// the protocol itself gets) instead of a header map: a native record's
+// headers come back in the order the producer gave them. It fails as
+// DecodeMessage does, and for a header block ParseHeaderBlock refuses.
+func DecodeRaw(hdr, data []byte, fn func(r broker.Record) error) error {
+	var fields []HeaderField
+	h := map[string][]string{}
+	if len(hdr) > 0 {
+		var err error
+		if fields, err = ParseHeaderBlock(hdr); err != nil {
+			return err
+		}
+		for _, f := range fields {
+			h[f.Key] = append(h[f.Key], f.Value)
+		}
+	}
+	if len(h[HdrLayout]) > 0 || !native(h) {
+		return DecodeMessage(h, data, fn)
+	}
+	r, err := decodeNative(h, fields, data)
+	if err != nil {
+		return err
+	}
+	return fn(r)
 }
