@@ -94,7 +94,7 @@ func (p *Producer) serveLane(l *lane) {
 	if l.led.ring.Head() != head {
 		// Released: frames of it in flight may be done with (see
 		// windowOpen), which only the pump counts.
-		p.kickPump(l)
+		p.kickRoom(l)
 	}
 }
 

@@ -24,7 +24,13 @@ type lane struct {
 	topic string
 	led   *ledger
 
-	pumpQueued atomic.Bool  // in the pump's dirty list or work list (see kick)
+	pumpQueued atomic.Bool // in the pump's dirty list or work list (see kick)
+	// waiting: out of the pump's lists until room in its window or the
+	// connection's, with pumpQueued left set, so that senders' kicks do
+	// not wake the pump for it (each would, and the pump would find no
+	// room: a spin of a wake-up per message); its receipts and releases
+	// bring it back (kickRoom).
+	waiting    atomic.Bool
 	dispQueued atomic.Bool  // in the dispatcher's dirty list
 	retired    atomic.Bool  // forgotten: its ring is closed; senders look the topic up again
 	lastUsed   atomic.Int64 // producer ns of its last enqueue
@@ -41,6 +47,7 @@ type lane struct {
 	counted   int      // its frames counted in conn.flying (see session.flying)
 	roomy     bool     // in conn.roomWait
 	inWork    bool     // in the pump's work list
+	listed    bool     // in conn.parked
 	notBefore int64    // producer ns: not served before (linger, a refused declaration's retry)
 	retries   int      // declarations refused in a row (store trouble)
 
@@ -77,6 +84,14 @@ func (ll *laneList) add(l *lane, flag *atomic.Bool) bool {
 	ll.lanes = append(ll.lanes, l)
 	ll.mu.Unlock()
 	return true
+}
+
+// push adds l, whose flag its caller knows to be set and which is in no
+// list (see kickRoom).
+func (ll *laneList) push(l *lane) {
+	ll.mu.Lock()
+	ll.lanes = append(ll.lanes, l)
+	ll.mu.Unlock()
 }
 
 // take appends every queued lane to dst and empties the list.
@@ -200,6 +215,19 @@ func (p *Producer) kickPump(l *lane) {
 	if p.pumpDirty.add(l, &l.pumpQueued) {
 		p.wakePump()
 	}
+}
+
+// kickRoom tells the pump that l may have room now (a receipt of its
+// frames, or a release of its positions): a lane waiting for room goes back
+// to the pump's dirty list, whose flag it holds already; any other is
+// kicked as a publish kicks it.
+func (p *Producer) kickRoom(l *lane) {
+	if l.waiting.Load() && l.waiting.CompareAndSwap(true, false) {
+		p.pumpDirty.push(l)
+		p.wakePump()
+		return
+	}
+	p.kickPump(l)
 }
 
 // wakePump wakes the pump if it is parked (see parkPump).

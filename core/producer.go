@@ -59,6 +59,7 @@ type Producer struct {
 	pumpDirty    laneList      // lanes that may have something to write
 	pumpParked   atomic.Bool   // the pump waits on pumpWake
 	pumpWake     chan struct{} // capacity 1
+	pumpPasses   atomic.Uint64 // passes of the pump over its work (for tests of its wake-ups)
 	dispDirty    laneList      // lanes that have something to deliver
 	dispatchWake chan struct{} // capacity 1
 	sweepWake    chan struct{} // capacity 1: a late queue has an earlier deadline

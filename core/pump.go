@@ -301,6 +301,7 @@ func (p *Producer) writeLoop(s *session, bufs chan *transport.Buffer) {
 			p.leave(s, work, later)
 			return
 		}
+		p.pumpPasses.Add(1)
 		answers = s.takeAnswers(answers[:0])
 		for _, a := range answers {
 			if l := p.answered(s, a); l != nil {
@@ -333,15 +334,18 @@ func (p *Producer) writeLoop(s *session, bufs chan *transport.Buffer) {
 			case drop:
 				l.inWork = false
 			case noRoom:
-				// Out of work until there is room; its flag is cleared, so
-				// that a receipt of its own frames (which makes room)
-				// brings it back.
+				// Out of work until there is room in the connection's
+				// window: the pump brings it back below when other lanes'
+				// receipts make some, a receipt of its own through
+				// kickRoom. Senders' kicks do not (see lane.waiting).
 				l.inWork = false
 				if !l.roomy {
 					l.roomy = true
 					s.roomWait = append(s.roomWait, l)
 				}
-				l.pumpQueued.Store(false)
+				p.park(s, l)
+			case parked:
+				l.inWork = false
 			case dead:
 				p.leave(s, work, later)
 				return
@@ -357,6 +361,7 @@ func (p *Producer) writeLoop(s *session, bufs chan *transport.Buffer) {
 			s.roomWait[0] = nil
 			s.roomWait = s.roomWait[1:]
 			l.roomy = false
+			l.waiting.Store(false) // a kickRoom that swapped it first pushed it too: enter keeps one
 			work = p.enter(work, l)
 		}
 		if len(s.roomWait) == 0 {
@@ -386,6 +391,11 @@ func (p *Producer) enter(work []*lane, l *lane) []*lane {
 // leave clears the pump's hold on the lanes of a session that ended: their
 // flags are set again when the next session puts them to work.
 func (p *Producer) leave(s *session, work, later []*lane) {
+	for _, l := range s.parked {
+		l.listed = false
+		l.waiting.Store(false)
+		l.pumpQueued.Store(false)
+	}
 	for _, l := range s.roomWait {
 		l.roomy = false
 		l.pumpQueued.Store(false)
@@ -407,6 +417,7 @@ const (
 	wait                 // it has more, not before l.notBefore
 	drop                 // nothing to do until a kick (publish, receipt) or an answer
 	noRoom               // it waits for room in the connection's window
+	parked               // it waits for room in its own window (see lane.waiting)
 	dead                 // the session died
 )
 
@@ -442,7 +453,13 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs chan *
 		return drop
 	}
 	if !open {
-		return p.idleLane(l, func() bool { return p.windowOpen(s, l) })
+		p.park(s, l)
+		// A receipt or release between windowOpen and park found l not
+		// waiting, and its kick was lost on the flag l holds: look again.
+		if p.windowOpen(s, l) && l.waiting.CompareAndSwap(true, false) {
+			return keep
+		}
+		return parked
 	}
 	if s.flying >= p.cfg.framesInFlight && l.counted < p.cfg.framesInFlight-1 {
 		return noRoom
@@ -486,6 +503,16 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs chan *
 	l.inFlight = append(l.inFlight, l.pos)
 	p.count(s, l)
 	return keep
+}
+
+// park marks l waiting for room (see lane.waiting), its pumpQueued left
+// set, and lists it for leave.
+func (p *Producer) park(s *session, l *lane) {
+	l.waiting.Store(true)
+	if !l.listed {
+		l.listed = true
+		s.parked = append(s.parked, l)
+	}
 }
 
 // idleLane takes l out of the pump's work until a kick: it clears l's flag,

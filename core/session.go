@@ -37,6 +37,9 @@ type session struct {
 	// Lanes waiting for room in it are in roomWait.
 	flying   int
 	roomWait []*lane
+	// Lanes that waited for room on this connection (lane.waiting), each
+	// once: leave clears their hold when the connection ends.
+	parked []*lane
 
 	parkTimer clock.Timer // the pump's, for parkPump
 
@@ -144,7 +147,7 @@ func (s *session) OnFrame(frame []byte) {
 			}
 			l := v.(*lane)
 			l.led.ackThrough(r.Seq)
-			s.p.kickPump(l) // its window may have room now
+			s.p.kickRoom(l) // its window may have room now
 		}
 	case wire.TypeTopicOK:
 		t, err := wire.DecodeTopicOK(frame)

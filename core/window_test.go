@@ -3,15 +3,20 @@ package core_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/transport"
+	"github.com/inflightmq/inflight/transport/mem"
 	"github.com/inflightmq/inflight/wire"
 )
 
@@ -121,4 +126,50 @@ func TestProducerWindowByReceipts(t *testing.T) {
 			t.Logf("window %d: %d batches, %.0f messages per batch", window, batches, perBatch)
 		})
 	}
+}
+
+// TestFullWindowSendsDoNotSpinThePump: while a topic's window is full (its
+// broker holds every Append), messages sent to it do not wake the pump one
+// by one, only to find no room: the lane waits for a receipt or a release,
+// and senders' kicks are no-ops meanwhile. (Each send woke the pump before:
+// on a real connection the pump spun through a pass per message, taking a
+// core from the sender.)
+func TestFullWindowSendsDoNotSpinThePump(t *testing.T) {
+	store := &stuckStore{MemoryStore: broker.NewMemoryStore(), topic: "held", release: make(chan struct{})}
+	b, err := broker.New(store)
+	require.NoError(t, err)
+	d := mem.NewDialer(b)
+	p, err := core.New(d, core.Name("spin"), core.Topic("held"), core.MaxFramesInFlight(1), core.MaxBatchMessages(1),
+		core.SendTimeout(time.Minute))
+	require.NoError(t, err)
+	released := false
+	defer func() {
+		if !released {
+			close(store.release)
+		}
+		testkit.CloseProducer(t, p, 5*time.Second)
+		_ = d.Close()
+	}()
+	var acked atomic.Int64
+	cb := func(_ core.MessageID, _ *core.Message, err error) {
+		if err == nil {
+			acked.Add(1)
+		}
+	}
+	require.NoError(t, p.SendAsync(context.Background(), &core.Message{Payload: payload(0)}, cb))
+	waitUntil(t, "the first frame written", func() bool { return p.Stats().Batches == 1 })
+	before := core.PumpPasses(p)
+	const n = 2000
+	for i := 1; i <= n; i++ {
+		require.NoError(t, p.SendAsync(context.Background(), &core.Message{Payload: payload(i)}, cb))
+		for range 3 { // as a sender paced by its work: the pump may run between sends
+			runtime.Gosched()
+		}
+	}
+	passes := core.PumpPasses(p) - before
+	t.Logf("%d pump passes for %d sends while the window was full", passes, n)
+	assert.Less(t, passes, uint64(n/10), "pump passes for %d sends while the window was full", n)
+	close(store.release)
+	released = true
+	waitUntil(t, "every message acknowledged once the broker stores again", func() bool { return acked.Load() == n+1 })
 }
