@@ -319,9 +319,14 @@ func TestWaitHead(t *testing.T) {
 // that every item comes out exactly once and that each producer's items come
 // out in the order it pushed them.
 func TestConcurrentProducersLinearizable(t *testing.T) {
-	const producers, perProducer = 8, 20000
 	r, _ := New[seqItem](64, 1<<20)
+	claimAndDrain(t, r, 8, 20000)
+}
 
+// claimAndDrain runs producers claimers of perProducer items each, one by
+// one, against the consumer of drainInOrder.
+func claimAndDrain(t *testing.T, r *Ring[seqItem], producers, perProducer int) {
+	t.Helper()
 	var wg sync.WaitGroup
 	for p := range producers {
 		wg.Go(func() {
@@ -575,22 +580,8 @@ func TestPagerFollowsPages(t *testing.T) {
 func TestConcurrentProducersAcrossRecycledPages(t *testing.T) {
 	for _, limit := range []int{256, 250, 100, 1000} {
 		t.Run(fmt.Sprint(limit), func(t *testing.T) {
-			const producers, perProducer = 4, 20000
 			r, _ := New[seqItem](limit, 1<<20)
-			var wg sync.WaitGroup
-			for p := range producers {
-				wg.Go(func() {
-					for s := range perProducer {
-						pos, err := r.Claim(1, nil)
-						if !assert.NoError(t, err) {
-							return
-						}
-						r.Slot(pos).Value = seqItem{p, s}
-						r.Publish(pos)
-					}
-				})
-			}
-			drainInOrder(t, r, producers, perProducer, &wg)
+			claimAndDrain(t, r, 4, 20000)
 		})
 	}
 }
