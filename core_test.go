@@ -154,13 +154,7 @@ func (tl *tally) record(i int, err error) {
 
 func (tl *tally) wait(t *testing.T) {
 	t.Helper()
-	done := make(chan struct{})
-	go func() { tl.all.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(waitTimeout):
-		t.Fatal("not every message got its outcome")
-	}
+	testkit.WaitGroup(t, &tl.all, "every message's outcome")
 	require.Empty(t, tl.twice, "messages with two outcomes")
 }
 

@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,4 +68,13 @@ func WaitUntil(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// WaitGroup waits for wg, failing the test after 10 s (the goroutine that
+// waits stays until wg is done).
+func WaitGroup(t testing.TB, wg *sync.WaitGroup, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	WaitChan(t, done, what)
 }
