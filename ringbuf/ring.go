@@ -134,18 +134,33 @@ func (r *Ring[T]) page(pos uint64) *[pageLen]Slot[T] {
 	return r.pages[i/(bookLen*pageLen)].Load()[i/pageLen%bookLen].Load()
 }
 
-// peek returns the slot of pos, or nil while no claim has reached its page.
-func (r *Ring[T]) peek(pos uint64) *Slot[T] {
+// pageRef returns the page table's entry for the page of pos, or nil while
+// no claim has reached its book.
+func (r *Ring[T]) pageRef(pos uint64) *atomic.Pointer[[pageLen]Slot[T]] {
 	i := pos & r.mask
 	bk := r.pages[i/(bookLen*pageLen)].Load()
 	if bk == nil {
 		return nil
 	}
-	pg := bk[i/pageLen%bookLen].Load()
+	return &bk[i/pageLen%bookLen]
+}
+
+// pageOf returns the page of pos, or nil while no claim has reached it (or
+// after recycle took it off the table).
+func (r *Ring[T]) pageOf(pos uint64) *[pageLen]Slot[T] {
+	if pp := r.pageRef(pos); pp != nil {
+		return pp.Load()
+	}
+	return nil
+}
+
+// peek returns the slot of pos, or nil while no claim has reached its page.
+func (r *Ring[T]) peek(pos uint64) *Slot[T] {
+	pg := r.pageOf(pos)
 	if pg == nil {
 		return nil
 	}
-	return &pg[i%pageLen]
+	return &pg[pos&r.mask%pageLen]
 }
 
 // alloc returns the slot of pos, which the caller just claimed, allocating
@@ -215,12 +230,10 @@ func (r *Ring[T]) recycle(h, upto uint64) {
 		if b+r.mask+1 < reach {
 			continue
 		}
-		i := b & r.mask
-		bk := r.pages[i/(bookLen*pageLen)].Load()
-		if bk == nil {
+		pp := r.pageRef(b)
+		if pp == nil {
 			continue
 		}
-		pp := &bk[i/pageLen%bookLen]
 		if pg := pp.Load(); pg != nil {
 			pp.Store(nil)
 			r.keep(pg)
@@ -674,17 +687,12 @@ func (p *Pager[T]) Peek(pos uint64) *Slot[T] {
 
 // turn is Peek for a position off the current page.
 func (p *Pager[T]) turn(pos uint64) *Slot[T] {
-	i := pos & p.r.mask
-	bk := p.r.pages[i/(bookLen*pageLen)].Load()
-	if bk == nil {
-		return nil
-	}
-	pg := bk[i/pageLen%bookLen].Load()
+	pg := p.r.pageOf(pos)
 	if pg == nil {
 		return nil
 	}
 	if p.r.mask+1 < pageLen {
-		return &pg[i] // a ring smaller than a page: positions wrap within it
+		return &pg[pos&p.r.mask] // a ring smaller than a page: positions wrap within it
 	}
 	p.page, p.base = pg, pos-pos%pageLen
 	return &pg[pos-p.base]
