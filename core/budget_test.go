@@ -116,7 +116,7 @@ func TestExemptLedgerHoldsItsShare(t *testing.T) {
 	requirePending(32, 3200, 32, "exempt claims take nothing")
 
 	l.meter()
-	require.False(t, l.exempt.Load())
+	require.False(t, l.exempt())
 	require.Equal(t, uint64(10), l.meterFrom.Load())
 	requirePending(10, 1000, 10, "of the share, what the live exempt positions hold, until they are released")
 	for range 5 {

@@ -176,7 +176,7 @@ func TestBudgetAfterTopicsRace(t *testing.T) {
 			c.wait(t)
 			require.NoError(t, r.p.Flush(context.Background()))
 			require.Greater(t, r.p.Stats().Topics, 1)
-			require.False(t, r.p.def.led.exempt.Load())
+			require.False(t, r.p.def.led.exempt())
 			r.budgetSettles(t, 0, 0, 0)
 			assert.False(t, r.p.budget.busy())
 			assert.Zero(t, r.p.Stats().Pending)
@@ -206,7 +206,7 @@ func TestBudgetAfterSecondTopicRetires(t *testing.T) {
 		require.NoError(t, err)
 	}
 	r.budgetSettles(t, 0, 0, 0)
-	assert.False(t, r.p.def.led.exempt.Load(), "never exempt again")
+	assert.False(t, r.p.def.led.exempt(), "never exempt again")
 }
 
 // TestBudgetAfterCloseWhileExempt: Close fails the first topic's pending

@@ -87,15 +87,14 @@ type ledger struct {
 	maxWritten atomic.Uint64
 	unacked    atomic.Int64
 
-	// The exemption of the producer's first topic (see exempt): while
+	// The exemption of the producer's first topic (see exemptFrom): while
 	// exempt, its claims skip the producer's budget, which holds the
 	// topic's whole share for them instead (shareHeld). meterFrom is the
 	// first position charged to the budget message by message: 0 for a
-	// ledger never exempt, the largest uint64 while exempt, the ring's
+	// ledger never exempt, exemptNow while exempt (see exempt), the ring's
 	// tail at the moment it stopped being exempt after (see meter), when
 	// the budget keeps of the share only what the exempt positions still
 	// live may hold (keptN, keptBytes) until they are released.
-	exempt     atomic.Bool
 	meterFrom  atomic.Uint64
 	shareHeld  atomic.Bool
 	keptN      atomic.Int64
@@ -190,7 +189,7 @@ func claimError(err error) error {
 // or TryClaim for a single message, and gives back the budget of what the
 // ring did not take.
 func (l *ledger) tryClaim(sizes []int64) (uint64, int, error) {
-	if l.exempt.Load() {
+	if l.exempt() {
 		return l.tryClaimExempt(sizes)
 	}
 	if !l.ring.MayHaveRoom() && !l.ring.HasRoom(sizes[0]) {
@@ -247,9 +246,15 @@ func (l *ledger) exemptFrom() {
 	l.keptN.Store(int64(l.shareN))
 	l.keptBytes.Store(l.shareBytes)
 	l.shareHeld.Store(true)
-	l.meterFrom.Store(math.MaxUint64)
-	l.exempt.Store(true)
+	l.meterFrom.Store(exemptNow)
 }
+
+// exemptNow is meterFrom while the ledger is exempt: no position is metered.
+const exemptNow = math.MaxUint64
+
+// exempt reports whether the ledger's claims skip the budget (see
+// exemptFrom and meter).
+func (l *ledger) exempt() bool { return l.meterFrom.Load() == exemptNow }
 
 // meter ends the exemption, when the producer writes a second topic: from
 // the ring's tail on, claims are charged to the budget message by message
@@ -264,7 +269,7 @@ func (l *ledger) exemptFrom() {
 // its own position is released only after it returns). Under the
 // producer's lanesMu; idempotent.
 func (l *ledger) meter() {
-	if !l.exempt.Load() {
+	if !l.exempt() {
 		return
 	}
 	t := l.ring.Freeze()
@@ -276,8 +281,7 @@ func (l *ledger) meter() {
 	bytes := min(max(l.ring.Bytes(), 0), l.shareBytes)
 	l.keptN.Store(n)
 	l.keptBytes.Store(bytes)
-	l.meterFrom.Store(t)
-	l.exempt.Store(false)
+	l.meterFrom.Store(t) // the exemption ends with this store
 	l.ring.Thaw()
 	l.budget.unhold(l.shareN-int(n), l.shareBytes-bytes)
 	// The dispatcher releases, then calls giveShare; this stores
