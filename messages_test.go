@@ -228,35 +228,30 @@ func TestProtocolVersionMismatch(t *testing.T) {
 		require.NoError(t, err)
 		assert.Zero(t, st)
 	})
-	t.Run("v1 producer, session", func(t *testing.T) {
+	// refusedOld hands a session the HELLO of an older producer and checks
+	// the one frame it answers: an ERROR naming that version.
+	refusedOld := func(t *testing.T, hello []byte, version int) (*broker.MemoryStore, []byte) {
 		store := broker.NewMemoryStore()
 		b, err := broker.New(store)
 		require.NoError(t, err)
 		peer := &capturePeer{}
 		s := b.NewSession(peer)
 		defer s.Close()
-		err = s.Handle(v1Hello("old"))
+		err = s.Handle(hello)
 		require.ErrorIs(t, err, wire.ErrVersion)
 		require.ErrorIs(t, err, broker.ErrProtocol)
 		require.Len(t, peer.sent(), 1)
-		checkVersionError(t, peer.sent()[0], 1)
+		checkVersionError(t, peer.sent()[0], version)
 		assert.Empty(t, store.Streams())
+		return store, peer.sent()[0]
+	}
+	t.Run("v1 producer, session", func(t *testing.T) {
+		refusedOld(t, v1Hello("old"), 1)
 	})
 	t.Run("v3 producer, session", func(t *testing.T) {
 		// A producer of one topic per connection: told to upgrade.
-		store := broker.NewMemoryStore()
-		b, err := broker.New(store)
-		require.NoError(t, err)
-		peer := &capturePeer{}
-		s := b.NewSession(peer)
-		defer s.Close()
-		err = s.Handle(v3Hello("old"))
-		require.ErrorIs(t, err, wire.ErrVersion)
-		require.ErrorIs(t, err, broker.ErrProtocol)
-		require.Len(t, peer.sent(), 1)
-		checkVersionError(t, peer.sent()[0], 3)
-		assert.Contains(t, string(peer.sent()[0]), "upgrade the producer")
-		assert.Empty(t, store.Streams())
+		store, answer := refusedOld(t, v3Hello("old"), 3)
+		assert.Contains(t, string(answer), "upgrade the producer")
 		st, err := store.State(wire.DefaultTopic, "old")
 		require.NoError(t, err)
 		assert.Zero(t, st, "no name fenced")
