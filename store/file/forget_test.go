@@ -85,19 +85,7 @@ func TestForgottenProducerNeverDuplicates(t *testing.T) {
 			advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 			var st *file.Store
 			var md *mem.Dialer
-			up := func() {
-				var err error
-				st, err = file.Open(path, file.SegmentBytes(testSegment), file.ForgetProducersAfter(time.Hour), file.WithNow(clock))
-				require.NoError(t, err)
-				b, err := broker.New(st)
-				require.NoError(t, err)
-				md = mem.NewDialer(b)
-			}
-			down := func() {
-				md.RefuseDials(true)
-				require.NoError(t, md.Close())
-				require.NoError(t, st.Close())
-			}
+			up, down := restartable(t, &st, &md, path, file.SegmentBytes(testSegment), file.ForgetProducersAfter(time.Hour), file.WithNow(clock))
 			opts := func(name string) []core.Option {
 				return []core.Option{core.Name(name), core.SendTimeout(time.Minute),
 					core.ReconnectBackoff(time.Millisecond, 10*time.Millisecond), core.ErrorHandler(func(error) {})}

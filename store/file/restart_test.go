@@ -48,19 +48,7 @@ func TestFencingSurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "store")
 	var st *file.Store
 	var md *mem.Dialer
-	up := func() {
-		var err error
-		st, err = file.Open(path)
-		require.NoError(t, err)
-		b, err := broker.New(st)
-		require.NoError(t, err)
-		md = mem.NewDialer(b)
-	}
-	down := func() {
-		md.RefuseDials(true)
-		require.NoError(t, md.Close())
-		require.NoError(t, st.Close())
-	}
+	up, down := restartable(t, &st, &md, path)
 	opts := []core.Option{core.Name("p"), core.SendTimeout(time.Minute),
 		core.ReconnectBackoff(time.Millisecond, 10*time.Millisecond), core.ErrorHandler(func(error) {})}
 	send := func(p *core.Producer, what string) (core.MessageID, error) {
@@ -114,4 +102,25 @@ func TestFencingSurvivesRestart(t *testing.T) {
 	state, err := st.State(dflt, "p")
 	require.NoError(t, err)
 	assert.Equal(t, broker.NameState{LastSeq: 6, Epoch: 2}, state)
+}
+
+// restartable returns up, which opens the file store at path with opts, a
+// broker on it and an in-memory dialer to that broker (into *st and *md),
+// and down, which refuses dials and closes the dialer and the store: a
+// broker's restart, without a process.
+func restartable(t *testing.T, st **file.Store, md **mem.Dialer, path string, opts ...file.Option) (up, down func()) {
+	up = func() {
+		var err error
+		*st, err = file.Open(path, opts...)
+		require.NoError(t, err)
+		b, err := broker.New(*st)
+		require.NoError(t, err)
+		*md = mem.NewDialer(b)
+	}
+	down = func() {
+		(*md).RefuseDials(true)
+		require.NoError(t, (*md).Close())
+		require.NoError(t, (*st).Close())
+	}
+	return up, down
 }
