@@ -188,9 +188,6 @@ func (r *Ring[T]) alloc(pos uint64) *Slot[T] {
 	return &pg[i%pageLen]
 }
 
-// maxSparePages bounds the pages a ring keeps for reuse (see recycle).
-const maxSparePages = 64
-
 // spare returns a page released by recycle, or a new one.
 func (r *Ring[T]) spare() *[pageLen]Slot[T] {
 	r.spares.mu.Lock()
@@ -204,12 +201,15 @@ func (r *Ring[T]) spare() *[pageLen]Slot[T] {
 	return new([pageLen]Slot[T])
 }
 
-// keep keeps pg for reuse, or lets it go if the ring keeps enough.
+// keep keeps pg for reuse. Every page stays the ring's, on the table or
+// here: a page is allocated only when none is spare, so the ring holds as
+// many pages as it ever had in use at once (at most its capacity's), and a
+// ring that fills and drains again and again allocates nothing after its
+// first fill (letting pages go beyond a bound made the garbage collector a
+// third of such a producer's work).
 func (r *Ring[T]) keep(pg *[pageLen]Slot[T]) {
 	r.spares.mu.Lock()
-	if len(r.spares.pages) < maxSparePages {
-		r.spares.pages = append(r.spares.pages, pg)
-	}
+	r.spares.pages = append(r.spares.pages, pg)
 	r.spares.mu.Unlock()
 }
 
