@@ -305,7 +305,7 @@ func (s *Store) writeFast(c *check, producer string, epoch uint64, recs []broker
 		r := &recs[i]
 		f.hdr = append(f.hdr[:0], pre...)
 		var rerr error
-		if f.hdr, rerr = layout.AppendNativeHeaders(f.hdr, producer, epoch, r); rerr != nil {
+		if f.hdr, rerr = layout.AppendNativeHeaders(f.hdr, r); rerr != nil {
 			rerr = fmt.Errorf("inflight: natsjs: %s: record %d: %w", c.subject, r.Seq, rerr)
 		} else if err := f.fits(r.Payload, l.maxPayload); err != nil {
 			rerr = fmt.Errorf("%w: %s: record %d %w", ErrRecordTooLarge, c.subject, r.Seq, err)

@@ -63,7 +63,8 @@ func plainConsume(t testing.TB, ctx context.Context, js jetstream.JetStream, fil
 
 // TestNativeRecordsReadByPlainConsumer: a plain nats.go consumer on
 // PREFIX.> gets each record once, its data the payload as sent, the key,
-// event time, producer name and sequence ID as readable headers, the
+// event time and sequence ID as readable headers (the producer name is the
+// subject's last token; no producer or epoch header), the
 // user's headers as NATS headers (repeated keys in order; keys NATS or
 // this package reads, and bytes that are not header text, in their
 // documented encodings), and no other message: no fence, no mark.
@@ -113,8 +114,16 @@ func TestNativeRecordsReadByPlainConsumer(t *testing.T) {
 		if m.Subject() != "inflight.orders.eu.svc-1" || !bytes.Equal(m.Data(), sent[i].Payload) {
 			t.Errorf("message %d: %s %q, want inflight.orders.eu.svc-1 %q", i, m.Subject(), m.Data(), sent[i].Payload)
 		}
-		if h.Get("Inflight-Producer") != "svc-1" || h.Get("Inflight-Seq") != string(rune('1'+i)) {
-			t.Errorf("message %d: producer %q seq %q", i, h.Get("Inflight-Producer"), h.Get("Inflight-Seq"))
+		if h.Get("Inflight-Seq") != string(rune('1'+i)) {
+			t.Errorf("message %d: seq %q", i, h.Get("Inflight-Seq"))
+		}
+		if topic, producer, ok := natsjs.ParseSubject("inflight", m.Subject()); !ok || topic != "orders.eu" || producer != "svc-1" {
+			t.Errorf("message %d: subject %s", i, m.Subject())
+		}
+		for _, k := range []string{layout.HdrProducer, layout.HdrEpoch} {
+			if _, ok := h[k]; ok {
+				t.Errorf("message %d has %s", i, k)
+			}
 		}
 	}
 	h0, h1, h2 := msgs[0].Headers(), msgs[1].Headers(), msgs[2].Headers()

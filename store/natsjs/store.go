@@ -232,8 +232,8 @@ func (s *Store) known(st *subjectState) (tail, error) {
 // State implements broker.Store: LastSeq is the Inflight-Seq (or, in the
 // layouts before the native one, Inflight-Last-Seq) of the last message on
 // the subject of (topic, producer); Epoch the producer name's, from the
-// last message on its fence subject (or a record's own Inflight-Epoch, if
-// higher). Both are read where Config.Read says; 0 and 0: nothing. It fails
+// last message on its fence subject (or, in a stream written before native
+// records left it out, a record's own Inflight-Epoch, if higher). Both are read where Config.Read says; 0 and 0: nothing. It fails
 // with ErrEmptyTopic, ErrInvalidName, ErrRead or ErrCorruptTail.
 func (s *Store) State(topic, producer string) (broker.NameState, error) {
 	st, err := s.state(topic, producer)
@@ -461,7 +461,7 @@ func (s *Store) write(c *check, fast bool, producer string, epoch uint64, recs [
 		n, next, err = s.writeAtomic(c, k, func(f *frames, i int) ([]byte, string, error) {
 			r := &recs[i]
 			var err error
-			if f.hdr, err = layout.AppendNativeHeaders(f.hdr, producer, epoch, r); err != nil {
+			if f.hdr, err = layout.AppendNativeHeaders(f.hdr, r); err != nil {
 				return nil, "", fmt.Errorf("inflight: natsjs: %s: record %d: %w", c.subject, r.Seq, err)
 			}
 			return r.Payload, "record " + strconv.FormatUint(r.Seq, 10), nil
