@@ -35,9 +35,10 @@
 //     ones had them on the records' subjects, with HdrLastSeq the
 //     subject's last sequence ID then (absent: none).
 //
-//   - "mark/1" (Mark): no data, no record: the first message of a fast
-//     batch, or the second of a one-record atomic batch, kept for its
-//     check (never under the records' prefix).
+//   - "mark/1" (Mark): no data, no record: the second message of a
+//     one-record atomic batch, kept for its check (streams written by
+//     earlier builds also have one at the start of each fast batch);
+//     never under the records' prefix.
 //
 // A subject's last message tells its last sequence ID (Tail: HdrSeq of a
 // native message, HdrLastSeq of the others). A fence carries HdrEpoch, the
