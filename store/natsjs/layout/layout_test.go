@@ -211,6 +211,21 @@ func nativeBlock(t testing.TB, r *broker.Record) []byte {
 	return append(b, "\r\n"...)
 }
 
+// headerMap returns the fields of a header block as a header map (what a
+// NATS client gives).
+func headerMap(t testing.TB, block []byte) map[string][]string {
+	t.Helper()
+	fields, err := layout.ParseHeaderBlock(block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := map[string][]string{}
+	for _, f := range fields {
+		h[f.Key] = append(h[f.Key], f.Value)
+	}
+	return h
+}
+
 // TestNativeRoundTrip: a native header block decodes to the record as
 // written, the user's headers in their order (repeated keys interleaved,
 // reserved keys, bytes that are not header text), from the block as
@@ -233,15 +248,7 @@ func TestNativeRoundTrip(t *testing.T) {
 		if len(got) != 1 || !equal(got[0], want) {
 			t.Errorf("from the block %q:\n%+v, want\n%+v", block, got, want)
 		}
-		fields, err := layout.ParseHeaderBlock(block)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := map[string][]string{}
-		for _, f := range fields {
-			h[f.Key] = append(h[f.Key], f.Value)
-		}
-		got = decodeAll(t, h, r.Payload)
+		got = decodeAll(t, headerMap(t, block), r.Payload)
 		slices.SortStableFunc(want.Headers, func(a, b wire.Header) int { return strings.Compare(a.Key, b.Key) })
 		if len(got) != 1 || !equal(got[0], want) {
 			t.Errorf("from a map:\n%+v, want\n%+v", got, want)
@@ -268,14 +275,7 @@ func TestNativeEarlierRecords(t *testing.T) {
 	if len(got) != 1 || !equal(got[0], want) {
 		t.Errorf("%+v, want %+v", got, want)
 	}
-	fields, err := layout.ParseHeaderBlock(block)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := map[string][]string{}
-	for _, f := range fields {
-		h[f.Key] = append(h[f.Key], f.Value)
-	}
+	h := headerMap(t, block)
 	if got := decodeAll(t, h, want.Payload); len(got) != 1 || !equal(got[0], want) {
 		t.Errorf("from a map: %+v, want %+v", got, want)
 	}
