@@ -3,6 +3,7 @@ package natsjs_test
 import (
 	"context"
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"os"
 	"sync"
@@ -51,6 +52,10 @@ func BenchmarkGateway(b *testing.B) {
 	})
 }
 
+// benchPaced: run the paced cases too (-bench.paced=false leaves them out,
+// e.g. for a CPU profile of the full-speed case alone).
+var benchPaced = flag.Bool("bench.paced", true, "run the paced-half cases of BenchmarkEmbedded and BenchmarkGateway")
+
 type benchCase struct {
 	name     string
 	layout   natsjs.Layout
@@ -90,7 +95,7 @@ func benchCases(b *testing.B, viaTCP bool, cases []benchCase) {
 				name := fmt.Sprintf("%s/producers=%d", tc.name, producers)
 				var rate float64
 				b.Run(name, func(b *testing.B) { rate = benchLoadRun(b, c(b), cfg, producers, viaTCP, 0) })
-				if rate > 0 {
+				if rate > 0 && *benchPaced {
 					b.Run(name+"/paced-half", func(b *testing.B) { benchLoadRun(b, c(b), cfg, producers, viaTCP, rate/2) })
 				}
 			})

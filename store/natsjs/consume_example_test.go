@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -85,7 +86,9 @@ func Example_consume() {
 			log.Fatal(err)
 		}
 		h := m.Headers()
-		fmt.Println(m.Subject(), h.Get("Inflight-Producer"), h.Get("Inflight-Seq"), h.Get("Inflight-Key"), h.Get("src"), string(m.Data()))
+		// The subject is inflight.<topic tokens>.<producer>.
+		producer := m.Subject()[strings.LastIndexByte(m.Subject(), '.')+1:]
+		fmt.Println(m.Subject(), producer, h.Get("Inflight-Seq"), h.Get("Inflight-Key"), h.Get("src"), string(m.Data()))
 	}
 	// Output:
 	// inflight.orders.eu.svc-1 svc-1 1 order-42 web {"order":42}

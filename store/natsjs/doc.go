@@ -11,19 +11,21 @@
 // # What a NATS consumer sees
 //
 // In the native layout (the default) every record is one stream message on
-// PREFIX.<topic tokens>.<producer> (Subject): its data is the payload, its
-// producer name, sequence ID, epoch, key and event time are headers a
-// person can read, and the producer's headers are NATS headers with their
-// own keys, in their order (package layout has the details). Nothing else
-// is written under PREFIX.>: a producer name's fence and the check marks
-// of its writes are on _INFLIGHT.PREFIX.fence.<producer> and
-// _INFLIGHT.PREFIX.mark.<producer>, in the same stream.
+// PREFIX.<topic tokens>.<producer> (Subject, whose last token names the
+// producer): its data is the payload, its sequence ID, key and event time
+// are headers a person can read, and the producer's headers are NATS
+// headers with their own keys, in their order (package layout has the
+// details). Nothing else is written under PREFIX.>: a producer name's
+// fence and the check marks of its atomic writes are on
+// _INFLIGHT.PREFIX.fence.<producer> and _INFLIGHT.PREFIX.mark.<producer>,
+// in the same stream.
 //
 // # What stays exact
 //
-// Every write is conditional on the subject's tail (the stream sequence of
-// its last message, as the store knows it: Nats-Expected-Last-Subject-
-// Sequence) and on the producer name's fence. When a check fails, someone
+// Every write is conditional on the producer name's fence (the stream
+// sequence of the fence subject's last message, as the store knows it:
+// Nats-Expected-Last-Subject-Sequence), and an atomic batch also on the
+// records subject's tail. When a check fails, someone
 // else wrote: another gateway still finishing a write for a producer that
 // has moved on, a newer incarnation of the name, or this store's own write
 // whose acknowledgement was lost. The store then re-reads both from the
@@ -33,13 +35,15 @@
 // however many writers race, with no time window (unlike Nats-Msg-Id
 // deduplication).
 //
-// On a stream of one replica that allows batch publish, an Append is one
-// ADR-50 fast batch whose every message checks the fence, after a mark
-// that checks the subject's tail; the store writes a fast batch only under
-// a fence it wrote itself (it claims the fence, writing it again with the
-// same epoch, when it did not), so nobody else's record can land between
-// two of the batch's. Elsewhere an Append is written in atomic batches.
-// Fence writes a new epoch by a compare-and-set on the fence's subject.
+// A store writes for a fenced name only under a fence it wrote itself (it
+// claims the fence, writing it again with the same epoch, when it did
+// not), so anyone else's next write fails its check. On a stream of one
+// replica that allows batch publish, an Append is one ADR-50 fast batch
+// whose every record checks the fence, written when the store also knows
+// the subject's tail under that fence: nobody else's record can land
+// between two of the batch's, nor between the tail the store knows and
+// its first. Elsewhere an Append is written in atomic batches. Fence
+// writes a new epoch by a compare-and-set on the fence's subject.
 //
 // The store writes its batches through a connection of its own to the
 // server nc is connected to (it builds the protocol frames itself: that is

@@ -42,11 +42,11 @@ const (
 //
 // With a shape, each message has what a native record of 100 bytes has
 // besides its payload (the same publisher otherwise), as a nats.Header
-// map: shapeHeaders, the headers Inflight-Producer, Inflight-Seq and
-// Inflight-Epoch; shapeChecked, those and the check of a fence on a
-// subject of the same stream (Nats-Expected-Last-Subject-Sequence and
-// -Subject), as the store writes them: what the server's work on a native
-// record costs, without inflight.
+// map: shapeHeaders, its one header of inflight's own, Inflight-Seq;
+// shapeChecked, that and the check of a fence on a subject of the same
+// stream (Nats-Expected-Last-Subject-Sequence and -Subject), as the store
+// writes them: what the server's work on a native record costs, without
+// inflight.
 func benchEngineFast(b *testing.B, c *natsjstest.Cluster, replicas int, shape msgShape) {
 	nc, err := nats.Connect(c.URLs())
 	if err != nil {
@@ -60,7 +60,10 @@ func benchEngineFast(b *testing.B, c *natsjstest.Cluster, replicas int, shape ms
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	name := fmt.Sprintf("ENGINE%d", benchRun.Add(1))
-	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"},
+	// Subjects as long as the store's: the records on PREFIX.<topic>.<producer>,
+	// the fence on _INFLIGHT.PREFIX.fence.<producer>.
+	subject, fenceSubject := name+"."+testTopic+".bench-0-0", "_INFLIGHT."+name+".fence.bench-0-0"
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>", "_INFLIGHT." + name + ".>"},
 		Retention: jetstream.LimitsPolicy, Discard: jetstream.DiscardNew, Storage: jetstream.FileStorage,
 		Replicas: replicas, AllowDirect: true, AllowBatchPublish: true})
 	if err != nil {
@@ -136,10 +139,10 @@ func benchEngineFast(b *testing.B, c *natsjstest.Cluster, replicas int, shape ms
 			}
 		}
 	}
-	msg := &nats.Msg{Subject: name + ".orders.p", Data: make([]byte, payloadBytes)}
+	msg := &nats.Msg{Subject: subject, Data: make([]byte, payloadBytes)}
 	var fence string // the fence's stream sequence, shapeChecked
 	if shape == shapeChecked {
-		ack, err := js.Publish(ctx, name+".fence.p", nil)
+		ack, err := js.Publish(ctx, fenceSubject, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -155,11 +158,11 @@ func benchEngineFast(b *testing.B, c *natsjstest.Cluster, replicas int, shape ms
 		}
 		msg.Reply = replyTo(seq, op)
 		if shape != shapeNone {
-			msg.Header = nats.Header{"Inflight-Producer": {"p"}, "Inflight-Seq": {strconv.FormatUint(seq, 10)}, "Inflight-Epoch": {"1"}}
+			msg.Header = nats.Header{"Inflight-Seq": {strconv.FormatUint(seq, 10)}}
 		}
 		if shape == shapeChecked {
 			msg.Header["Nats-Expected-Last-Subject-Sequence"] = []string{fence}
-			msg.Header["Nats-Expected-Last-Subject-Sequence-Subject"] = []string{name + ".fence.p"}
+			msg.Header["Nats-Expected-Last-Subject-Sequence-Subject"] = []string{fenceSubject}
 		}
 		if err := nc.PublishMsg(msg); err != nil {
 			b.Fatal(err)

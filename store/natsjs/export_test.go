@@ -34,3 +34,6 @@ func PubDials(s *Store) int {
 	defer s.pub.mu.Unlock()
 	return s.pub.dials
 }
+
+// IsNoFastBatch reports whether cfg was made by NoFastBatch.
+func IsNoFastBatch(cfg Config) bool { return cfg.noFast }

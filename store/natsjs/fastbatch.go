@@ -112,9 +112,11 @@ func (r *replies) unregister(id string) {
 }
 
 // firstReply is the end of the reply subject of a fast batch's first
-// message; commitReply that of an atomic batch's commit.
+// message (oneReply: a batch of one message, which starts and commits);
+// commitReply that of an atomic batch's commit.
 const (
 	firstReply  = ".1.0.$FI"
+	oneReply    = ".1.2.$FI"
 	commitReply = ".c"
 )
 
@@ -130,7 +132,7 @@ func (r *replies) handle(m *nats.Msg) {
 	if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
 		// No stream took the message. Only the first message of a fast
 		// batch, or an atomic batch's commit, says nothing was stored.
-		if strings.HasSuffix(m.Subject, firstReply) || strings.HasSuffix(m.Subject, commitReply) {
+		if strings.HasSuffix(m.Subject, firstReply) || strings.HasSuffix(m.Subject, oneReply) || strings.HasSuffix(m.Subject, commitReply) {
 			w.mu.Lock()
 			w.noResponders = true
 			w.mu.Unlock()
@@ -212,22 +214,17 @@ func (e errNoReply) Error() string { return e.what }
 func (e errNoReply) Unwrap() error { return nats.ErrTimeout }
 
 // writeFast writes recs, or a leading part of them (how many: n), as one
-// fast batch in "fail" mode after a mark (on c.mark, outside the
-// consumers' subjects; Nats-Rollup keeps one per name), every message
-// conditional:
+// fast batch in "fail" mode, every record conditional on the name's fence:
 //
-//	mark         Nats-Expected-Last-Subject-Sequence: c.subjectSeq
-//	             Nats-Expected-Last-Subject-Sequence-Subject: c.subject    (the records' subject)
 //	recs[i]      Nats-Expected-Last-Subject-Sequence: c.fenceSeq
 //	             Nats-Expected-Last-Subject-Sequence-Subject: c.fence      (the name's fence)
 //
-// Nothing lands after a refused message. The mark proves the tail the
-// store knows is the subject's; each record then proves the name's fence
-// has not moved since this store wrote it (Append writes the fence again,
-// a claim, before it writes under a fence it did not write): a newer
-// incarnation fences, and another store writing for the same one claims,
-// so nothing of anyone else lands on the subject between two records of
-// the batch, and nothing of the batch lands after anyone else's write.
+// Nothing lands after a refused message. The caller writes a fast batch
+// only under a fence this store wrote itself, with the records' tail known
+// since that fence (see Store.Append): then each record proves that nobody
+// else wrote the subject since, for every other writer of the name moves
+// the fence before it writes (a newer incarnation fences, another store
+// claims), and nothing of the batch lands after anyone else's write.
 //
 // The frames are built and written in chunks while the server stores the
 // ones before, at most fastWindow messages ahead of its last flow ack. A
@@ -240,7 +237,7 @@ func (e errNoReply) Unwrap() error { return nats.ErrTimeout }
 // (an *apiError for a refused check), or that the outcome is unknown (no
 // reply within Config.Timeout of the last progress, or the connection
 // broke: then the store claims the fence again before its next write).
-func (s *Store) writeFast(c *check, producer string, epoch uint64, recs []broker.Record) (n, stored int, last uint64, err error) {
+func (s *Store) writeFast(c *check, recs []broker.Record) (n, stored int, last uint64, err error) {
 	l, err := s.pub.link()
 	if err != nil {
 		return len(recs), 0, 0, err
@@ -260,17 +257,7 @@ func (s *Store) writeFast(c *check, producer string, epoch uint64, recs []broker
 		reply = strconv.AppendInt(reply, int64(op), 10)
 		reply = append(reply, ".$FI"...)
 	}
-	// The mark, then a prefix of every record's header block.
-	f.begin()
-	f.line(layout.HdrLayout, layout.Mark)
-	if epoch > 0 {
-		f.lineUint(layout.HdrEpoch, epoch)
-	}
-	f.line(hdrRollup, "sub")
-	f.lineUint(hdrExpectLastSubjSeq, c.subjectSeq)
-	f.line(hdrExpectLastSubjSeqSubj, c.subject)
-	setReply(1, opStart)
-	f.end(c.mark, reply, nil)
+	// Every record's header block begins with the check.
 	var pre []byte
 	pre = append(pre, hdrLine...)
 	pre = append(pre, hdrExpectLastSubjSeq+": "...)
@@ -280,7 +267,7 @@ func (s *Store) writeFast(c *check, producer string, epoch uint64, recs []broker
 	pre = append(pre, "\r\n"...)
 
 	deadline := time.Now().Add(s.cfg.Timeout)
-	queued := uint64(1) // the batch sequence of the last message in f.buf (the mark's is 1)
+	queued := uint64(0) // the batch sequence of the last message in f.buf
 	flush := func() error {
 		// At most fastWindow messages beyond the last flow ack; nothing
 		// more once the batch ended (a refused check).
@@ -289,7 +276,7 @@ func (s *Store) writeFast(c *check, producer string, epoch uint64, recs []broker
 				return err
 			}
 			if !w.wait(deadline, l.done) {
-				return errNoReply{fmt.Sprintf("no flow ack in %v after %d of %d messages", s.cfg.Timeout, w.acked.Load(), len(recs)+1)}
+				return errNoReply{fmt.Sprintf("no flow ack in %v after %d of %d messages", s.cfg.Timeout, w.acked.Load(), len(recs))}
 			}
 			deadline = time.Now().Add(s.cfg.Timeout)
 		}
@@ -305,7 +292,7 @@ func (s *Store) writeFast(c *check, producer string, epoch uint64, recs []broker
 		r := &recs[i]
 		f.hdr = append(f.hdr[:0], pre...)
 		var rerr error
-		if f.hdr, rerr = layout.AppendNativeHeaders(f.hdr, producer, epoch, r); rerr != nil {
+		if f.hdr, rerr = layout.AppendNativeHeaders(f.hdr, r); rerr != nil {
 			rerr = fmt.Errorf("inflight: natsjs: %s: record %d: %w", c.subject, r.Seq, rerr)
 		} else if err := f.fits(r.Payload, l.maxPayload); err != nil {
 			rerr = fmt.Errorf("%w: %s: record %d %w", ErrRecordTooLarge, c.subject, r.Seq, err)
@@ -323,8 +310,11 @@ func (s *Store) writeFast(c *check, producer string, epoch uint64, recs []broker
 			break
 		}
 		op := opAppend
-		if i == len(recs)-1 {
-			op = opCommit
+		switch {
+		case i == len(recs)-1:
+			op = opCommit // a batch of one record starts and commits with it
+		case i == 0:
+			op = opStart
 		}
 		queued++
 		setReply(queued, op)
@@ -361,7 +351,7 @@ func (s *Store) writeFast(c *check, producer string, epoch uint64, recs []broker
 			return n, 0, 0, withCause(err)
 		}
 		if !w.wait(deadline, l.done) {
-			err := errNoReply{fmt.Sprintf("no reply in %v to a fast batch of %d messages (%d acknowledged)", s.cfg.Timeout, n+1, w.acked.Load())}
+			err := errNoReply{fmt.Sprintf("no reply in %v to a fast batch of %d messages (%d acknowledged)", s.cfg.Timeout, n, w.acked.Load())}
 			s.pub.end(l, err) // a connection that may be dead
 			return n, 0, 0, withCause(err)
 		}
@@ -369,15 +359,15 @@ func (s *Store) writeFast(c *check, producer string, epoch uint64, recs []broker
 	}
 }
 
-// fastOutcome reads the PubAck of a fast batch of a mark and n records.
+// fastOutcome reads the PubAck of a fast batch of n records.
 func (s *Store) fastOutcome(n int, final batchReply, flowErr *apiError) (int, uint64, error) {
 	if final.Error != nil { // the first message was refused: nothing stored
 		return 0, 0, final.Error
 	}
-	if final.Stream != s.cfg.Stream || final.Count > n+1 || final.Count > 0 && final.Seq == 0 {
-		return 0, 0, fmt.Errorf("fast batch reply from stream %q seq %d count %d, want stream %q and at most %d", final.Stream, final.Seq, final.Count, s.cfg.Stream, n+1)
+	if final.Stream != s.cfg.Stream || final.Count > n || final.Count > 0 && final.Seq == 0 {
+		return 0, 0, fmt.Errorf("fast batch reply from stream %q seq %d count %d, want stream %q and at most %d", final.Stream, final.Seq, final.Count, s.cfg.Stream, n)
 	}
-	stored, seq := final.Count-1, final.Seq // the mark came first
+	stored, seq := final.Count, final.Seq
 	switch {
 	case stored == n:
 		return stored, seq, nil

@@ -81,3 +81,60 @@ func TestFence(t *testing.T) {
 		})
 	}
 }
+
+// TestWritersClaimTheFence: on a stream of one replica a fast batch's
+// records check the name's fence alone, so the store writes one only under
+// a fence it wrote itself, with the subject's tail known since. Here two
+// stores serve the same incarnation, each with a stale idea of what the
+// other wrote: every record is stored once, in order.
+//
+//   - B, writing atomic batches (native without fast batches, or packed),
+//     claims the fence before it writes: A's next fast batch, on A's stale
+//     tail, is refused (else it would store 11..20 a second time);
+//   - B claims and writes topic u while A's tail of u is known under A's
+//     older fence: A re-reads it before its next fast batch on u, after
+//     its claim for topic t moved the fence again.
+func TestWritersClaimTheFence(t *testing.T) {
+	c := startCluster(t, 1, natsjstest.Options{})
+	ensureStream(t, c, natsjs.StreamConfig{})
+	for _, bcfg := range []natsjs.Config{natsjs.NoFastBatch(natsjs.Config{}), {Layout: natsjs.LayoutPacked}, {}} {
+		p := "claim-" + bcfg.Layout.String()
+		if natsjs.IsNoFastBatch(bcfg) {
+			p += "-atomic"
+		}
+		t.Run(p, func(t *testing.T) {
+			a, b := newStore(t, c, natsjs.Config{}), newStore(t, c, bcfg)
+			if !natsjs.UsesFastBatch(a) {
+				t.Fatal("store A does not write fast batches")
+			}
+			if err := a.Fence(p, 1); err != nil {
+				t.Fatal(err)
+			}
+			for _, topic := range []string{"t", "u"} {
+				if err := a.Append(topic, p, 1, plainRecords(seqs(1, 10)...)); err != nil {
+					t.Fatal(err)
+				}
+				if last, err := lastSeq(b.State(topic, p)); err != nil || last != 10 {
+					t.Fatalf("%s: B's state %d, %v", topic, last, err)
+				}
+			}
+			if err := b.Append("t", p, 1, plainRecords(seqs(11, 10)...)); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Append("t", p, 1, plainRecords(seqs(11, 20)...)); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Append("u", p, 1, plainRecords(seqs(11, 10)...)); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Append("t", p, 1, plainRecords(seqs(31, 5)...)); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Append("u", p, 1, plainRecords(seqs(11, 20)...)); err != nil {
+				t.Fatal(err)
+			}
+			checkSeqs(t, records(readSubject(t, c, a.Subject("t", p))), seqs(1, 35))
+			checkSeqs(t, records(readSubject(t, c, a.Subject("u", p))), seqs(1, 30))
+		})
+	}
+}

@@ -73,16 +73,16 @@ func (s *Store) setCAS(h nats.Header, subject string, expect uint64) {
 }
 
 // check is the state one write is conditional on: the record subject's
-// tail and the producer name's fence, each at the stream sequence the
-// store knows.
+// tail (an atomic batch's) and the producer name's fence, each at the
+// stream sequence the store knows.
 type check struct {
 	subject    string // the records' subject
 	subjectSeq uint64
 	fence      string // the name's fence subject
 	fenceSeq   uint64
-	mark       string // where a mark goes (a fast batch's first message; an atomic batch's second, when it has one record)
+	mark       string // where a mark goes (an atomic batch's second message, when it has one record)
 	markEpoch  uint64
-	marked     bool // set by the writers: a mark was written with the records
+	marked     bool // set by writeAtomic: a mark was written with the records
 }
 
 // batchMsg builds message i of an atomic batch: after the batch's own

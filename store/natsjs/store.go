@@ -73,9 +73,14 @@ type subjectState struct {
 	known   bool // t was read or written by this store and not since doubted
 	// wrote (a fence subject): the stream sequence of the last fence this
 	// store wrote and whose outcome it knows (0: none, or a write of the
-	// name's since ended without an answer). A fast batch is written only
-	// under a fence the store wrote itself (see Store.claim).
+	// name's since ended without an answer). A writer of a fenced name
+	// writes only under a fence it wrote itself (see Store.claim).
 	wrote uint64
+	// under (a records' subject): the stream sequence of the name's fence,
+	// one this store wrote, under which t was read from the stream leader
+	// or written by this store (0: none). A fast batch is written only
+	// when it is the fence the store knows and wrote.
+	under uint64
 }
 
 // Stats counts a Store's work since New.
@@ -197,11 +202,29 @@ func (s *Store) fence(producer string) (*subjectState, error) {
 	return ft, nil
 }
 
-// remember records the tail of st (known false: read it again next time).
+// remember records the tail of st (known false: read it again next time),
+// known under no fence.
 func (s *Store) remember(st *subjectState, t tail, known bool) {
+	s.rememberUnder(st, t, known, 0)
+}
+
+// rememberUnder records the tail of st as known under the fence at stream
+// sequence fence (see subjectState.under).
+func (s *Store) rememberUnder(st *subjectState, t tail, known bool, fence uint64) {
 	s.mu.Lock()
-	st.t, st.known = t, known
+	st.t, st.known, st.under = t, known, fence
 	s.mu.Unlock()
+}
+
+// readUnder reads the tail of st from the stream leader, after f, the
+// name's fence as the store knows it, was read or written: the tail is
+// known under f (see subjectState.under).
+func (s *Store) readUnder(st *subjectState, f tail) (tail, error) {
+	t, err := s.read(st, false)
+	if err == nil {
+		s.rememberUnder(st, t, true, f.streamSeq)
+	}
+	return t, err
 }
 
 func (s *Store) read(st *subjectState, direct bool) (tail, error) {
@@ -232,8 +255,8 @@ func (s *Store) known(st *subjectState) (tail, error) {
 // State implements broker.Store: LastSeq is the Inflight-Seq (or, in the
 // layouts before the native one, Inflight-Last-Seq) of the last message on
 // the subject of (topic, producer); Epoch the producer name's, from the
-// last message on its fence subject (or a record's own Inflight-Epoch, if
-// higher). Both are read where Config.Read says; 0 and 0: nothing. It fails
+// last message on its fence subject (or, in a stream written before native
+// records left it out, a record's own Inflight-Epoch, if higher). Both are read where Config.Read says; 0 and 0: nothing. It fails
 // with ErrEmptyTopic, ErrInvalidName, ErrRead or ErrCorruptTail.
 func (s *Store) State(topic, producer string) (broker.NameState, error) {
 	st, err := s.state(topic, producer)
@@ -249,7 +272,12 @@ func (s *Store) State(topic, producer string) (broker.NameState, error) {
 	if err != nil {
 		return broker.NameState{}, err
 	}
-	t, err := s.read(st, direct)
+	var t tail
+	if direct {
+		t, err = s.read(st, true)
+	} else {
+		t, err = s.readUnder(st, f)
+	}
 	return broker.NameState{LastSeq: t.last, Epoch: max(t.epoch, f.epoch)}, err
 }
 
@@ -309,15 +337,21 @@ func (s *Store) Fence(producer string, epoch uint64) error {
 
 // Append implements broker.Store: it writes recs to the subject of (topic,
 // producer), each record once and in order, whoever else writes there,
-// and none once a newer incarnation of the name fenced: every write is a
-// batch conditional on the subject's tail and on the name's fence, at the
-// stream sequences the store knows (a fast batch on a stream of one
-// replica, see writeFast; else an atomic batch, see writeAtomic). When the
-// condition fails, the store re-reads both from the stream leader; a fence
-// above epoch (or a tail written by a newer epoch) fails the Append with an
-// error wrapping broker.ErrFenced (records it wrote before stay); else it
-// drops the records the stream already holds (sequence ID <= the tail's)
-// and writes the rest. recs' sequence IDs must be strictly increasing
+// and none once a newer incarnation of the name fenced: every write is
+// conditional on the name's fence, at the stream sequence the store knows,
+// and an atomic batch (see writeAtomic) also on the subject's tail. A
+// writer of a fenced name (epoch above 0) writes only under a fence it
+// wrote itself: it claims the fence first (see claim) when the one it
+// knows is another's, so that any other writer's next write fails its
+// check. On a stream of one replica a write is a fast batch (see
+// writeFast), whose records check the fence alone: it is written only
+// when the store also knows the subject's tail under that fence (read from
+// the stream leader after it, or written by the store since). When a
+// condition fails, the store re-reads fence and tail from the stream
+// leader; a fence above epoch (or a tail written by a newer epoch) fails
+// the Append with an error wrapping broker.ErrFenced (records it wrote
+// before stay); else it drops the records the stream already holds
+// (sequence ID <= the tail's) and writes the rest. recs' sequence IDs must be strictly increasing
 // (else ErrBadRecords); they are read only during the call.
 //
 // A nil return means every record is in the stream (written now or
@@ -369,9 +403,15 @@ func (s *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 		if len(recs) == 0 {
 			return nil
 		}
-		fast := s.cfg.Layout == LayoutNative && s.useFast.Load() && epoch > 0 // (a fence of epoch 0 cannot be written again)
-		if fast && !s.claimed(ft, f) {
+		if epoch > 0 && !s.claimed(ft, f) { // (a fence of epoch 0 cannot be written again)
 			if f, t, err = s.claim(ft, st, epoch, f); err != nil {
+				return err
+			}
+			continue
+		}
+		fast := s.cfg.Layout == LayoutNative && s.useFast.Load() && epoch > 0
+		if fast && !s.knownUnder(st, f) {
+			if t, err = s.readUnder(st, f); err != nil {
 				return err
 			}
 			continue
@@ -387,7 +427,7 @@ func (s *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 		switch {
 		case err == nil:
 			t = tail{streamSeq: next, last: recs[n-1].Seq, epoch: max(t.epoch, epoch)}
-			s.remember(st, t, true)
+			s.rememberUnder(st, t, true, c.fenceSeq)
 			s.records.Add(uint64(n))
 			recs = recs[n:]
 			conflicts = 0
@@ -412,13 +452,13 @@ func (s *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 			if f, err = s.read(ft, false); err != nil {
 				return err
 			}
-			if t, err = s.read(st, false); err != nil {
+			if t, err = s.readUnder(st, f); err != nil {
 				return err
 			}
 		default:
 			// A timeout or a lost connection leaves the write's fate
 			// unknown: the next Append or State reads the tail again, and
-			// the next fast batch claims the fence first (a batch of this
+			// the next write claims the fence first (a batch of this
 			// store may still land, checked against the fence it had).
 			s.remember(st, tail{}, false)
 			s.remember(ft, tail{}, false)
@@ -446,12 +486,10 @@ func (s *Store) write(c *check, fast bool, producer string, epoch uint64, recs [
 			s.beforeWrite(c.subject, recs[0].Seq, recs[len(recs)-1].Seq)
 		}
 		err = s.retryNoResponders(func() error {
-			n, stored, next, err = s.writeFast(c, producer, epoch, recs)
+			n, stored, next, err = s.writeFast(c, recs)
 			return err
 		})
-		if stored > 0 || err == nil {
-			s.messages.Add(uint64(stored) + 1) // and the mark
-		}
+		s.messages.Add(uint64(stored))
 		return n, stored, next, err
 	case s.cfg.Layout == LayoutNative:
 		k := min(len(recs), s.cfg.MaxBatch)
@@ -461,7 +499,7 @@ func (s *Store) write(c *check, fast bool, producer string, epoch uint64, recs [
 		n, next, err = s.writeAtomic(c, k, func(f *frames, i int) ([]byte, string, error) {
 			r := &recs[i]
 			var err error
-			if f.hdr, err = layout.AppendNativeHeaders(f.hdr, producer, epoch, r); err != nil {
+			if f.hdr, err = layout.AppendNativeHeaders(f.hdr, r); err != nil {
 				return nil, "", fmt.Errorf("inflight: natsjs: %s: record %d: %w", c.subject, r.Seq, err)
 			}
 			return r.Payload, "record " + strconv.FormatUint(r.Seq, 10), nil
@@ -522,24 +560,33 @@ func (s *Store) claimed(ft *subjectState, f tail) bool {
 	return ft.wrote != 0 && ft.wrote == f.streamSeq
 }
 
+// knownUnder reports whether the store knows the tail of st under f, the
+// name's fence (see subjectState.under).
+func (s *Store) knownUnder(st *subjectState, f tail) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return st.known && st.under != 0 && st.under == f.streamSeq
+}
+
 // claim writes the name's fence again, with the same epoch, by a
 // compare-and-set on f (re-read from the stream leader when it fails),
-// before a fast batch, unless it finds one this store wrote since (another
-// topic of the name claimed first). A fast batch is written only under a
-// fence the store wrote itself, so that every record of it proves that
-// nobody else wrote the subject since:
+// before any write of a fenced name, unless it finds one this store wrote
+// since (another topic of the name claimed first). Every writer writes
+// only under a fence it wrote itself, so that a write checked against that
+// fence proves that nobody else wrote the name's subjects since (a fast
+// batch's records check nothing else):
 //
 //   - another store serving the same incarnation (a gateway still
 //     finishing a write for a producer that moved to this one) claims in
-//     turn before its next fast batch, and the rest of this one's is
-//     refused;
+//     turn before its next write, and the rest of this one's fast batch
+//     is refused, as is its next write;
 //   - a batch of this store whose outcome it never learned (a timeout, a
 //     lost connection) may still be on its way, checked against the fence
 //     it had: moving the fence refuses whatever of it did not land yet.
 //
 // It returns the fence and the records' tail read after it, from the
-// stream leader. A fence above epoch is returned as it is (Append then
-// fails with ErrFenced).
+// stream leader (known under the fence, see subjectState.under). A fence
+// above epoch is returned as it is (Append then fails with ErrFenced).
 func (s *Store) claim(ft, st *subjectState, epoch uint64, f tail) (tail, tail, error) {
 	for conflicts := 0; !s.claimed(ft, f) && f.epoch <= epoch; {
 		m := &nats.Msg{Subject: ft.subject, Header: make(nats.Header, 5)}
@@ -567,7 +614,7 @@ func (s *Store) claim(ft, st *subjectState, epoch uint64, f tail) (tail, tail, e
 			return f, tail{}, err
 		}
 	}
-	t, err := s.read(st, false)
+	t, err := s.readUnder(st, f)
 	return f, t, err
 }
 

@@ -16,7 +16,7 @@ import (
 //
 //	_INFLIGHT.PREFIX.fence.svc-1
 //
-// and the check marks of Append (see Store.Append) on
+// and the check marks of one-record atomic batches (see Store.writeAtomic) on
 //
 //	_INFLIGHT.PREFIX.mark.svc-1
 //

@@ -15,7 +15,7 @@ import (
 type tail struct {
 	streamSeq uint64 // its stream sequence; 0: the subject is empty
 	last      uint64 // its Inflight-Last-Seq; 0: the subject is empty (or holds only a fence)
-	epoch     uint64 // its Inflight-Epoch; 0: none (empty, or written by a writer never fenced in)
+	epoch     uint64 // its writer's epoch as far as known: its Inflight-Epoch when read (0: none: empty, a native record, or a writer never fenced in)
 }
 
 // JetStream API error codes the store tells apart.

@@ -7,10 +7,12 @@
 // The layouts:
 //
 //   - native (the default; no HdrLayout): one message per record, its data
-//     the payload as sent, its headers HdrProducer, HdrSeq, HdrEpoch,
-//     HdrKey and HdrEventTime in readable text, then the producer's own
-//     headers in their order (AppendNativeHeaders has the rules, and the
-//     encoding of what cannot be header text as it is). Any NATS consumer
+//     the payload as sent, its headers HdrSeq, HdrKey and HdrEventTime in
+//     readable text, then the producer's own headers in their order
+//     (AppendNativeHeaders has the rules, and the encoding of what cannot
+//     be header text as it is); the producer name is the last token of
+//     its subject (records written before also carry HdrProducer and
+//     HdrEpoch, which readers skip). Any NATS consumer
 //     reads it; DecodeRaw gives back the record with its headers in order
 //     from the header block as stored, DecodeMessage from a header map
 //     (which keeps the order of a repeated key's values, not of distinct
@@ -33,12 +35,15 @@
 //     ones had them on the records' subjects, with HdrLastSeq the
 //     subject's last sequence ID then (absent: none).
 //
-//   - "mark/1" (Mark): no data, no record: the first message of a fast
-//     batch, or the second of a one-record atomic batch, kept for its
-//     check (never under the records' prefix).
+//   - "mark/1" (Mark): no data, no record: the second message of a
+//     one-record atomic batch, kept for its check (streams written by
+//     earlier builds also have one at the start of each fast batch);
+//     never under the records' prefix.
 //
 // A subject's last message tells its last sequence ID (Tail: HdrSeq of a
-// native message, HdrLastSeq of the others). Every message written by a
-// producer that was fenced in carries HdrEpoch, its incarnation's epoch;
-// messages without it have epoch 0. DecodeMessage decodes every layout.
+// native message, HdrLastSeq of the others). A fence carries HdrEpoch, the
+// epoch of the incarnation that wrote it; so do packed messages, records of
+// the per-record layout and native records written before the fence alone
+// said it (a message without it has epoch 0). DecodeMessage decodes every
+// layout.
 package layout

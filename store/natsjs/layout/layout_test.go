@@ -204,11 +204,26 @@ func TestTail(t *testing.T) {
 func nativeBlock(t testing.TB, r *broker.Record) []byte {
 	t.Helper()
 	b := []byte("NATS/1.0\r\nNats-Expected-Last-Subject-Sequence: 7\r\n")
-	b, err := layout.AppendNativeHeaders(b, "svc-1", 3, r)
+	b, err := layout.AppendNativeHeaders(b, r)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return append(b, "\r\n"...)
+}
+
+// headerMap returns the fields of a header block as a header map (what a
+// NATS client gives).
+func headerMap(t testing.TB, block []byte) map[string][]string {
+	t.Helper()
+	fields, err := layout.ParseHeaderBlock(block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := map[string][]string{}
+	for _, f := range fields {
+		h[f.Key] = append(h[f.Key], f.Value)
+	}
+	return h
 }
 
 // TestNativeRoundTrip: a native header block decodes to the record as
@@ -233,23 +248,48 @@ func TestNativeRoundTrip(t *testing.T) {
 		if len(got) != 1 || !equal(got[0], want) {
 			t.Errorf("from the block %q:\n%+v, want\n%+v", block, got, want)
 		}
-		fields, err := layout.ParseHeaderBlock(block)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := map[string][]string{}
-		for _, f := range fields {
-			h[f.Key] = append(h[f.Key], f.Value)
-		}
-		got = decodeAll(t, h, r.Payload)
+		got = decodeAll(t, headerMap(t, block), r.Payload)
 		slices.SortStableFunc(want.Headers, func(a, b wire.Header) int { return strings.Compare(a.Key, b.Key) })
 		if len(got) != 1 || !equal(got[0], want) {
 			t.Errorf("from a map:\n%+v, want\n%+v", got, want)
 		}
 	}
 	bad := broker.Record{Seq: 1, EventTime: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}
-	if _, err := layout.AppendNativeHeaders(nil, "p", 1, &bad); !errors.Is(err, layout.ErrEventTime) {
+	if _, err := layout.AppendNativeHeaders(nil, &bad); !errors.Is(err, layout.ErrEventTime) {
 		t.Errorf("year 10000: %v, want ErrEventTime", err)
+	}
+}
+
+// TestNativeEarlierRecords: a native record as written before the subject
+// alone named the producer (Inflight-Producer and Inflight-Epoch in every
+// record) still decodes, those two left out of its headers; Producer and
+// Tail read them. A record written now has neither.
+func TestNativeEarlierRecords(t *testing.T) {
+	block := []byte("NATS/1.0\r\nNats-Expected-Last-Subject-Sequence: 7\r\n" +
+		"Inflight-Producer: svc-1\r\nInflight-Seq: 4\r\nInflight-Epoch: 3\r\nInflight-Key: k\r\nsrc: cli\r\n\r\n")
+	want := broker.Record{Seq: 4, Payload: []byte("p"), Key: []byte("k"), Headers: []wire.Header{{Key: "src", Value: []byte("cli")}}}
+	var got []broker.Record
+	if err := layout.DecodeRaw(block, want.Payload, func(r broker.Record) error { got = append(got, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || !equal(got[0], want) {
+		t.Errorf("%+v, want %+v", got, want)
+	}
+	h := headerMap(t, block)
+	if got := decodeAll(t, h, want.Payload); len(got) != 1 || !equal(got[0], want) {
+		t.Errorf("from a map: %+v, want %+v", got, want)
+	}
+	if last, epoch, err := layout.Tail(h); last != 4 || epoch != 3 || err != nil {
+		t.Errorf("Tail = %d, %d, %v; want 4, 3", last, epoch, err)
+	}
+	if p := layout.Producer(h); p != "svc-1" {
+		t.Errorf("Producer = %q, want svc-1", p)
+	}
+	now := nativeBlock(t, &want)
+	for _, k := range []string{layout.HdrProducer, layout.HdrEpoch} {
+		if strings.Contains(string(now), k) {
+			t.Errorf("a record written now has %s: %q", k, now)
+		}
 	}
 }
 

@@ -15,7 +15,7 @@ const (
 	HdrLayout    = "Inflight-Layout"     // Packed, PerRecord or Fence
 	HdrFirstSeq  = "Inflight-First-Seq"  // packed: the first record's sequence ID
 	HdrLastSeq   = "Inflight-Last-Seq"   // every message: the highest sequence ID it holds (a fence: the subject's, if any)
-	HdrEpoch     = "Inflight-Epoch"      // every message of a fenced producer: the epoch of the incarnation that wrote it
+	HdrEpoch     = "Inflight-Epoch"      // fences, packed and per-record messages (native records before the fence alone said it): the epoch of the incarnation that wrote it
 	HdrSeq       = "Inflight-Seq"        // per-record: the record's sequence ID
 	HdrKey       = "Inflight-Key"        // per-record: the key, standard base64
 	HdrEventTime = "Inflight-Event-Time" // per-record: RFC 3339 with nanoseconds, UTC
@@ -52,7 +52,8 @@ func SetFenceHeaders(h map[string][]string, epoch, last uint64) {
 
 // Tail returns what the last message of a subject says of its producer
 // name: the highest sequence ID stored (HdrLastSeq; a fence without one
-// says 0) and the epoch (HdrEpoch; 0 when absent, as in the messages of a
+// says 0) and the epoch (HdrEpoch; 0 when absent, as in native records
+// written now, whose epoch is their name's fence's, and the messages of a
 // writer that was never fenced in). A fence message without an epoch is
 // malformed.
 func Tail(h map[string][]string) (last, epoch uint64, err error) {

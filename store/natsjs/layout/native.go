@@ -13,12 +13,15 @@ import (
 	"github.com/inflightmq/inflight/wire"
 )
 
-// Headers of the native layout (besides HdrSeq, HdrEpoch, HdrKey and
-// HdrEventTime, which it shares with the per-record layout, in readable
-// form).
+// Headers of the native layout (besides HdrSeq, HdrKey and HdrEventTime,
+// which it shares with the per-record layout, in readable form).
 const (
-	HdrProducer = "Inflight-Producer" // native: the producer name
-	HdrHeader   = "Inflight-Header"   // native: a user header that cannot be a NATS header as it is
+	// HdrProducer: the producer name, on the native records written
+	// before the subject's last token alone said it (and HdrEpoch, the
+	// writer's epoch, with it). Records written now carry neither: the
+	// name is the subject's last token, the epoch is on the name's fence.
+	HdrProducer = "Inflight-Producer"
+	HdrHeader   = "Inflight-Header" // native: a user header that cannot be a NATS header as it is
 )
 
 // B64 marks a header value that holds bytes which are not header text,
@@ -26,15 +29,16 @@ const (
 const B64 = "base64:"
 
 // AppendNativeHeaders appends to dst the header lines ("Key: value\r\n")
-// of a native message holding r (its payload is the message's data),
-// written by producer at epoch (0: none), in this order:
+// of a native message holding r (its payload is the message's data), in
+// this order:
 //
-//	Inflight-Producer: svc-1
 //	Inflight-Seq: 42
-//	Inflight-Epoch: 3
 //	Inflight-Key: order-7                      (absent: no key; empty: an empty key)
 //	Inflight-Event-Time: 2026-01-02T03:04:05.000000006Z
 //	src: cli                                   (the user's headers, each as it is, in their order)
+//
+// The producer name is not among them: it is the last token of the
+// message's subject (PREFIX.<topic tokens>.<producer>).
 //
 // It writes neither the block's first line ("NATS/1.0") nor its closing
 // empty line: the caller adds them around these and its own lines. A key
@@ -45,16 +49,10 @@ const B64 = "base64:"
 // its place as "Inflight-Header: " + the key's standard base64 + ":" + the
 // value as above. Repeated keys stay repeated. It fails with ErrEventTime
 // for an event time RFC 3339 cannot write.
-func AppendNativeHeaders(dst []byte, producer string, epoch uint64, r *broker.Record) ([]byte, error) {
-	dst = appendLine(dst, HdrProducer, producer)
+func AppendNativeHeaders(dst []byte, r *broker.Record) ([]byte, error) {
 	dst = append(dst, HdrSeq+": "...)
 	dst = strconv.AppendUint(dst, r.Seq, 10)
 	dst = append(dst, "\r\n"...)
-	if epoch > 0 {
-		dst = append(dst, HdrEpoch+": "...)
-		dst = strconv.AppendUint(dst, epoch, 10)
-		dst = append(dst, "\r\n"...)
-	}
 	if r.Key != nil {
 		dst = appendTextLine(dst, HdrKey, r.Key)
 	}
@@ -79,13 +77,6 @@ func AppendNativeHeaders(dst []byte, producer string, epoch uint64, r *broker.Re
 		dst = append(dst, "\r\n"...)
 	}
 	return dst, nil
-}
-
-func appendLine(dst []byte, key, value string) []byte {
-	dst = append(dst, key...)
-	dst = append(dst, ": "...)
-	dst = append(dst, value...)
-	return append(dst, "\r\n"...)
 }
 
 func appendTextLine(dst []byte, key string, value []byte) []byte {
@@ -155,8 +146,10 @@ func native(h map[string][]string) bool {
 	return len(h[HdrLayout]) == 0 && len(h[HdrSeq]) > 0
 }
 
-// Producer returns the producer name of a native message ("" for other
-// layouts, whose subject names the producer).
+// Producer returns the HdrProducer of a native message written before
+// the subject alone named the producer; "" for the records written now and
+// for other layouts: the producer name is then the last token of the
+// message's subject.
 func Producer(h map[string][]string) string {
 	if v := h[HdrProducer]; len(v) > 0 {
 		return v[0]
