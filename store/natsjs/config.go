@@ -11,8 +11,8 @@ type Layout int
 
 const (
 	// LayoutNative (the default): one stream message per record, its data
-	// the payload as sent, its key, event time, headers (in their order)
-	// and sequence ID in NATS headers a person can read
+	// the payload as sent, its key, event time, headers (in their order),
+	// producer name and sequence ID in NATS headers a person can read
 	// (layout.AppendNativeHeaders), on the subject PREFIX.<topic
 	// tokens>.<producer>: any NATS consumer reads the records. On a stream
 	// of one replica that allows batch publish (EnsureStream's do), one

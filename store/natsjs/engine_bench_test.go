@@ -42,7 +42,8 @@ const (
 //
 // With a shape, each message has what a native record of 100 bytes has
 // besides its payload (the same publisher otherwise), as a nats.Header
-// map: shapeHeaders, its one header of inflight's own, Inflight-Seq;
+// map: shapeHeaders, its headers of inflight's own, Inflight-Producer and
+// Inflight-Seq;
 // shapeChecked, that and the check of a fence on a subject of the same
 // stream (Nats-Expected-Last-Subject-Sequence and -Subject), as the store
 // writes them: what the server's work on a native record costs, without
@@ -158,7 +159,7 @@ func benchEngineFast(b *testing.B, c *natsjstest.Cluster, replicas int, shape ms
 		}
 		msg.Reply = replyTo(seq, op)
 		if shape != shapeNone {
-			msg.Header = nats.Header{"Inflight-Seq": {strconv.FormatUint(seq, 10)}}
+			msg.Header = nats.Header{"Inflight-Producer": {"svc-1"}, "Inflight-Seq": {strconv.FormatUint(seq, 10)}}
 		}
 		if shape == shapeChecked {
 			msg.Header["Nats-Expected-Last-Subject-Sequence"] = []string{fence}

@@ -237,7 +237,7 @@ func (e errNoReply) Unwrap() error { return nats.ErrTimeout }
 // (an *apiError for a refused check), or that the outcome is unknown (no
 // reply within Config.Timeout of the last progress, or the connection
 // broke: then the store claims the fence again before its next write).
-func (s *Store) writeFast(c *check, recs []broker.Record) (n, stored int, last uint64, err error) {
+func (s *Store) writeFast(c *check, producer string, recs []broker.Record) (n, stored int, last uint64, err error) {
 	l, err := s.pub.link()
 	if err != nil {
 		return len(recs), 0, 0, err
@@ -292,7 +292,7 @@ func (s *Store) writeFast(c *check, recs []broker.Record) (n, stored int, last u
 		r := &recs[i]
 		f.hdr = append(f.hdr[:0], pre...)
 		var rerr error
-		if f.hdr, rerr = layout.AppendNativeHeaders(f.hdr, r); rerr != nil {
+		if f.hdr, rerr = layout.AppendNativeHeaders(f.hdr, producer, r); rerr != nil {
 			rerr = fmt.Errorf("inflight: natsjs: %s: record %d: %w", c.subject, r.Seq, rerr)
 		} else if err := f.fits(r.Payload, l.maxPayload); err != nil {
 			rerr = fmt.Errorf("%w: %s: record %d %w", ErrRecordTooLarge, c.subject, r.Seq, err)

@@ -486,7 +486,7 @@ func (s *Store) write(c *check, fast bool, producer string, epoch uint64, recs [
 			s.beforeWrite(c.subject, recs[0].Seq, recs[len(recs)-1].Seq)
 		}
 		err = s.retryNoResponders(func() error {
-			n, stored, next, err = s.writeFast(c, recs)
+			n, stored, next, err = s.writeFast(c, producer, recs)
 			return err
 		})
 		s.messages.Add(uint64(stored))
@@ -499,7 +499,7 @@ func (s *Store) write(c *check, fast bool, producer string, epoch uint64, recs [
 		n, next, err = s.writeAtomic(c, k, func(f *frames, i int) ([]byte, string, error) {
 			r := &recs[i]
 			var err error
-			if f.hdr, err = layout.AppendNativeHeaders(f.hdr, r); err != nil {
+			if f.hdr, err = layout.AppendNativeHeaders(f.hdr, producer, r); err != nil {
 				return nil, "", fmt.Errorf("inflight: natsjs: %s: record %d: %w", c.subject, r.Seq, err)
 			}
 			return r.Payload, "record " + strconv.FormatUint(r.Seq, 10), nil

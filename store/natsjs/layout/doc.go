@@ -7,12 +7,12 @@
 // The layouts:
 //
 //   - native (the default; no HdrLayout): one message per record, its data
-//     the payload as sent, its headers HdrSeq, HdrKey and HdrEventTime in
-//     readable text, then the producer's own headers in their order
-//     (AppendNativeHeaders has the rules, and the encoding of what cannot
-//     be header text as it is); the producer name is the last token of
-//     its subject (records written before also carry HdrProducer and
-//     HdrEpoch, which readers skip). Any NATS consumer
+//     the payload as sent, its headers HdrProducer, HdrSeq, HdrKey and
+//     HdrEventTime in readable text, then the producer's own headers in
+//     their order (AppendNativeHeaders has the rules, and the encoding of
+//     what cannot be header text as it is); the producer name is also the
+//     last token of its subject (records written by earlier builds also
+//     carry HdrEpoch, which readers skip). Any NATS consumer
 //     reads it; DecodeRaw gives back the record with its headers in order
 //     from the header block as stored, DecodeMessage from a header map
 //     (which keeps the order of a repeated key's values, not of distinct

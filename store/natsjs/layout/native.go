@@ -16,10 +16,10 @@ import (
 // Headers of the native layout (besides HdrSeq, HdrKey and HdrEventTime,
 // which it shares with the per-record layout, in readable form).
 const (
-	// HdrProducer: the producer name, on the native records written
-	// before the subject's last token alone said it (and HdrEpoch, the
-	// writer's epoch, with it). Records written now carry neither: the
-	// name is the subject's last token, the epoch is on the name's fence.
+	// HdrProducer: the producer name (also the last token of the
+	// record's subject). Native records written by earlier builds also
+	// carried HdrEpoch, the writer's epoch, which readers skip; the epoch
+	// is on the name's fence now.
 	HdrProducer = "Inflight-Producer"
 	HdrHeader   = "Inflight-Header" // native: a user header that cannot be a NATS header as it is
 )
@@ -29,16 +29,17 @@ const (
 const B64 = "base64:"
 
 // AppendNativeHeaders appends to dst the header lines ("Key: value\r\n")
-// of a native message holding r (its payload is the message's data), in
-// this order:
+// of a native message holding r (its payload is the message's data),
+// written by producer, in this order:
 //
+//	Inflight-Producer: svc-1
 //	Inflight-Seq: 42
 //	Inflight-Key: order-7                      (absent: no key; empty: an empty key)
 //	Inflight-Event-Time: 2026-01-02T03:04:05.000000006Z
 //	src: cli                                   (the user's headers, each as it is, in their order)
 //
-// The producer name is not among them: it is the last token of the
-// message's subject (PREFIX.<topic tokens>.<producer>).
+// The producer name is also the last token of the message's subject
+// (PREFIX.<topic tokens>.<producer>).
 //
 // It writes neither the block's first line ("NATS/1.0") nor its closing
 // empty line: the caller adds them around these and its own lines. A key
@@ -49,7 +50,10 @@ const B64 = "base64:"
 // its place as "Inflight-Header: " + the key's standard base64 + ":" + the
 // value as above. Repeated keys stay repeated. It fails with ErrEventTime
 // for an event time RFC 3339 cannot write.
-func AppendNativeHeaders(dst []byte, r *broker.Record) ([]byte, error) {
+func AppendNativeHeaders(dst []byte, producer string, r *broker.Record) ([]byte, error) {
+	dst = append(dst, HdrProducer+": "...)
+	dst = append(dst, producer...)
+	dst = append(dst, "\r\n"...)
 	dst = append(dst, HdrSeq+": "...)
 	dst = strconv.AppendUint(dst, r.Seq, 10)
 	dst = append(dst, "\r\n"...)
@@ -146,10 +150,9 @@ func native(h map[string][]string) bool {
 	return len(h[HdrLayout]) == 0 && len(h[HdrSeq]) > 0
 }
 
-// Producer returns the HdrProducer of a native message written before
-// the subject alone named the producer; "" for the records written now and
-// for other layouts: the producer name is then the last token of the
-// message's subject.
+// Producer returns the HdrProducer of a native message; "" for other
+// layouts, whose subject names the producer (as it does a native
+// message's).
 func Producer(h map[string][]string) string {
 	if v := h[HdrProducer]; len(v) > 0 {
 		return v[0]
