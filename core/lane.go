@@ -117,8 +117,8 @@ func (p *Producer) laneFor(topic string) (*lane, error) {
 	if topic == "" || topic == p.cfg.topic {
 		return p.def, nil
 	}
-	if l, ok := p.lanes.Load(topic); ok {
-		return l.(*lane), nil
+	if l := p.lanes.Load().get(topic); l != nil {
+		return l, nil
 	}
 	return p.newLane(topic)
 }
@@ -129,8 +129,8 @@ func (p *Producer) newLane(topic string) (*lane, error) {
 	}
 	p.lanesMu.Lock()
 	defer p.lanesMu.Unlock()
-	if l, ok := p.lanes.Load(topic); ok {
-		return l.(*lane), nil
+	if l := p.lanes.Load().get(topic); l != nil {
+		return l, nil
 	}
 	if f := p.fenced.Load(); f != nil {
 		return nil, *f
@@ -142,8 +142,8 @@ func (p *Producer) newLane(topic string) (*lane, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.def.led.meter() // two topics: the budget counts every message
-	p.lanes.Store(topic, l)
+	p.def.led.meter()                    // two topics: the budget counts every message
+	p.lanes.Store(p.lanes.Load().put(l)) // the same table, or a larger one
 	p.topics.Add(1)
 	// Appended in place when the array has room: a reader's snapshot never
 	// sees past its own length, and nothing below it is written again.
@@ -191,7 +191,7 @@ func (p *Producer) retire(l *lane) bool {
 		}
 	}
 	p.lanesMu.Lock()
-	p.lanes.Delete(l.topic)
+	p.lanes.Load().del(l)
 	p.retiredLanes++
 	if old := p.lanesSnapshot(); p.retiredLanes > len(old)/2 {
 		// Into a new array: readers may still iterate the old one.
