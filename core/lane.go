@@ -57,6 +57,16 @@ type lane struct {
 	sweepFrom uint64
 }
 
+// used records that l was sent to at now (producer ns). It writes only
+// when the time moved, once a millisecond at most on the coarse clock:
+// senders of many topics would otherwise write each lane's line, which the
+// pump and the dispatcher read, for every message.
+func (l *lane) used(now int64) {
+	if l.lastUsed.Load() != now {
+		l.lastUsed.Store(now)
+	}
+}
+
 // laneState is where a lane's declaration stands on a connection.
 type laneState uint8
 

@@ -384,7 +384,9 @@ func (p *Producer) enter(work []*lane, l *lane) []*lane {
 		return work
 	}
 	l.inWork = true
-	l.pumpQueued.Store(true)
+	if !l.pumpQueued.Load() { // a store only when needed: senders read the line
+		l.pumpQueued.Store(true)
+	}
 	return append(work, l)
 }
 
