@@ -201,7 +201,7 @@ func (p *Producer) retire(l *lane) bool {
 		}
 	}
 	p.lanesMu.Lock()
-	p.lanes.Load().del(l)
+	p.lanes.Store(p.lanes.Load().del(l))
 	p.retiredLanes++
 	if old := p.lanesSnapshot(); p.retiredLanes > len(old)/2 {
 		// Into a new array: readers may still iterate the old one.

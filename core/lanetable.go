@@ -18,7 +18,8 @@ import (
 //
 // A table never grows in place: put copies the live lanes into a larger
 // (or tidier) one, published with one store, when live and gone slots
-// would fill three quarters of it. A reader holding the old table may
+// would fill three quarters of it; del into a smaller one when live lanes
+// fill less than an eighth. A reader holding the old table may
 // miss a lane added since, or find one forgotten since: laneFor then
 // makes the lane under lanesMu, which looks in the current table first,
 // and a forgotten lane's closed ring sends its sender back to laneFor
@@ -78,30 +79,34 @@ func (t *laneTable) put(l *lane) *laneTable {
 	return t
 }
 
-// del removes l from t. The writer's.
-func (t *laneTable) del(l *lane) {
+// del removes l from t and returns the table that no longer holds it: t,
+// or a smaller one once t is mostly empty (the caller publishes it), so
+// that a table grown for many topics does not outlive them. The writer's.
+func (t *laneTable) del(l *lane) *laneTable {
 	for i := maphash.String(t.seed, l.topic) & t.mask; ; i = (i + 1) & t.mask {
 		switch t.slots[i].Load() {
 		case nil:
-			return
+			return t
 		case l:
 			t.slots[i].Store(gone)
 			t.live--
-			return
+			if len(t.slots) > minLaneSlots && 8*t.live < len(t.slots) {
+				return t.rebuilt(t.live)
+			}
+			return t
 		}
 	}
 }
 
 // rebuilt returns a new table holding t's lanes, sized for want of them
-// at most half full, or for twice as many while it has to shrink by half
-// (a table as large as its busiest hour stays so until the topics are
-// mostly forgotten).
+// at most half full; not smaller than t while want fills an eighth of t
+// (so that a table does not shrink and grow again by turns).
 func (t *laneTable) rebuilt(want int) *laneTable {
 	size := minLaneSlots
 	for size < 2*want {
 		size *= 2
 	}
-	if size < len(t.slots) && 8*want > len(t.slots) {
+	if size < len(t.slots) && 8*want >= len(t.slots) {
 		size = len(t.slots)
 	}
 	n := newLaneTable(size, t.seed)
