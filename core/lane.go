@@ -199,6 +199,19 @@ func (p *Producer) retire(l *lane) bool {
 			// late receipt of the id is then ignored (see OnFrame).
 			s.byID.Delete(l.id)
 		}
+		if l.listed {
+			l.listed = false
+			if s.parkedGone++; s.parkedGone > len(s.parked)/2 {
+				kept := s.parked[:0]
+				for _, o := range s.parked {
+					if o.listed {
+						kept = append(kept, o)
+					}
+				}
+				clear(s.parked[len(kept):])
+				s.parked, s.parkedGone = kept, 0
+			}
+		}
 	}
 	p.lanesMu.Lock()
 	p.lanes.Store(p.lanes.Load().del(l))
