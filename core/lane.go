@@ -57,6 +57,16 @@ type lane struct {
 	sweepFrom uint64
 }
 
+// used records that l was sent to at now (producer ns). It writes only
+// when the time moved, once a millisecond at most on the coarse clock:
+// senders of many topics would otherwise write each lane's line, which the
+// pump and the dispatcher read, for every message.
+func (l *lane) used(now int64) {
+	if l.lastUsed.Load() != now {
+		l.lastUsed.Store(now)
+	}
+}
+
 // laneState is where a lane's declaration stands on a connection.
 type laneState uint8
 
@@ -117,8 +127,8 @@ func (p *Producer) laneFor(topic string) (*lane, error) {
 	if topic == "" || topic == p.cfg.topic {
 		return p.def, nil
 	}
-	if l, ok := p.lanes.Load(topic); ok {
-		return l.(*lane), nil
+	if l := p.lanes.Load().get(topic); l != nil {
+		return l, nil
 	}
 	return p.newLane(topic)
 }
@@ -129,8 +139,8 @@ func (p *Producer) newLane(topic string) (*lane, error) {
 	}
 	p.lanesMu.Lock()
 	defer p.lanesMu.Unlock()
-	if l, ok := p.lanes.Load(topic); ok {
-		return l.(*lane), nil
+	if l := p.lanes.Load().get(topic); l != nil {
+		return l, nil
 	}
 	if f := p.fenced.Load(); f != nil {
 		return nil, *f
@@ -142,8 +152,8 @@ func (p *Producer) newLane(topic string) (*lane, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.def.led.meter() // two topics: the budget counts every message
-	p.lanes.Store(topic, l)
+	p.def.led.meter()                    // two topics: the budget counts every message
+	p.lanes.Store(p.lanes.Load().put(l)) // the same table, or a larger one
 	p.topics.Add(1)
 	// Appended in place when the array has room: a reader's snapshot never
 	// sees past its own length, and nothing below it is written again.
@@ -189,9 +199,22 @@ func (p *Producer) retire(l *lane) bool {
 			// late receipt of the id is then ignored (see OnFrame).
 			s.byID.Delete(l.id)
 		}
+		if l.listed {
+			l.listed = false
+			if s.parkedGone++; s.parkedGone > len(s.parked)/2 {
+				kept := s.parked[:0]
+				for _, o := range s.parked {
+					if o.listed {
+						kept = append(kept, o)
+					}
+				}
+				clear(s.parked[len(kept):])
+				s.parked, s.parkedGone = kept, 0
+			}
+		}
 	}
 	p.lanesMu.Lock()
-	p.lanes.Delete(l.topic)
+	p.lanes.Store(p.lanes.Load().del(l))
 	p.retiredLanes++
 	if old := p.lanesSnapshot(); p.retiredLanes > len(old)/2 {
 		// Into a new array: readers may still iterate the old one.

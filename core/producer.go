@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -48,10 +49,11 @@ type Producer struct {
 	comp   *wire.Compressor // nil without compression; pump only
 	events *notifier        // nil without OnEvent and Logger
 
-	// The lanes, one per topic: lanes maps a topic to its *lane, all
-	// lists them (copy on write, under lanesMu).
+	// The lanes, one per topic: lanes maps a topic to its *lane (see
+	// laneTable), all lists them (copy on write); both written under
+	// lanesMu.
 	lanesMu      sync.Mutex
-	lanes        sync.Map
+	lanes        atomic.Pointer[laneTable]
 	all          atomic.Pointer[[]*lane]
 	retiredLanes int          // retired lanes still in all; under lanesMu
 	topics       atomic.Int64 // lanes not retired
@@ -151,6 +153,7 @@ func New(dialer transport.Dialer, opts ...Option) (*Producer, error) {
 		def.led.exemptFrom() // until a second topic (see newLane)
 	}
 	p.def = def
+	p.lanes.Store(newLaneTable(minLaneSlots, maphash.MakeSeed()))
 	p.topics.Store(1)
 	all := []*lane{def}
 	p.all.Store(&all)

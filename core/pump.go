@@ -384,7 +384,9 @@ func (p *Producer) enter(work []*lane, l *lane) []*lane {
 		return work
 	}
 	l.inWork = true
-	l.pumpQueued.Store(true)
+	if !l.pumpQueued.Load() { // a store only when needed: senders read the line
+		l.pumpQueued.Store(true)
+	}
 	return append(work, l)
 }
 
@@ -392,6 +394,9 @@ func (p *Producer) enter(work []*lane, l *lane) []*lane {
 // flags are set again when the next session puts them to work.
 func (p *Producer) leave(s *session, work, later []*lane) {
 	for _, l := range s.parked {
+		if !l.listed {
+			continue // forgotten (see retire)
+		}
 		l.listed = false
 		l.waiting.Store(false)
 		l.pumpQueued.Store(false)
@@ -400,6 +405,9 @@ func (p *Producer) leave(s *session, work, later []*lane) {
 		l.roomy = false
 		l.pumpQueued.Store(false)
 	}
+	// Lanes keep a pointer to the connection they were last served on:
+	// it must not keep forgotten ones alive through its lists.
+	s.parked, s.parkedGone, s.roomWait = nil, 0, nil
 	for _, l := range work {
 		l.inWork = false
 		l.pumpQueued.Store(false)

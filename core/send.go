@@ -122,7 +122,7 @@ func (p *Producer) enqueue(ctx context.Context, topic string, msgs []*Message, s
 		}
 		l.led.publish(first, msgs[:n], cb, cctx, deadline, w)
 		if l != p.def {
-			l.lastUsed.Store(deadline - int64(p.cfg.sendTimeout))
+			l.used(deadline - int64(p.cfg.sendTimeout))
 		}
 		p.kickPump(l)
 		if waited {

@@ -38,8 +38,11 @@ type session struct {
 	flying   int
 	roomWait []*lane
 	// Lanes that waited for room on this connection (lane.waiting), each
-	// once: leave clears their hold when the connection ends.
-	parked []*lane
+	// once: leave clears their hold when the connection ends. A lane
+	// forgotten meanwhile leaves the list (see retire), at the latest
+	// once such lanes are half of it.
+	parked     []*lane
+	parkedGone int // forgotten lanes still in parked
 
 	parkTimer clock.Timer // the pump's, for parkPump
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -241,6 +243,31 @@ func TestIdleTopicForgottenWithoutSeqReuse(t *testing.T) {
 	for i, r := range recs {
 		assert.Equal(t, uint64(i+1), r.Seq)
 	}
+}
+
+// TestForgottenTopicsAreFreed: a forgotten topic's lane is garbage, also
+// when it once waited for room in the connection's window, which listed it
+// (and kept it, with its ring, for as long as the connection lived).
+func TestForgottenTopicsAreFreed(t *testing.T) {
+	// Forgotten a second after their messages: long enough to watch every
+	// lane before any is (the sends take milliseconds).
+	e := newEnv(t, core.TopicIdleTimeout(time.Second))
+	ctx := context.Background()
+	const topics = 2000 // more than a window's worth: most wait for room
+	for i := range topics {
+		require.NoError(t, e.p.SendAsync(ctx, &core.Message{Topic: fmt.Sprintf("f%d", i), Payload: payload(i)},
+			func(core.MessageID, *core.Message, error) {}))
+	}
+	var freed atomic.Int64
+	require.Equal(t, topics, core.OnLanesFreed(e.p, func() { freed.Add(1) }))
+	require.NoError(t, e.p.Flush(ctx))
+	waitUntil(t, "the idle topics to be forgotten", func() bool { return e.p.Stats().Topics == 1 })
+	// All but one: the producer's list of its lanes lets forgotten ones go
+	// by halves (see retire), and with one lane left holds one.
+	waitUntil(t, "the forgotten topics' rings freed", func() bool {
+		runtime.GC()
+		return freed.Load() >= topics-1
+	})
 }
 
 // failTopics is a Store whose Appends of some topics always fail (a store

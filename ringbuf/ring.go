@@ -71,7 +71,7 @@ type Ring[T any] struct {
 	pages  []atomic.Pointer[book[T]]
 	spares struct {
 		mu    sync.Mutex
-		pages []*[pageLen]Slot[T] // pages recycle took off the table, for claims
+		pages []*[pageLen]Slot[T] // pages recycle took off the table, for claims, oldest first
 	}
 	space    event  // head moved, bytes freed, or closed
 	consumer parker // the consumer waits here for a publish
@@ -188,18 +188,33 @@ func (r *Ring[T]) alloc(pos uint64) *Slot[T] {
 	return &pg[i%pageLen]
 }
 
-// spare returns a page released by recycle, or a new one.
+// spare returns a page released by recycle, or a new one: the page kept
+// spareDepth pages before the last, or the oldest of fewer. Not the last:
+// the consumer has just zeroed it (Release), so its lines sit modified in
+// the consumer's core, and a claimer on another core writing them first
+// pays a transfer from that core for each; a page kept a few releases
+// earlier has left it. A producer writing many topics in turn meets this
+// at every page it starts (each of its rings keeps a few pages); a ring
+// that keeps many (one topic, busy) takes a page of its last release or
+// so, still near in cache, not its oldest.
 func (r *Ring[T]) spare() *[pageLen]Slot[T] {
-	r.spares.mu.Lock()
-	defer r.spares.mu.Unlock()
-	if n := len(r.spares.pages); n > 0 {
-		pg := r.spares.pages[n-1]
-		r.spares.pages[n-1] = nil
-		r.spares.pages = r.spares.pages[:n-1]
-		return pg
+	sp := &r.spares
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	n := len(sp.pages)
+	if n == 0 {
+		return new([pageLen]Slot[T])
 	}
-	return new([pageLen]Slot[T])
+	i := max(n-1-spareDepth, 0)
+	pg := sp.pages[i]
+	copy(sp.pages[i:], sp.pages[i+1:])
+	sp.pages[n-1] = nil
+	sp.pages = sp.pages[:n-1]
+	return pg
 }
+
+// spareDepth is how many pages kept after it the page spare takes has.
+const spareDepth = 15
 
 // keep keeps pg for reuse. Every page stays the ring's, on the table or
 // here: a page is allocated only when none is spare, so the ring holds as

@@ -656,3 +656,33 @@ func TestRefilledRingAllocatesNothing(t *testing.T) {
 	cycle()
 	assert.Zero(t, testing.AllocsPerRun(20, cycle), "allocations per fill and drain after the first")
 }
+
+// TestSpareDepth: a claim that needs a page takes the spare kept
+// spareDepth pages before the last (the oldest of fewer), never the page
+// just kept while others are.
+func TestSpareDepth(t *testing.T) {
+	r, err := New[int](1024, 1<<20)
+	require.NoError(t, err)
+	pages := make([]*[pageLen]Slot[int], spareDepth+3)
+	for i := range pages {
+		pages[i] = new([pageLen]Slot[int])
+	}
+	r.keep(pages[0])
+	r.keep(pages[1])
+	require.True(t, r.spare() == pages[0], "the oldest of fewer than spareDepth")
+	require.True(t, r.spare() == pages[1])
+	for _, pg := range pages {
+		r.keep(pg)
+	}
+	// spareDepth+3 kept: the third oldest is spareDepth before the last.
+	require.True(t, r.spare() == pages[2], "spareDepth pages before the last")
+	require.True(t, r.spare() == pages[1])
+	require.True(t, r.spare() == pages[0])
+	require.True(t, r.spare() == pages[3], "then the oldest of fewer")
+	require.Len(t, r.spares.pages, spareDepth-1)
+	for range spareDepth - 1 {
+		require.True(t, r.spare() != nil)
+	}
+	require.Empty(t, r.spares.pages)
+	require.NotNil(t, r.spare(), "a new page when none is spare")
+}
