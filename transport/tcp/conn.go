@@ -36,7 +36,8 @@ type clientConn struct {
 	closed bool  // no write may start
 	reason error // the write error that closed it, if one did
 	// viaLoop: frames go through gnet, behind bytes it holds. Set under
-	// mu by WriteFrame, cleared under mu by the loop.
+	// mu by WriteFrame, cleared under mu by the loop; while it is set the
+	// connection holds the Dialer's parker (the loop has writing to do).
 	viaLoop atomic.Bool
 	queued  atomic.Int64 // AsyncWrites whose callback has not run
 
@@ -44,6 +45,7 @@ type clientConn struct {
 
 	held   []heldBuffer // loop: handed to gnet, maybe not yet to the socket
 	handed uint64       // loop: bytes handed to gnet so far
+	left   int          // loop: bytes of an incomplete frame left in gnet's buffer
 }
 
 type heldBuffer struct {
@@ -76,6 +78,7 @@ func (c *clientConn) WriteFrame(buf *transport.Buffer) error {
 			return nil
 		}
 		c.viaLoop.Store(true)
+		c.d.park.hold()
 	}
 	n := uint64(len(rest))
 	c.queued.Add(1)
@@ -115,10 +118,11 @@ func (c *clientConn) releaseWritten(gc gnet.Conn) {
 	c.mu.Lock()
 	// Only WriteFrame queues, under mu: nothing is queued now, and
 	// nothing will be before the next direct write.
-	if c.queued.Load() == 0 {
-		c.viaLoop.Store(false)
-	}
+	back := c.queued.Load() == 0 && c.viaLoop.Swap(false)
 	c.mu.Unlock()
+	if back {
+		c.d.park.release(func() gnet.Conn { return gc })
+	}
 }
 
 // Close implements transport.Conn.
@@ -130,7 +134,15 @@ func (c *clientConn) Close() error {
 	}
 	c.closed = true
 	c.mu.Unlock()
-	return c.gc.Close()
+	c.d.park.hold() // the loop closes it
+	err := c.gc.CloseWithCallback(func(gnet.Conn, error) error {
+		c.d.park.release(c.d.events.any)
+		return nil
+	})
+	if err != nil {
+		c.d.park.release(c.d.events.any)
+	}
+	return err
 }
 
 // shut marks c closed, so that no write starts after it returns, and says
@@ -151,8 +163,9 @@ func (c *clientConn) notifyClose(err error) {
 // clientEvents is the gnet event handler shared by a Dialer's connections.
 type clientEvents struct {
 	gnet.BuiltinEventEngine
+	park  *parker
 	mu    sync.Mutex
-	conns map[*clientConn]struct{} // for the ticker
+	conns map[*clientConn]struct{} // for the ticker and the parker
 }
 
 // add lists c unless it closed already (OnClose may run before Dial
@@ -169,11 +182,22 @@ func (e *clientEvents) add(c *clientConn) {
 	e.conns[c] = struct{}{}
 }
 
+// any returns one of the connections, nil if there is none.
+func (e *clientEvents) any() gnet.Conn {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for c := range e.conns {
+		return c.gc
+	}
+	return nil
+}
+
 func (e *clientEvents) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	c, ok := gc.Context().(*clientConn)
 	if !ok {
 		return nil, gnet.Close
 	}
+	e.park.watch(gc.Fd())
 	c.mu.Lock()
 	c.opened = true
 	c.mu.Unlock()
@@ -185,13 +209,19 @@ func (e *clientEvents) OnTraffic(gc gnet.Conn) gnet.Action {
 	if !ok {
 		return gnet.Close
 	}
+	fresh := gc.InboundBuffered() > c.left // a read, not a Wake
 	c.releaseWritten(gc)
-	if _, err := readFrames(gc, c.d.cfg.MaxFrame, func(frame []byte) error {
+	left, err := readFrames(gc, c.d.cfg.MaxFrame, func(frame []byte) error {
 		c.h.OnFrame(frame)
 		return nil
-	}); err != nil {
+	})
+	if err != nil {
 		c.notifyClose(err)
 		return gnet.Close
+	}
+	c.left = left
+	if fresh {
+		e.park.traffic(gc)
 	}
 	return gnet.None
 }
@@ -205,8 +235,14 @@ func (e *clientEvents) OnClose(gc gnet.Conn, err error) gnet.Action {
 	c.gone = true
 	delete(e.conns, c)
 	e.mu.Unlock()
+	e.park.unwatch(gc.Fd())
 	c.held = nil
 	local, reason := c.shut() // gnet closes the descriptor after this returns
+	if c.viaLoop.Swap(false) {
+		e.park.release(e.any)
+	} else {
+		e.park.arm(e.any()) // the closed one may have been the one to park through
+	}
 	switch {
 	case err != nil:
 	case reason != nil:

@@ -50,6 +50,7 @@ type Dialer struct {
 	cfg    dialConfig
 	client *gnet.Client
 	events *clientEvents
+	park   *parker // nil where the loop cannot park (see doc.go)
 
 	mu     sync.Mutex
 	closed bool
@@ -72,7 +73,7 @@ func NewDialer(addrs string, opts ...DialOption) (*Dialer, error) {
 	if err != nil {
 		return nil, err
 	}
-	events := &clientEvents{}
+	events := &clientEvents{park: newParker()}
 	client, err := gnet.NewClient(events,
 		gnet.WithLogger(quietLogger{}),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
@@ -80,12 +81,14 @@ func NewDialer(addrs string, opts ...DialOption) (*Dialer, error) {
 		gnet.WithMulticore(false),
 	)
 	if err != nil {
+		events.park.close()
 		return nil, fmt.Errorf("inflight/tcp: gnet client: %w", err)
 	}
 	if err := client.Start(); err != nil {
+		events.park.close()
 		return nil, fmt.Errorf("inflight/tcp: gnet client start: %w", err)
 	}
-	return &Dialer{addrs: list, cfg: cfg, client: client, events: events}, nil
+	return &Dialer{addrs: list, cfg: cfg, client: client, events: events, park: events.park}, nil
 }
 
 // Dial implements transport.Dialer: it connects to the next address that
@@ -112,6 +115,8 @@ func (d *Dialer) Dial(ctx context.Context, h transport.Handler) (transport.Conn,
 		nc.Close()
 		return nil, ErrDialerClosed
 	}
+	d.park.hold() // the loop registers the connection
+	defer d.park.release(d.events.any)
 	gc, err := d.client.EnrollContext(nc, c) // closes nc; gnet keeps a dup
 	if err != nil {
 		return nil, fmt.Errorf("inflight/tcp: enroll: %w", err)
@@ -135,5 +140,8 @@ func (d *Dialer) Close() error {
 		return nil
 	}
 	d.closed = true
-	return d.client.Stop()
+	d.park.hold() // for good: the loop runs the shutdown
+	err := d.client.Stop()
+	d.park.close()
+	return err
 }

@@ -26,12 +26,25 @@
 // started by NewDialer and stopped by Close. The producer's Handler (its
 // receipt resolver) runs on the event loop.
 //
-// Scheduling: a gnet event loop waits for events in epoll_wait, a system
+// Scheduling: gnet's event loop waits for events in epoll_wait, a system
 // call, and keeps its P (one of GOMAXPROCS) while it waits, until the
-// runtime's sysmon takes the P back, which can take from 20 µs to 10 ms
-// when the process is otherwise idle. When every P is held this way, the
-// other goroutines (senders, the producer's pump and callbacks) wait that
-// long. Each Dialer has one event loop; the broker's server has none (a
-// goroutine blocked in a read holds no P). BenchmarkFixedRate/tcp in bench/
-// measures the tail this leaves at 100k msgs/s.
+// runtime's sysmon takes the P back; sysmon seldom does for waits shorter
+// than its own sleep, which grows from 20 µs to 10 ms while it finds
+// nothing to take. On two cores that left the other goroutines (senders,
+// the producer's pump and callbacks, a broker in the same process) one P
+// most of the time. On Linux the Dialer parks the loop instead when inbound
+// bytes come far apart (100 µs or more, as receipts do for a producer at
+// full speed): until one of its connections has inbound bytes, or
+// something else is queued for the loop (Dial, Close, Dialer.Close, frames
+// left to gnet), a task on the loop waits in the Go scheduler, through the
+// runtime's poller, on an epoll instance of the Dialer's own that watches
+// the sockets for reading, and holds no P; gnet then runs as it would have.
+// When inbound bytes come closer together (a paced producer's receipts),
+// the loop waits in epoll_wait, where the kernel wakes its thread at once
+// (parked, it waits until a thread of the runtime next polls); if that wait
+// lasts, because the traffic stopped, sysmon takes its P within some 20 ms.
+// Elsewhere than Linux, and for a Dialer whose sockets its epoll instance
+// cannot watch, the loop always waits in gnet's poller.
+// BenchmarkSendAsync/tcp and BenchmarkFixedRate/tcp in bench/ measure both
+// sides.
 package tcp
