@@ -2,10 +2,10 @@ package tcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -50,6 +50,7 @@ type Dialer struct {
 	cfg    dialConfig
 	client *gnet.Client
 	events *clientEvents
+	park   *parker // nil where the loop cannot park (see doc.go)
 
 	mu     sync.Mutex
 	closed bool
@@ -72,7 +73,7 @@ func NewDialer(addrs string, opts ...DialOption) (*Dialer, error) {
 	if err != nil {
 		return nil, err
 	}
-	events := &clientEvents{}
+	events := &clientEvents{park: newParker()}
 	client, err := gnet.NewClient(events,
 		gnet.WithLogger(quietLogger{}),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
@@ -80,12 +81,14 @@ func NewDialer(addrs string, opts ...DialOption) (*Dialer, error) {
 		gnet.WithMulticore(false),
 	)
 	if err != nil {
+		events.park.close()
 		return nil, fmt.Errorf("inflight/tcp: gnet client: %w", err)
 	}
 	if err := client.Start(); err != nil {
+		events.park.close()
 		return nil, fmt.Errorf("inflight/tcp: gnet client start: %w", err)
 	}
-	return &Dialer{addrs: list, cfg: cfg, client: client, events: events}, nil
+	return &Dialer{addrs: list, cfg: cfg, client: client, events: events, park: events.park}, nil
 }
 
 // Dial implements transport.Dialer: it connects to the next address that
@@ -112,11 +115,19 @@ func (d *Dialer) Dial(ctx context.Context, h transport.Handler) (transport.Conn,
 		nc.Close()
 		return nil, ErrDialerClosed
 	}
+	d.park.hold() // the loop registers the connection
+	defer d.park.release(d.events.any)
 	gc, err := d.client.EnrollContext(nc, c) // closes nc; gnet keeps a dup
 	if err != nil {
 		return nil, fmt.Errorf("inflight/tcp: enroll: %w", err)
 	}
-	c.gc = gc
+	c.mu.Lock()
+	c.gc, c.fd = gc, gc.Fd()
+	opened := c.opened
+	c.mu.Unlock()
+	if !opened { // the loop failed to register it, and closed gnet's dup
+		return nil, errors.New("inflight/tcp: enroll: the event loop did not take the connection")
+	}
 	d.events.add(c)
 	return c, nil
 }
@@ -129,140 +140,8 @@ func (d *Dialer) Close() error {
 		return nil
 	}
 	d.closed = true
-	return d.client.Stop()
-}
-
-// clientConn is one producer connection. WriteFrame and Close may be called
-// from any goroutine; the fields marked "loop" belong to the event loop.
-type clientConn struct {
-	d      *Dialer
-	h      transport.Handler
-	gc     gnet.Conn
-	closed atomic.Bool
-	once   sync.Once // OnClose reaches h once
-
-	held    []heldBuffer // loop: written to gnet, maybe not yet to the socket
-	handed  uint64       // loop: bytes handed to gnet so far
-	holding atomic.Bool  // len(held) > 0, for the ticker
-}
-
-type heldBuffer struct {
-	buf *transport.Buffer
-	end uint64 // handed count once this buffer's bytes were handed
-}
-
-// WriteFrame implements transport.Conn. The frame is written straight from
-// buf (gnet copies only what the socket does not take at once), and buf is
-// released once all its bytes have reached the socket.
-func (c *clientConn) WriteFrame(buf *transport.Buffer) error {
-	if c.closed.Load() {
-		return transport.ErrClosed
-	}
-	n := uint64(len(buf.Bytes))
-	err := c.gc.AsyncWrite(buf.Bytes, func(gc gnet.Conn, err error) error {
-		if err != nil {
-			return nil // closed: the buffer is abandoned
-		}
-		c.handed += n
-		c.held = append(c.held, heldBuffer{buf, c.handed})
-		c.releaseWritten(gc)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("%w: %w", transport.ErrClosed, err)
-	}
-	return nil
-}
-
-// releaseWritten releases the held buffers whose bytes have all left gnet's
-// outbound buffer. Loop only.
-func (c *clientConn) releaseWritten(gc gnet.Conn) {
-	written := c.handed - uint64(gc.OutboundBuffered())
-	i := 0
-	for ; i < len(c.held) && c.held[i].end <= written; i++ {
-		c.held[i].buf.Release()
-		c.held[i] = heldBuffer{}
-	}
-	if i > 0 {
-		c.held = append(c.held[:0], c.held[i:]...)
-	}
-	c.holding.Store(len(c.held) > 0)
-}
-
-// Close implements transport.Conn.
-func (c *clientConn) Close() error {
-	if c.closed.Swap(true) {
-		return nil
-	}
-	return c.gc.Close()
-}
-
-func (c *clientConn) notifyClose(err error) {
-	c.closed.Store(true)
-	c.once.Do(func() { c.h.OnClose(err) })
-}
-
-// clientEvents is the gnet event handler shared by a Dialer's connections.
-type clientEvents struct {
-	gnet.BuiltinEventEngine
-	mu    sync.Mutex
-	conns map[*clientConn]struct{} // for the ticker
-}
-
-func (e *clientEvents) add(c *clientConn) {
-	e.mu.Lock()
-	if e.conns == nil {
-		e.conns = make(map[*clientConn]struct{})
-	}
-	e.conns[c] = struct{}{}
-	e.mu.Unlock()
-}
-
-func (e *clientEvents) OnTraffic(gc gnet.Conn) gnet.Action {
-	c, ok := gc.Context().(*clientConn)
-	if !ok {
-		return gnet.Close
-	}
-	c.releaseWritten(gc)
-	if _, err := readFrames(gc, c.d.cfg.MaxFrame, func(frame []byte) error {
-		c.h.OnFrame(frame)
-		return nil
-	}); err != nil {
-		c.notifyClose(err)
-		return gnet.Close
-	}
-	return gnet.None
-}
-
-func (e *clientEvents) OnClose(gc gnet.Conn, err error) gnet.Action {
-	c, ok := gc.Context().(*clientConn)
-	if !ok {
-		return gnet.None
-	}
-	e.mu.Lock()
-	delete(e.conns, c)
-	e.mu.Unlock()
-	c.held = nil
-	if err == nil && !c.closed.Load() {
-		err = transport.ErrClosed // the broker hung up
-	}
-	c.notifyClose(err)
-	return gnet.None
-}
-
-// OnTick wakes connections that hold written buffers, so that buffers whose
-// bytes reached the socket are released even when no inbound traffic or
-// further write comes to run the check.
-func (e *clientEvents) OnTick() (time.Duration, gnet.Action) {
-	e.mu.Lock()
-	for c := range e.conns {
-		if c.holding.Load() {
-			_ = c.gc.Wake(func(gc gnet.Conn, _ error) error {
-				c.releaseWritten(gc)
-				return nil
-			})
-		}
-	}
-	e.mu.Unlock()
-	return 10 * time.Millisecond, gnet.None
+	d.park.hold() // for good: the loop runs the shutdown
+	err := d.client.Stop()
+	d.park.close()
+	return err
 }

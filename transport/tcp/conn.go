@@ -1,0 +1,272 @@
+package tcp
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/inflightmq/inflight/transport"
+)
+
+// clientConn is one producer connection. WriteFrame and Close may be called
+// from any goroutine; the fields marked "loop" belong to the event loop.
+//
+// Writing: WriteFrame writes to the socket itself, a non-blocking write on
+// its caller's goroutine, which costs the event loop nothing (no task, no
+// wake-up, no switch of goroutines). What the socket does not take at once
+// goes to gnet (AsyncWrite), and from then on every frame goes that way,
+// behind it, until gnet's outbound buffer has drained: then the loop hands
+// writing back (viaLoop false). mu orders the two ways and the close: a
+// direct write happens under mu, and OnClose, which gnet runs before it
+// closes the descriptor, takes mu and marks the connection closed, so no
+// direct write ever reaches a closed (or reused) descriptor.
+type clientConn struct {
+	d    *Dialer
+	h    transport.Handler
+	gc   gnet.Conn
+	fd   int       // gc's descriptor, for direct writes
+	once sync.Once // OnClose reaches h once
+
+	mu     sync.Mutex
+	opened bool  // gnet's loop registered the connection (OnOpen)
+	closed bool  // no write may start
+	reason error // the write error that closed it, if one did
+	// viaLoop: frames go through gnet, behind bytes it holds. Set under
+	// mu by WriteFrame, cleared under mu by the loop; while it is set the
+	// connection holds the Dialer's parker (the loop has writing to do).
+	viaLoop atomic.Bool
+	queued  atomic.Int64 // AsyncWrites whose callback has not run
+
+	gone bool // under the events' mu: OnClose ran, add must not list it
+
+	held   []heldBuffer // loop: handed to gnet, maybe not yet to the socket
+	handed uint64       // loop: bytes handed to gnet so far
+	left   int          // loop: bytes of an incomplete frame left in gnet's buffer
+}
+
+type heldBuffer struct {
+	buf *transport.Buffer
+	end uint64 // handed count once this buffer's bytes were handed
+}
+
+// WriteFrame implements transport.Conn. The frame is written straight from
+// buf, by this goroutine while gnet holds nothing of the connection's (gnet
+// copies only what the socket does not take at once), and buf is released
+// once all its bytes have reached the socket.
+func (c *clientConn) WriteFrame(buf *transport.Buffer) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return transport.ErrClosed
+	}
+	rest := buf.Bytes
+	if !c.viaLoop.Load() {
+		var err error
+		if rest, err = writeSome(c.fd, rest); err != nil {
+			c.closed, c.reason = true, os.NewSyscallError("write", err)
+			c.mu.Unlock()
+			_ = c.gc.Close()
+			return fmt.Errorf("%w: %w", transport.ErrClosed, err)
+		}
+		if len(rest) == 0 {
+			c.mu.Unlock()
+			buf.Release()
+			return nil
+		}
+		c.viaLoop.Store(true)
+		c.d.park.hold()
+	}
+	n := uint64(len(rest))
+	c.queued.Add(1)
+	err := c.gc.AsyncWrite(rest, func(gc gnet.Conn, err error) error {
+		c.queued.Add(-1)
+		if err != nil {
+			return nil // closed: the buffer is abandoned
+		}
+		c.handed += n
+		c.held = append(c.held, heldBuffer{buf, c.handed})
+		c.releaseWritten(gc)
+		return nil
+	})
+	c.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("%w: %w", transport.ErrClosed, err)
+	}
+	return nil
+}
+
+// releaseWritten releases the held buffers whose bytes have all left gnet's
+// outbound buffer, and hands writing back to WriteFrame once gnet holds
+// nothing more of the connection's. Loop only.
+func (c *clientConn) releaseWritten(gc gnet.Conn) {
+	written := c.handed - uint64(gc.OutboundBuffered())
+	i := 0
+	for ; i < len(c.held) && c.held[i].end <= written; i++ {
+		c.held[i].buf.Release()
+		c.held[i] = heldBuffer{}
+	}
+	if i > 0 {
+		c.held = append(c.held[:0], c.held[i:]...)
+	}
+	if len(c.held) > 0 || !c.viaLoop.Load() || c.queued.Load() != 0 || gc.OutboundBuffered() != 0 {
+		return
+	}
+	c.mu.Lock()
+	// Only WriteFrame queues, under mu: nothing is queued now, and
+	// nothing will be before the next direct write.
+	back := c.queued.Load() == 0 && c.viaLoop.Swap(false)
+	c.mu.Unlock()
+	if back {
+		c.d.park.release(func() gnet.Conn { return gc })
+	}
+}
+
+// Close implements transport.Conn.
+func (c *clientConn) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.d.park.hold() // the loop closes it
+	err := c.gc.CloseWithCallback(func(gnet.Conn, error) error {
+		c.d.park.release(c.d.events.any)
+		return nil
+	})
+	if err != nil {
+		c.d.park.release(c.d.events.any)
+	}
+	return err
+}
+
+// shut marks c closed, so that no write starts after it returns, and says
+// whether Close did it first and which write error did, if one did.
+func (c *clientConn) shut() (local bool, reason error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	local, reason = c.closed && c.reason == nil, c.reason
+	c.closed = true
+	return local, reason
+}
+
+func (c *clientConn) notifyClose(err error) {
+	c.shut()
+	c.once.Do(func() { c.h.OnClose(err) })
+}
+
+// clientEvents is the gnet event handler shared by a Dialer's connections.
+type clientEvents struct {
+	gnet.BuiltinEventEngine
+	park  *parker
+	mu    sync.Mutex
+	conns map[*clientConn]struct{} // for the ticker and the parker
+}
+
+// add lists c unless it closed already (OnClose may run before Dial
+// returns).
+func (e *clientEvents) add(c *clientConn) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if c.gone {
+		return
+	}
+	if e.conns == nil {
+		e.conns = make(map[*clientConn]struct{})
+	}
+	e.conns[c] = struct{}{}
+}
+
+// any returns one of the connections, nil if there is none.
+func (e *clientEvents) any() gnet.Conn {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for c := range e.conns {
+		return c.gc
+	}
+	return nil
+}
+
+func (e *clientEvents) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
+	c, ok := gc.Context().(*clientConn)
+	if !ok {
+		return nil, gnet.Close
+	}
+	e.park.watch(gc.Fd())
+	c.mu.Lock()
+	c.opened = true
+	c.mu.Unlock()
+	return nil, gnet.None
+}
+
+func (e *clientEvents) OnTraffic(gc gnet.Conn) gnet.Action {
+	c, ok := gc.Context().(*clientConn)
+	if !ok {
+		return gnet.Close
+	}
+	fresh := gc.InboundBuffered() > c.left // a read, not a Wake
+	c.releaseWritten(gc)
+	left, err := readFrames(gc, c.d.cfg.MaxFrame, func(frame []byte) error {
+		c.h.OnFrame(frame)
+		return nil
+	})
+	if err != nil {
+		c.notifyClose(err)
+		return gnet.Close
+	}
+	c.left = left
+	if fresh {
+		e.park.traffic(gc)
+	}
+	return gnet.None
+}
+
+func (e *clientEvents) OnClose(gc gnet.Conn, err error) gnet.Action {
+	c, ok := gc.Context().(*clientConn)
+	if !ok {
+		return gnet.None
+	}
+	e.mu.Lock()
+	c.gone = true
+	delete(e.conns, c)
+	e.mu.Unlock()
+	e.park.unwatch(gc.Fd())
+	c.held = nil
+	local, reason := c.shut() // gnet closes the descriptor after this returns
+	if c.viaLoop.Swap(false) {
+		e.park.release(e.any)
+	} else {
+		e.park.arm(e.any()) // the closed one may have been the one to park through
+	}
+	switch {
+	case err != nil:
+	case reason != nil:
+		err = reason
+	case !local:
+		err = transport.ErrClosed // the broker hung up
+	}
+	c.notifyClose(err)
+	return gnet.None
+}
+
+// OnTick wakes connections that write through gnet, so that buffers whose
+// bytes reached the socket are released, and writing is handed back, even
+// when no inbound traffic or further write comes to run the check.
+func (e *clientEvents) OnTick() (time.Duration, gnet.Action) {
+	e.mu.Lock()
+	for c := range e.conns {
+		if c.viaLoop.Load() {
+			_ = c.gc.Wake(func(gc gnet.Conn, _ error) error {
+				c.releaseWritten(gc)
+				return nil
+			})
+		}
+	}
+	e.mu.Unlock()
+	return 10 * time.Millisecond, gnet.None
+}
