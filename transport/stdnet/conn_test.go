@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/transport/stdnet"
 )
@@ -49,31 +50,12 @@ func (h *closeRecorder) wait(t *testing.T) error {
 	return h.err
 }
 
-// listen accepts one connection and hands it to serve; the listener and
-// the connection close at the end of the test.
-func listen(t *testing.T, serve func(net.Conn)) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		serve(c)
-	})
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	return ln.Addr().String()
-}
-
 // TestStdnetConnContract: every frame written is released once its bytes
 // are written; Close makes OnClose run once with nil; WriteFrame then
 // returns ErrClosed.
 func TestStdnetConnContract(t *testing.T) {
 	stop := make(chan struct{})
-	addr := listen(t, func(c net.Conn) {
+	addr := testkit.Serve(t, func(c net.Conn) {
 		go func() { <-stop; c.Close() }()
 		discard(c)
 	})
@@ -108,7 +90,7 @@ func TestStdnetConnContract(t *testing.T) {
 // connection closes; memory does not grow with what it offers.
 func TestStdnetWriteBacklog(t *testing.T) {
 	stop := make(chan struct{})
-	addr := listen(t, func(net.Conn) { <-stop }) // never reads
+	addr := testkit.Serve(t, func(net.Conn) { <-stop }) // never reads
 	defer close(stop)
 	d, err := stdnet.NewDialer(addr, stdnet.WriteQueue(4))
 	require.NoError(t, err)

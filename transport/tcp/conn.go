@@ -69,7 +69,7 @@ func (c *clientConn) WriteFrame(buf *transport.Buffer) error {
 		if rest, err = writeSome(c.fd, rest); err != nil {
 			c.closed, c.reason = true, os.NewSyscallError("write", err)
 			c.mu.Unlock()
-			_ = c.gc.Close()
+			_ = c.closeOnLoop()
 			return fmt.Errorf("%w: %w", transport.ErrClosed, err)
 		}
 		if len(rest) == 0 {
@@ -134,7 +134,13 @@ func (c *clientConn) Close() error {
 	}
 	c.closed = true
 	c.mu.Unlock()
-	c.d.park.hold() // the loop closes it
+	return c.closeOnLoop()
+}
+
+// closeOnLoop has the event loop close the connection, and holds the
+// parker until it has.
+func (c *clientConn) closeOnLoop() error {
+	c.d.park.hold()
 	err := c.gc.CloseWithCallback(func(gnet.Conn, error) error {
 		c.d.park.release(c.d.events.any)
 		return nil

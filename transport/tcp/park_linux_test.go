@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/transport"
 	"github.com/inflightmq/inflight/transport/tcp"
 )
@@ -18,7 +19,7 @@ import (
 // a P); inbound frames wake it, and Close, a second Dial, and the Dialer's
 // Close all get through a parked loop.
 func TestTCPLoopParks(t *testing.T) {
-	addr := peer(t, echo)
+	addr := testkit.Serve(t, echo)
 	d, err := tcp.NewDialer(addr)
 	require.NoError(t, err)
 	closed := false
