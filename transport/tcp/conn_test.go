@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,24 +82,50 @@ func echo(c net.Conn) {
 }
 
 // TestTCPWritesFallBackToGnetInOrder: frames the socket does not take at
-// once go to gnet's queue, and the frames after them follow them there;
-// none is released before its bytes left for the socket; once the peer
-// reads, everything arrives whole and in order, every buffer is released,
-// and writing goes back to the caller's goroutine.
+// once go to gnet's queue, and the frames after them follow them there; no
+// buffer is released while its bytes are still needed (each is scribbled
+// over as soon as it is released, and the peer still reads every frame
+// whole and in order); once gnet has written everything, writing goes back
+// to the caller's goroutine.
 func TestTCPWritesFallBackToGnetInOrder(t *testing.T) {
 	start := make(chan struct{})
-	got := make(chan []byte, 1)
+	var mu sync.Mutex
+	var got []byte // what the peer read
 	addr := testkit.Serve(t, func(c net.Conn) {
 		<-start
-		b, _ := io.ReadAll(c)
-		got <- b
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := c.Read(buf)
+			mu.Lock()
+			got = append(got, buf[:n]...)
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
 	})
+	read := func() []byte {
+		mu.Lock()
+		defer mu.Unlock()
+		return bytes.Clone(got)
+	}
 	conn, _ := dial(t, addr)
 
-	const size = 256 << 10
 	released := make(chan *transport.Buffer, 1024)
+	var scribbled atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for b := range released {
+			for i := range b.Bytes {
+				b.Bytes[i] = 0xee
+			}
+			scribbled.Add(1)
+		}
+	}()
+	defer func() { close(released); <-done }()
 	var want bytes.Buffer
-	write := func(i int) {
+	write := func(i, size int) {
 		f := frame(i, size)
 		want.Write(f)
 		require.NoError(t, conn.WriteFrame(&transport.Buffer{Bytes: f, Owner: released}))
@@ -105,34 +133,29 @@ func TestTCPWritesFallBackToGnetInOrder(t *testing.T) {
 	n := 0
 	for ; !tcp.ViaLoop(conn); n++ {
 		require.Less(t, n, 512, "the socket never filled")
-		write(n)
+		write(n, 256<<10)
 	}
-	queued := n
 	for range 3 {
-		write(n)
+		write(n, 256<<10)
 		n++
 	}
-	assert.True(t, tcp.ViaLoop(conn), "frames follow the queued one through gnet")
-	assert.Len(t, released, queued-1, "released: the frames the socket took whole, and no other")
 
 	close(start)
-	for i := range n {
-		select {
-		case <-released:
-		case <-time.After(waitTimeout):
-			t.Fatalf("%d of %d buffers released", i, n)
-		}
-	}
+	waitUntil(t, "every buffer released", func() bool { return scribbled.Load() == int64(n) })
 	waitUntil(t, "writing handed back", func() bool { return !tcp.ViaLoop(conn) })
+	waitUntil(t, "the peer to read everything", func() bool { return len(read()) == want.Len() })
+	require.True(t, bytes.Equal(want.Bytes(), read()), "the peer read the frames whole and in order")
+
+	// The socket is empty again: small frames go straight to it, and are
+	// released at once.
 	for range 2 {
-		write(n)
+		write(n, 100)
 		n++
 	}
 	assert.False(t, tcp.ViaLoop(conn), "written directly")
-	assert.Len(t, released, 2, "written directly: released at once")
-	require.NoError(t, conn.Close())
-	b := testkit.WaitChan(t, got, "the peer to see the close")
-	require.True(t, bytes.Equal(want.Bytes(), b), "the peer read %d bytes, want the %d written, in order", len(b), want.Len())
+	waitUntil(t, "the direct writes' buffers released", func() bool { return scribbled.Load() == int64(n) })
+	waitUntil(t, "the peer to read them", func() bool { return len(read()) == want.Len() })
+	require.True(t, bytes.Equal(want.Bytes(), read()), "and in order")
 }
 
 // TestTCPNoWriteAfterClose: after Close, WriteFrame returns ErrClosed and
