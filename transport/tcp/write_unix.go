@@ -4,6 +4,9 @@ package tcp
 
 import "golang.org/x/sys/unix"
 
+// directWrites: WriteFrame writes to the socket itself here.
+const directWrites = true
+
 // writeSome writes b to the non-blocking socket fd until all of it is
 // written or the socket takes no more, and returns what is left.
 func writeSome(fd int, b []byte) ([]byte, error) {
