@@ -256,8 +256,9 @@ func (s *Store) known(st *subjectState) (tail, error) {
 // layouts before the native one, Inflight-Last-Seq) of the last message on
 // the subject of (topic, producer); Epoch the producer name's, from the
 // last message on its fence subject (or, in a stream written before native
-// records left it out, a record's own Inflight-Epoch, if higher). Both are read where Config.Read says; 0 and 0: nothing. It fails
-// with ErrEmptyTopic, ErrInvalidName, ErrRead or ErrCorruptTail.
+// records left it out, a record's own Inflight-Epoch, if higher). Both are
+// read where Config.Read says; 0 and 0: nothing. It fails with
+// ErrEmptyTopic, ErrInvalidName, ErrRead or ErrCorruptTail.
 func (s *Store) State(topic, producer string) (broker.NameState, error) {
 	st, err := s.state(topic, producer)
 	if err != nil {
@@ -351,8 +352,9 @@ func (s *Store) Fence(producer string, epoch uint64) error {
 // leader; a fence above epoch (or a tail written by a newer epoch) fails
 // the Append with an error wrapping broker.ErrFenced (records it wrote
 // before stay); else it drops the records the stream already holds
-// (sequence ID <= the tail's) and writes the rest. recs' sequence IDs must be strictly increasing
-// (else ErrBadRecords); they are read only during the call.
+// (sequence ID <= the tail's) and writes the rest. recs' sequence IDs
+// must be strictly increasing (else ErrBadRecords); they are read only
+// during the call.
 //
 // A nil return means every record is in the stream (written now or
 // before). An error means some leading records may be stored and the rest
