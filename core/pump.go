@@ -438,7 +438,7 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs chan *
 	l.pos = max(l.pos, l.led.resendFrom())
 	open := p.windowOpen(s, l) // first: a lane kicked by its receipt gives its room back even with nothing to write
 	if !l.led.ring.Published(l.pos) {
-		return p.idleLane(l, func() bool { return l.led.ring.Published(l.pos) })
+		return p.idleLane(l)
 	}
 	switch l.state {
 	case declaring:
@@ -523,12 +523,13 @@ func (p *Producer) park(s *session, l *lane) {
 	}
 }
 
-// idleLane takes l out of the pump's work until a kick: it clears l's flag,
-// then looks again (ready), so that a kick between the pump's look and the
-// clear is not lost.
-func (p *Producer) idleLane(l *lane, ready func() bool) served {
+// idleLane takes l, with nothing published at l.pos, out of the pump's
+// work until a kick: it clears l's flag, then looks again, so that a
+// publish (whose kick found the flag still set) between the pump's look
+// and the clear is not lost.
+func (p *Producer) idleLane(l *lane) served {
 	l.pumpQueued.Store(false)
-	if ready() && l.pumpQueued.CompareAndSwap(false, true) {
+	if l.led.ring.Published(l.pos) && l.pumpQueued.CompareAndSwap(false, true) {
 		return keep
 	}
 	return drop
