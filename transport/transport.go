@@ -45,6 +45,23 @@ type Conn interface {
 	Close() error
 }
 
+// FramesWriter is a Conn that writes several frames at once, with as few
+// system calls as it can (tcp: one vectored write; stdnet: one flush of
+// its writer's buffer). The producer hands such a Conn every frame of one
+// pass over its topics in one call, and lets more frames be in flight on
+// it than on a Conn that takes frames one by one (see
+// core.MaxFramesInFlight).
+type FramesWriter interface {
+	Conn
+	// WriteFrames is WriteFrame of each of bufs in turn, in one call: the
+	// frames are sent whole and in order, after those of earlier calls,
+	// and each buffer is released as WriteFrame's is. It does not keep
+	// bufs (the slice) after it returns. On an error (ErrClosed, possibly
+	// wrapped) none of bufs from the first that was not wholly sent
+	// reaches the peer whole: the connection is closed.
+	WriteFrames(bufs []*Buffer) error
+}
+
 // Handler receives what a connection delivers. Its methods are called from a
 // goroutine owned by the transport (possibly its event loop), one call at a
 // time per connection, so they must be fast and must not block; they must not

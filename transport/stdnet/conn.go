@@ -31,7 +31,8 @@ type clientConn struct {
 	h    transport.Handler
 
 	mu     sync.Mutex
-	queue  []*transport.Buffer // handed to WriteFrame, not yet taken by the writer
+	queue  []*transport.Buffer // handed to WriteFrame(s), not yet taken by the writer
+	calls  int                 // the WriteFrame(s) calls that queued them (see WriteQueue)
 	spare  []*transport.Buffer // the writer's last batch, emptied, for reuse
 	closed bool
 	reason error         // why it closed; nil for a local Close
@@ -51,12 +52,37 @@ func (c *clientConn) WriteFrame(buf *transport.Buffer) error {
 		c.mu.Unlock()
 		return transport.ErrClosed
 	}
-	if len(c.queue) >= c.d.cfg.writeQueue {
+	if c.calls >= c.d.cfg.writeQueue {
 		c.mu.Unlock()
 		c.shut(ErrWriteBacklog)
 		return fmt.Errorf("%w: %w", transport.ErrClosed, ErrWriteBacklog)
 	}
 	c.queue = append(c.queue, buf)
+	c.calls++
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// WriteFrames implements transport.FramesWriter: it queues bufs for the
+// writer, which writes them with what else is queued through its buffer,
+// and returns at once. Safe for concurrent use.
+func (c *clientConn) WriteFrames(bufs []*transport.Buffer) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return transport.ErrClosed
+	}
+	if c.calls >= c.d.cfg.writeQueue {
+		c.mu.Unlock()
+		c.shut(ErrWriteBacklog)
+		return fmt.Errorf("%w: %w", transport.ErrClosed, ErrWriteBacklog)
+	}
+	c.queue = append(c.queue, bufs...)
+	c.calls++
 	c.mu.Unlock()
 	select {
 	case c.wake <- struct{}{}:
@@ -106,7 +132,7 @@ func (c *clientConn) write() {
 		}
 		c.mu.Lock()
 		batch := c.queue
-		c.queue = c.spare
+		c.queue, c.calls = c.spare, 0
 		c.spare = nil
 		c.mu.Unlock()
 		for _, b := range batch {

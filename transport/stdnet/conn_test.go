@@ -1,7 +1,9 @@
 package stdnet_test
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -108,4 +110,48 @@ func TestStdnetWriteBacklog(t *testing.T) {
 	require.ErrorIs(t, werr, stdnet.ErrWriteBacklog)
 	require.ErrorIs(t, werr, transport.ErrClosed)
 	assert.ErrorIs(t, h.wait(t), stdnet.ErrWriteBacklog)
+}
+
+// TestStdnetWriteFramesInOrder: frames handed over one by one and several
+// at once reach the peer whole and in order, each released once; the
+// backlog bound counts calls, not frames, so a call of more frames than
+// WriteQueue is taken.
+func TestStdnetWriteFramesInOrder(t *testing.T) {
+	got := make(chan []byte, 1)
+	addr := testkit.Serve(t, func(c net.Conn) {
+		b, _ := io.ReadAll(c)
+		got <- b
+	})
+	d, err := stdnet.NewDialer(addr, stdnet.WriteQueue(8)) // the 6 calls below fit, their 33 frames do not
+	require.NoError(t, err)
+	defer d.Close()
+	h := newCloseRecorder()
+	conn, err := d.Dial(context.Background(), h)
+	require.NoError(t, err)
+
+	var want bytes.Buffer
+	owner := make(chan *transport.Buffer, 64)
+	k := 0
+	next := func() *transport.Buffer {
+		b := bytes.Repeat([]byte{byte(k)}, 100+k)
+		k++
+		want.Write(b)
+		return &transport.Buffer{Bytes: b, Owner: owner}
+	}
+	for range 3 {
+		require.NoError(t, conn.WriteFrame(next()))
+		bufs := make([]*transport.Buffer, 10) // more than WriteQueue
+		for i := range bufs {
+			bufs[i] = next()
+		}
+		require.NoError(t, conn.(transport.FramesWriter).WriteFrames(bufs))
+	}
+	for range k {
+		testkit.WaitChan(t, owner, "a written frame released")
+	}
+	sent := bytes.Clone(want.Bytes())
+	require.NoError(t, conn.Close())
+	assert.NoError(t, h.wait(t), "a local Close")
+	assert.ErrorIs(t, conn.(transport.FramesWriter).WriteFrames([]*transport.Buffer{next()}), transport.ErrClosed)
+	require.True(t, bytes.Equal(sent, testkit.WaitChan(t, got, "the peer to see the close")), "the peer read every frame whole and in order")
 }

@@ -45,11 +45,11 @@ func MaxInboundFrame(n int) DialOption {
 	return dialOptionFunc(func(c *dialConfig) error { return c.SetMaxFrame(n) })
 }
 
-// WriteQueue bounds how many frames a connection holds, handed to
-// WriteFrame and not yet written to the socket (default 1024). A producer
-// never comes near it: its window is a few frames. A caller that hands over
-// more closes the connection with ErrWriteBacklog rather than letting memory
-// grow.
+// WriteQueue bounds how many writes (WriteFrame and WriteFrames calls) a
+// connection holds, handed over and not yet taken by its writer for the
+// socket (default 1024). A producer never comes near it: its window is a
+// few writes. A caller that hands over more closes the connection with
+// ErrWriteBacklog rather than letting memory grow.
 func WriteQueue(n int) DialOption {
 	return dialOptionFunc(func(c *dialConfig) error {
 		if n <= 0 {

@@ -43,6 +43,8 @@ type clientConn struct {
 
 	gone bool // under the events' mu: OnClose ran, add must not list it
 
+	iov []iovec // WriteFrames', under mu
+
 	held   []heldBuffer // loop: handed to gnet, maybe not yet to the socket
 	handed uint64       // loop: bytes handed to gnet so far
 	left   int          // loop: bytes of an incomplete frame left in gnet's buffer
@@ -67,19 +69,81 @@ func (c *clientConn) WriteFrame(buf *transport.Buffer) error {
 	if !c.viaLoop.Load() {
 		var err error
 		if rest, err = writeSome(c.fd, rest); err != nil {
-			c.closed, c.reason = true, os.NewSyscallError("write", err)
-			c.mu.Unlock()
-			_ = c.closeOnLoop()
-			return fmt.Errorf("%w: %w", transport.ErrClosed, err)
+			return c.failWrite(err)
 		}
 		if len(rest) == 0 {
 			c.mu.Unlock()
 			buf.Release()
 			return nil
 		}
-		c.viaLoop.Store(true)
-		c.d.park.hold()
+		c.toLoop()
 	}
+	err := c.queue(buf, rest)
+	c.mu.Unlock()
+	return err
+}
+
+// WriteFrames implements transport.FramesWriter: the frames go to the
+// socket in one vectored write (Linux; elsewhere one write each) while
+// gnet holds nothing of the connection's, the rest through gnet as
+// WriteFrame's do.
+func (c *clientConn) WriteFrames(bufs []*transport.Buffer) error {
+	if len(bufs) == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return transport.ErrClosed
+	}
+	sent, rest := 0, bufs[0].Bytes
+	if !c.viaLoop.Load() {
+		var err error
+		if sent, rest, err = writeAll(c.fd, &c.iov, bufs); err != nil {
+			release(bufs[:sent])
+			return c.failWrite(err)
+		}
+		if sent < len(bufs) {
+			c.toLoop()
+		}
+	}
+	var err error
+	for i := sent; i < len(bufs) && err == nil; i++ {
+		if i > sent {
+			rest = bufs[i].Bytes
+		}
+		err = c.queue(bufs[i], rest)
+	}
+	c.mu.Unlock()
+	release(bufs[:sent])
+	return err
+}
+
+func release(bufs []*transport.Buffer) {
+	for _, b := range bufs {
+		b.Release()
+	}
+}
+
+// failWrite closes the connection after a direct write failed with err.
+// mu held; it unlocks it.
+func (c *clientConn) failWrite(err error) error {
+	c.closed, c.reason = true, os.NewSyscallError("write", err)
+	c.mu.Unlock()
+	_ = c.closeOnLoop()
+	return fmt.Errorf("%w: %w", transport.ErrClosed, err)
+}
+
+// toLoop sends every frame through gnet from now on, until it drained
+// (see releaseWritten). mu held.
+func (c *clientConn) toLoop() {
+	c.viaLoop.Store(true)
+	c.d.park.hold()
+}
+
+// queue hands gnet rest, the bytes of buf not yet written, and releases
+// buf once they left gnet's buffer. mu held, viaLoop set.
+func (c *clientConn) queue(buf *transport.Buffer, rest []byte) error {
 	n := uint64(len(rest))
 	c.queued.Add(1)
 	err := c.gc.AsyncWrite(rest, func(gc gnet.Conn, err error) error {
@@ -92,8 +156,8 @@ func (c *clientConn) WriteFrame(buf *transport.Buffer) error {
 		c.releaseWritten(gc)
 		return nil
 	})
-	c.mu.Unlock()
 	if err != nil {
+		c.queued.Add(-1) // gnet refused it: its callback never runs
 		return fmt.Errorf("%w: %w", transport.ErrClosed, err)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -86,8 +87,16 @@ func echo(c net.Conn) {
 // buffer is released while its bytes are still needed (each is scribbled
 // over as soon as it is released, and the peer still reads every frame
 // whole and in order); once gnet has written everything, writing goes back
-// to the caller's goroutine.
+// to the caller's goroutine. Frames written one by one (WriteFrame) and
+// several at once (WriteFrames, whose vectored write may stop inside any
+// of them).
 func TestTCPWritesFallBackToGnetInOrder(t *testing.T) {
+	for _, per := range []int{1, 3} {
+		t.Run(fmt.Sprint("frames per write=", per), func(t *testing.T) { testWritesFallBack(t, per) })
+	}
+}
+
+func testWritesFallBack(t *testing.T, per int) {
 	start := make(chan struct{})
 	var mu sync.Mutex
 	var got []byte // what the peer read
@@ -125,19 +134,29 @@ func TestTCPWritesFallBackToGnetInOrder(t *testing.T) {
 	}()
 	defer func() { close(released); <-done }()
 	var want bytes.Buffer
-	write := func(i, size int) {
-		f := frame(i, size)
-		want.Write(f)
-		require.NoError(t, conn.WriteFrame(&transport.Buffer{Bytes: f, Owner: released}))
-	}
 	n := 0
-	for ; !tcp.ViaLoop(conn); n++ {
-		require.Less(t, n, 512, "the socket never filled")
-		write(n, 256<<10)
+	// write writes per frames of size bytes (a third of it for every
+	// other one, so that writes end at odd places).
+	write := func(size int) {
+		bufs := make([]*transport.Buffer, per)
+		for j := range bufs {
+			f := frame(n, size/(1+2*(j%2)))
+			n++
+			want.Write(f)
+			bufs[j] = &transport.Buffer{Bytes: f, Owner: released}
+		}
+		if per == 1 {
+			require.NoError(t, conn.WriteFrame(bufs[0]))
+			return
+		}
+		require.NoError(t, conn.(transport.FramesWriter).WriteFrames(bufs))
+	}
+	for i := 0; !tcp.ViaLoop(conn); i++ {
+		require.Less(t, i, 512, "the socket never filled")
+		write(256 << 10)
 	}
 	for range 3 {
-		write(n, 256<<10)
-		n++
+		write(256 << 10)
 	}
 
 	close(start)
@@ -152,8 +171,7 @@ func TestTCPWritesFallBackToGnetInOrder(t *testing.T) {
 	// The socket is empty again: small frames go straight to it, and are
 	// released at once.
 	for range 2 {
-		write(n, 100)
-		n++
+		write(100)
 	}
 	assert.False(t, tcp.ViaLoop(conn), "written directly")
 	waitUntil(t, "the direct writes' buffers released", func() bool { return scribbled.Load() == int64(n) })
@@ -179,6 +197,7 @@ func TestTCPNoWriteAfterClose(t *testing.T) {
 	require.NoError(t, conn.Close())
 	require.NoError(t, conn.Close(), "idempotent")
 	assert.ErrorIs(t, conn.WriteFrame(&transport.Buffer{Bytes: frame(10, 100)}), transport.ErrClosed)
+	assert.ErrorIs(t, conn.(transport.FramesWriter).WriteFrames([]*transport.Buffer{{Bytes: frame(11, 100)}}), transport.ErrClosed)
 	assert.NoError(t, h.waitClose(t), "a local close")
 	require.Equal(t, want.Bytes(), testkit.WaitChan(t, got, "the peer to see the close"))
 }
