@@ -46,6 +46,7 @@ type lane struct {
 	inFlight  []uint64 // end positions of the frames written and not acknowledged
 	counted   int      // its frames counted in conn.flying (see session.flying)
 	roomy     bool     // in conn.roomWait
+	admitted  bool     // taken from conn.roomWait: its next frame may take room before the lanes still there
 	inWork    bool     // in the pump's work list
 	listed    bool     // in conn.parked
 	notBefore int64    // producer ns: not served before (linger, a refused declaration's retry)

@@ -422,17 +422,24 @@ func MaxBatchBytes(n int) Option {
 	})
 }
 
-// MaxFramesInFlight sets how many BATCH frames may be unacknowledged on a
-// connection at once (default DefaultFramesInFlight): written, and their
-// RECEIPT not yet come. At the limit the producer writes nothing more until
-// a receipt arrives, and the messages sent meanwhile wait in the queue, to
-// leave in the next frame together. So a broker that takes longer to store
-// a frame (an fsync, a replicated write) gets bigger frames, not a deeper
-// queue of small ones, and the time a message waits stays about one store
-// round trip whatever the rate. Like Kafka's
+// MaxFramesInFlight sets how many BATCH frames of a topic may be
+// unacknowledged at once (default DefaultFramesInFlight): written, and
+// their RECEIPT not yet come. At the limit the producer writes nothing more
+// of the topic until a receipt arrives, and the messages sent meanwhile
+// wait in the queue, to leave in the next frame together. So a broker that
+// takes longer to store a frame (an fsync, a replicated write) gets bigger
+// frames, not a deeper queue of small ones, and the time a message waits
+// stays about one store round trip whatever the rate. Like Kafka's
 // max.in.flight.requests.per.connection, but frames are never reordered: a
 // connection delivers them in order, and a resend after a reconnect starts
 // at the oldest unresolved message. Heartbeat PINGs are not counted.
+//
+// The topics of a connection share a window too: n frames in all on a
+// transport that takes frames one by one (transport/mem), 16n on one that
+// writes several with one system call (transport.FramesWriter: tcp,
+// stdnet), the frames of a topic whose own window is full not counted (a
+// topic the broker holds back takes none of the others' room). Topics that
+// wait for room in it get it in the order they asked.
 func MaxFramesInFlight(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n <= 0 || n > 1024 {
