@@ -57,6 +57,7 @@ type Session struct {
 
 	closed atomic.Bool
 	wg     sync.WaitGroup // the HELLO and topic goroutines; Add on the reader only
+	open   atomic.Int32   // topics open (see receipts)
 
 	// mu guards failed, the queued bytes and every topic's queue.
 	mu      sync.Mutex

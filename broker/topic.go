@@ -156,6 +156,7 @@ func (s *Session) openTopic(t *topic) bool {
 	t.last, t.queued = st.LastSeq, st.LastSeq
 	t.state.Store(topicOpen)
 	s.b.topics.Add(1)
+	s.open.Add(1)
 	if err := s.peer.Send(wire.AppendTopicOK(nil, wire.TopicOK{ID: t.id, LastSeq: st.LastSeq})); err != nil {
 		s.abort(err)
 		_ = s.peer.Close()
@@ -205,6 +206,7 @@ func (s *Session) dropFrames(t *topic) {
 func (s *Session) end(t *topic) {
 	if t.state.Swap(topicEnded) == topicOpen {
 		s.b.topics.Add(-1)
+		s.open.Add(-1)
 	}
 	s.mu.Lock()
 	done := t.released
