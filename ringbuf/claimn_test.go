@@ -33,7 +33,7 @@ func TestTryClaimNLimits(t *testing.T) {
 		{"negative", 8, 10, nil, []int64{1, -1}, 0, 0, ErrInvalidSize},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := New[int](tc.limit, tc.maxBytes)
+			r, err := newRing[int](tc.limit, tc.maxBytes)
 			require.NoError(t, err)
 			var bytes int64
 			for _, s := range tc.before {
@@ -65,7 +65,7 @@ func TestTryClaimNLimits(t *testing.T) {
 }
 
 func TestTryClaimNClosed(t *testing.T) {
-	r, _ := New[int](8, 100)
+	r, _ := newRing[int](8, 100)
 	r.Close()
 	_, _, err := r.TryClaimN([]int64{1, 2})
 	assert.ErrorIs(t, err, ErrClosed)
@@ -73,7 +73,7 @@ func TestTryClaimNClosed(t *testing.T) {
 }
 
 func TestClaimNWaitsForRelease(t *testing.T) {
-	r, _ := New[int](4, 1<<20)
+	r, _ := newRing[int](4, 1<<20)
 	first, n, err := r.TryClaimN([]int64{1, 1, 1, 1})
 	require.NoError(t, err)
 	r.PublishN(first, n)
@@ -106,7 +106,7 @@ func TestClaimNWaitsForRelease(t *testing.T) {
 // its order.
 func TestConcurrentClaimNLinearizable(t *testing.T) {
 	const producers, perProducer = 4, 20000
-	r, _ := New[seqItem](64, 200)
+	r, _ := newRing[seqItem](64, 200)
 
 	var wg sync.WaitGroup
 	for p := range producers {
@@ -133,7 +133,7 @@ func TestConcurrentClaimNLinearizable(t *testing.T) {
 }
 
 func TestClaimNAllocatesNothing(t *testing.T) {
-	r, _ := New[int](1024, 1<<20)
+	r, _ := newRing[int](1024, 1<<20)
 	sizes := make([]int64, 64)
 	buf := make([]int, 0, 64)
 	allocs := testing.AllocsPerRun(1000, func() {

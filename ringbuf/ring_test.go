@@ -41,7 +41,7 @@ func pop(r *Ring[int], done <-chan struct{}) (int, error) {
 }
 
 func TestFIFOAcrossManyWraps(t *testing.T) {
-	r, err := New[int](4, 1<<20)
+	r, err := newRing[int](4, 1<<20)
 	require.NoError(t, err)
 	for i := range 1000 {
 		pos, err := r.TryClaim(1)
@@ -59,7 +59,7 @@ func TestFIFOAcrossManyWraps(t *testing.T) {
 
 func TestTryClaimLimits(t *testing.T) {
 	t.Run("count limit is exact, not the power of two", func(t *testing.T) {
-		r, _ := New[int](3, 1<<20)
+		r, _ := newRing[int](3, 1<<20)
 		for range 3 {
 			pos, err := r.TryClaim(1)
 			require.NoError(t, err)
@@ -72,7 +72,7 @@ func TestTryClaimLimits(t *testing.T) {
 		assert.NoError(t, err)
 	})
 	t.Run("byte limit", func(t *testing.T) {
-		r, _ := New[int](100, 10)
+		r, _ := newRing[int](100, 10)
 		_, err := r.TryClaim(6)
 		require.NoError(t, err)
 		_, err = r.TryClaim(5)
@@ -82,7 +82,7 @@ func TestTryClaimLimits(t *testing.T) {
 		assert.Equal(t, int64(10), r.Bytes())
 	})
 	t.Run("one oversized claim is admitted into an empty ring", func(t *testing.T) {
-		r, _ := New[int](100, 10)
+		r, _ := newRing[int](100, 10)
 		pos, err := r.TryClaim(50)
 		require.NoError(t, err)
 		_, err = r.TryClaim(0)
@@ -95,14 +95,14 @@ func TestTryClaimLimits(t *testing.T) {
 		assert.Equal(t, int64(0), r.Bytes())
 	})
 	t.Run("negative size", func(t *testing.T) {
-		r, _ := New[int](1, 1)
+		r, _ := newRing[int](1, 1)
 		_, err := r.TryClaim(-1)
 		assert.ErrorIs(t, err, ErrInvalidSize)
 	})
 }
 
 func TestClaimWaitsForRelease(t *testing.T) {
-	r, _ := New[int](2, 1<<20)
+	r, _ := newRing[int](2, 1<<20)
 	for range 2 {
 		pos, _ := r.TryClaim(1)
 		r.Publish(pos)
@@ -129,7 +129,7 @@ func TestClaimWaitsForRelease(t *testing.T) {
 }
 
 func TestClaimWaitsForBytes(t *testing.T) {
-	r, _ := New[int](10, 10)
+	r, _ := newRing[int](10, 10)
 	pos, _ := r.TryClaim(8)
 	r.Publish(pos)
 	got := make(chan error)
@@ -148,7 +148,7 @@ func TestClaimWaitsForBytes(t *testing.T) {
 }
 
 func TestClaimCanceledAndClosed(t *testing.T) {
-	r, _ := New[int](1, 1<<20)
+	r, _ := newRing[int](1, 1<<20)
 	pos, _ := r.TryClaim(1)
 	r.Publish(pos)
 
@@ -187,7 +187,7 @@ func TestClaimCanceledAndClosed(t *testing.T) {
 }
 
 func TestWaitPublishedWakesConsumer(t *testing.T) {
-	r, _ := New[int](4, 1<<20)
+	r, _ := newRing[int](4, 1<<20)
 	got := make(chan int)
 	go func() {
 		v, err := pop(r, nil)
@@ -211,7 +211,7 @@ func TestWaitPublishedWakesConsumer(t *testing.T) {
 }
 
 func TestStampsRejectStalePositions(t *testing.T) {
-	r, _ := New[int](2, 1<<20)
+	r, _ := newRing[int](2, 1<<20)
 	assert.Equal(t, Unpublished, r.State(0), "fresh slot is not position 0 yet")
 	pos, _ := r.TryClaim(1)
 	assert.Equal(t, Unpublished, r.State(pos), "claimed is not published")
@@ -235,7 +235,7 @@ func TestStampsRejectStalePositions(t *testing.T) {
 
 func TestResolveExactlyOnce(t *testing.T) {
 	const n = 2000
-	r, _ := New[int](n, 1<<30)
+	r, _ := newRing[int](n, 1<<30)
 	for range n {
 		pos, _ := r.TryClaim(1)
 		r.Publish(pos)
@@ -269,7 +269,7 @@ func TestResolveExactlyOnce(t *testing.T) {
 }
 
 func TestResolveWaitsForPublish(t *testing.T) {
-	r, _ := New[int](2, 1<<20)
+	r, _ := newRing[int](2, 1<<20)
 	pos, _ := r.TryClaim(1)
 	res := make(chan bool)
 	go func() {
@@ -288,7 +288,7 @@ func TestResolveWaitsForPublish(t *testing.T) {
 }
 
 func TestWaitHead(t *testing.T) {
-	r, _ := New[int](4, 1<<20)
+	r, _ := newRing[int](4, 1<<20)
 	for range 3 {
 		pos, _ := r.TryClaim(1)
 		r.Publish(pos)
@@ -319,7 +319,7 @@ func TestWaitHead(t *testing.T) {
 // that every item comes out exactly once and that each producer's items come
 // out in the order it pushed them.
 func TestConcurrentProducersLinearizable(t *testing.T) {
-	r, _ := New[seqItem](64, 1<<20)
+	r, _ := newRing[seqItem](64, 1<<20)
 	claimAndDrain(t, r, 8, 20000)
 }
 
@@ -436,7 +436,7 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 // It used to reserve first and give back after, waking every waiter, itself
 // included: a blocked claimer spun, allocating a wake-up channel per turn.
 func TestFailedClaimWakesNobody(t *testing.T) {
-	r, _ := New[int](1, 1<<20)
+	r, _ := newRing[int](1, 1<<20)
 	pos, _ := r.TryClaim(10)
 	r.Publish(pos)
 	room := r.ArmRoom()
@@ -455,7 +455,7 @@ func TestFailedClaimWakesNobody(t *testing.T) {
 // is Written to everyone (Resolve, Transition, State); a resend's Writing
 // is not, and Resolve waits for it to end.
 func TestMarkWrittenCursor(t *testing.T) {
-	r, _ := New[int](8, 1<<20)
+	r, _ := newRing[int](8, 1<<20)
 	for range 4 {
 		pos, _ := r.TryClaim(1)
 		r.Publish(pos)
@@ -501,7 +501,7 @@ func TestMarkWrittenCursor(t *testing.T) {
 // that marks its runs written by the cursor and resends every position once.
 func TestResolveExactlyOnceWithCursor(t *testing.T) {
 	const n, run = 2000, 16
-	r, _ := New[int](n, 1<<30)
+	r, _ := newRing[int](n, 1<<30)
 	for range n {
 		pos, _ := r.TryClaim(1)
 		r.Publish(pos)
