@@ -98,7 +98,7 @@ func TestBudgetConcurrentTakesStayWithinLimits(t *testing.T) {
 // once every exempt position is released, leaving the budget empty.
 func TestExemptLedgerHoldsItsShare(t *testing.T) {
 	b := newBudget(64, 6400, nil)
-	l, err := newLedger(32, 3200, ledgerTimeout, nil, b, func() {}, make(chan struct{}, 1))
+	l, err := newLedger(32, 3200, ledgerTimeout, nil, b, func() {}, make(chan struct{}, 1), false)
 	require.NoError(t, err)
 	l.exemptFrom()
 	requirePending := func(n int, bytes int64, held int64, what string) {
@@ -140,7 +140,7 @@ func TestExemptLedgerHoldsItsShare(t *testing.T) {
 // release will come to do it).
 func TestMeterEmptyExemptLedgerGivesShareAtOnce(t *testing.T) {
 	b := newBudget(64, 6400, nil)
-	l, err := newLedger(32, 3200, ledgerTimeout, nil, b, func() {}, make(chan struct{}, 1))
+	l, err := newLedger(32, 3200, ledgerTimeout, nil, b, func() {}, make(chan struct{}, 1), false)
 	require.NoError(t, err)
 	l.exemptFrom()
 	pos, _, err := l.tryClaim([]int64{100})
@@ -157,7 +157,7 @@ func TestMeterEmptyExemptLedgerGivesShareAtOnce(t *testing.T) {
 func TestMeterRacingClaimsLeaveNoCharge(t *testing.T) {
 	for range 50 {
 		b := newBudget(1<<16, 1<<30, nil)
-		l, err := newLedger(1<<14, 1<<28, ledgerTimeout, nil, b, func() {}, make(chan struct{}, 1))
+		l, err := newLedger(1<<14, 1<<28, ledgerTimeout, nil, b, func() {}, make(chan struct{}, 1), false)
 		require.NoError(t, err)
 		l.exemptFrom()
 		var wg sync.WaitGroup

@@ -266,7 +266,7 @@ func TestBudgetSecondTopicWhileFirstIsFull(t *testing.T) {
 func TestMeterRacingReleases(t *testing.T) {
 	for range 200 {
 		b := newBudget(1<<10, 1<<20, nil)
-		l, err := newLedger(1<<8, 1<<16, ledgerTimeout, nil, b, func() {}, make(chan struct{}, 1))
+		l, err := newLedger(1<<8, 1<<16, ledgerTimeout, nil, b, func() {}, make(chan struct{}, 1), false)
 		require.NoError(t, err)
 		l.exemptFrom()
 		var claimers, all sync.WaitGroup

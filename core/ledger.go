@@ -124,9 +124,14 @@ type entry struct {
 }
 
 // newLedger returns a ledger whose ring holds maxPending messages and
-// maxBytes bytes (a topic's share), within budget b.
-func newLedger(maxPending int, maxBytes int64, timeout time.Duration, coarse *coarseClock, b *budget, wake func(), sweepWake chan struct{}) (*ledger, error) {
-	ring, err := ringbuf.New[entry](maxPending, maxBytes)
+// maxBytes bytes (a topic's share), within budget b: a flat ring
+// (ringbuf.NewFlat) if flat, else a paged one.
+func newLedger(maxPending int, maxBytes int64, timeout time.Duration, coarse *coarseClock, b *budget, wake func(), sweepWake chan struct{}, flat bool) (*ledger, error) {
+	newRing := ringbuf.New[entry]
+	if flat {
+		newRing = ringbuf.NewFlat[entry]
+	}
+	ring, err := newRing(maxPending, maxBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -549,6 +549,6 @@ func newTestLedger(maxPending int, maxBytes int64, timeout time.Duration, c *coa
 		case wake <- struct{}{}:
 		default:
 		}
-	}, make(chan struct{}, 1))
+	}, make(chan struct{}, 1), false)
 	return l, wake, err
 }

@@ -56,6 +56,7 @@ type Producer struct {
 	lanes        atomic.Pointer[laneTable]
 	all          atomic.Pointer[[]*lane]
 	retiredLanes int          // retired lanes still in all; under lanesMu
+	flatLanes    int          // lanes with a flat ring (see maxFlatLanes); under lanesMu
 	topics       atomic.Int64 // lanes not retired
 
 	pumpDirty    laneList      // lanes that may have something to write
@@ -145,7 +146,7 @@ func New(dialer transport.Dialer, opts ...Option) (*Producer, error) {
 		closed:       make(chan struct{}),
 		instance:     rand.Uint64() | 1, // never 0
 	}
-	def, err := p.makeLane(cfg.topic)
+	def, err := p.makeLane(cfg.topic, true)
 	if err != nil {
 		return nil, err
 	}
