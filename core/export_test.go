@@ -19,3 +19,16 @@ func OnLanesFreed(p *Producer, freed func()) int {
 	}
 	return n
 }
+
+// FlatRing reports whether topic's lane has a flat ring, and whether p has
+// a lane for topic.
+func FlatRing(p *Producer, topic string) (flat, ok bool) {
+	l := p.lanes.Load().get(topic)
+	if l == nil {
+		if p.def.topic == topic {
+			return p.def.flat, true
+		}
+		return false, false
+	}
+	return l.flat, true
+}

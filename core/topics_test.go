@@ -370,3 +370,35 @@ func TestSecondTopicGetsWhatTheFirstLeaves(t *testing.T) {
 	assert.ErrorIs(t, e.p.TrySendAsync(context.Background(), &core.Message{Payload: []byte("x")}, cb), core.ErrQueueFull)
 	assert.Equal(t, 16, e.p.Stats().Pending)
 }
+
+// TestFirstTopicsGetFlatRings: the producer's first topics (its Topic
+// option's and the first other one) get rings whose slots are one block,
+// the later ones paged rings; a forgotten topic's place goes to the next
+// topic made. Messages flow alike through both kinds.
+func TestFirstTopicsGetFlatRings(t *testing.T) {
+	e := newEnv(t, core.TopicIdleTimeout(20*time.Millisecond))
+	ctx := context.Background()
+	flat := func(topic string) bool {
+		t.Helper()
+		f, ok := core.FlatRing(e.p, topic)
+		require.True(t, ok, "no lane for %q", topic)
+		return f
+	}
+	assert.True(t, flat(core.DefaultTopic), "the Topic option's")
+	for i, topic := range []string{"first", "second", "third"} {
+		_, err := e.p.Send(ctx, &core.Message{Topic: topic, Payload: payload(i)})
+		require.NoError(t, err)
+	}
+	assert.True(t, flat("first"))
+	assert.False(t, flat("second"))
+	assert.False(t, flat("third"))
+
+	require.NoError(t, e.p.Flush(ctx))
+	waitUntil(t, "the idle topics to be forgotten", func() bool { return e.p.Stats().Topics == 1 })
+	_, err := e.p.Send(ctx, &core.Message{Topic: "fourth", Payload: payload(4)})
+	require.NoError(t, err)
+	assert.True(t, flat("fourth"), "the forgotten flat topic's place")
+	for _, topic := range []string{"first", "second", "third", "fourth"} {
+		assert.Len(t, e.store.TopicRecords(topic, "test-producer"), 1, topic)
+	}
+}
