@@ -104,8 +104,8 @@ func MaxFrameSize(n int) Option {
 }
 
 // DefaultMaxQueuedBytes is the default of MaxQueuedBytes: room for the
-// frames a producer keeps in flight by default (core.DefaultFramesInFlight
-// frames of at most wire.DefaultMaxFrameSize).
+// frames one topic of a producer keeps in flight by default
+// (core.DefaultFramesInFlight frames of at most wire.DefaultMaxFrameSize).
 const DefaultMaxQueuedBytes = 16 << 20
 
 // MaxQueuedBytes sets how many bytes of checked BATCH frames (their records
@@ -114,8 +114,12 @@ const DefaultMaxQueuedBytes = 16 << 20
 // Append is in flight (default DefaultMaxQueuedBytes; one frame is always
 // taken, whatever its size). Beyond it the session's Handle waits, and the
 // connection stops reading (TCP backpressure) until the Append in flight
-// returned. A producer's window (core.MaxFramesInFlight) keeps it below
-// the limit; a connection that waits here does not answer PINGs meanwhile.
+// returned. A topic's window (core.MaxFramesInFlight) keeps one topic
+// below the limit; the topics of a connection share it, and many topics'
+// large frames (over TCP a connection may have 16 times a topic's window
+// in flight) reach it: then Handle waits as said, each time until a topic
+// takes its frames. A connection that waits here does not answer PINGs
+// meanwhile.
 func MaxQueuedBytes(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n < wire.MinMaxFrameSize || n > 1<<30 {

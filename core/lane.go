@@ -47,7 +47,7 @@ type lane struct {
 	inFlight  []uint64 // end positions of the frames written and not acknowledged
 	counted   int      // its frames counted in conn.flying (see session.flying)
 	roomy     bool     // in conn.roomWait
-	admitted  bool     // taken from conn.roomWait: its next frame may take room before the lanes still there
+	admitted  bool     // taken from conn.roomWait: a place in conn's window is kept for it (conn.reserved) until its next serve
 	inWork    bool     // in the pump's work list
 	listed    bool     // in conn.parked
 	notBefore int64    // producer ns: not served before (linger, a refused declaration's retry)
@@ -211,9 +211,14 @@ func (p *Producer) retire(l *lane) bool {
 	}
 	l.retired.Store(true)
 	if s := l.conn; s != nil {
-		// Its frames no longer take room in the connection's window.
+		// Its frames no longer take room in the connection's window, nor
+		// does a place kept for it.
 		s.flying -= l.counted
 		l.counted = 0
+		if l.admitted {
+			l.admitted = false
+			s.reserved--
+		}
 		if l.state != undeclared {
 			// The connection keeps the topic's id (s.ids), not the lane: a
 			// late receipt of the id is then ignored (see OnFrame).

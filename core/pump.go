@@ -365,12 +365,15 @@ func (p *Producer) writeLoop(s *session, bufs chan *transport.Buffer) {
 		}
 		// As many lanes as there is room for, in the order they waited
 		// (all of them at every pass would cost each pass every waiting
-		// lane, to let a few through).
-		for room := s.window - s.flying; room > 0 && len(s.roomWait) > 0; room-- {
+		// lane, to let a few through), each with a place kept for it until
+		// its serve: a lane kept in work from this pass, which serve
+		// reaches first, takes none of those places.
+		for room := s.window - s.flying - s.reserved; room > 0 && len(s.roomWait) > 0; room-- {
 			l := s.roomWait[0]
 			s.roomWait[0] = nil
 			s.roomWait = s.roomWait[1:]
 			l.roomy, l.admitted = false, true
+			s.reserved++
 			l.waiting.Store(false) // a kickRoom that swapped it first pushed it too: enter keeps one
 			work = p.enter(work, l)
 		}
@@ -442,8 +445,16 @@ const (
 // serve writes at most one batch of l on s.
 func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs chan *transport.Buffer, now int64) served {
 	if l.conn != s {
-		l.conn, l.state, l.pos, l.counted, l.roomy = s, undeclared, 0, 0, false
+		l.conn, l.state, l.pos, l.counted, l.roomy, l.admitted = s, undeclared, 0, 0, false, false
 		l.inFlight = l.inFlight[:0]
+	}
+	// A place kept for l (see admit) is its to use at this serve, or
+	// lost: a lane that has nothing to write, or waits for something
+	// else, asks again when it needs room.
+	admitted := l.admitted
+	if admitted {
+		l.admitted = false
+		s.reserved--
 	}
 	l.pos = max(l.pos, l.led.resendFrom())
 	open := p.windowOpen(s, l) // first: a lane kicked by its receipt gives its room back even with nothing to write
@@ -479,9 +490,11 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs chan *
 		}
 		return parked
 	}
-	admitted := l.admitted
-	l.admitted = false
-	if (s.flying >= s.window || len(s.roomWait) > 0 && !admitted) && l.counted < p.cfg.framesInFlight-1 {
+	full := s.flying >= s.window
+	if !admitted {
+		full = full || s.flying+s.reserved >= s.window || len(s.roomWait) > 0
+	}
+	if full && l.counted < p.cfg.framesInFlight-1 {
 		// No room, or lanes wait for it and l did not: it waits behind
 		// them. First come, first served: a lane whose frame was just
 		// acknowledged would otherwise take every place that opens, with

@@ -38,6 +38,7 @@ type session struct {
 	// serve).
 	flying   int
 	window   int
+	reserved int // places kept for lanes taken from roomWait, until their serve
 	roomWait []*lane
 
 	// The frames of the pump's pass, for a transport that writes several

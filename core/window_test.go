@@ -283,3 +283,111 @@ func TestWindowServesTopicsInTurn(t *testing.T) {
 		require.NoError(t, rec.get(k).err, "message %d", k)
 	}
 }
+
+// holdingWatch is topicsWatch whose WriteFrame holds the first BATCH of
+// topic id hold (once set) until release is closed, on the pump's
+// goroutine, in the middle of the pump's pass.
+type holdingWatch struct {
+	topicsWatch
+	hold    atomic.Uint32
+	held    chan struct{} // closed when the held write began
+	release chan struct{}
+	once    sync.Once
+}
+
+func (w *holdingWatch) Dial(ctx context.Context, h transport.Handler) (transport.Conn, error) {
+	c, err := w.Dialer.Dial(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	return &holdingConn{topicsConn: topicsConn{Conn: c, w: &w.topicsWatch}, hw: w}, nil
+}
+
+type holdingConn struct {
+	topicsConn
+	hw *holdingWatch
+}
+
+func (c *holdingConn) WriteFrame(buf *transport.Buffer) error {
+	if t, err := wire.TypeOf(buf.Bytes); err == nil && t == wire.TypeBatch {
+		if b, err := wire.DecodeBatch(buf.Bytes); err == nil && b.Topic == c.hw.hold.Load() {
+			c.hw.once.Do(func() {
+				close(c.hw.held)
+				<-c.hw.release
+			})
+		}
+	}
+	return c.topicsConn.WriteFrame(buf)
+}
+
+// TestWindowKeepsThePlaceOfAnAdmittedTopic: a place in the connection's
+// window that a waiting topic was given stays its own until the pump
+// serves it, also when a topic that wrote in the same pass, and has more,
+// comes first in the pump's next pass. The pump is held inside one pass
+// (a write of topic d) while k and a are sent and b's receipt arrives, so
+// that its next pass serves k, a and b in that order: k takes the last
+// place, a waits, b's receipt makes one, a is given it; then k must not
+// take it.
+func TestWindowKeepsThePlaceOfAnAdmittedTopic(t *testing.T) {
+	store := &gatedStore{MemoryStore: broker.NewMemoryStore(), gates: map[string]chan struct{}{
+		"b": make(chan struct{}, 8), "c": make(chan struct{}, 8),
+	}}
+	b, err := broker.New(store)
+	require.NoError(t, err)
+	d := mem.NewDialer(b)
+	w := &holdingWatch{topicsWatch: topicsWatch{Dialer: d}, held: make(chan struct{}), release: make(chan struct{})}
+	// A window of 4 frames (mem), one message per frame.
+	p, err := core.New(w, core.Name("kept"), core.MaxFramesInFlight(4), core.MaxBatchMessages(1), core.SendTimeout(time.Minute))
+	require.NoError(t, err)
+	released := false
+	defer func() {
+		if !released {
+			close(w.release)
+		}
+		for _, g := range store.gates {
+			close(g)
+		}
+		testkit.CloseProducer(t, p, 5*time.Second)
+		_ = d.Close()
+	}()
+	ctx := context.Background()
+	rec := newRecorder(6)
+	send := func(k int, topic string) {
+		require.NoError(t, p.SendAsync(ctx, &core.Message{Topic: topic, Payload: payload(k)}, rec.cb(k)))
+	}
+	// k and a declared, nothing of theirs in flight.
+	_, err = p.Send(ctx, &core.Message{Topic: "k", Payload: payload(100)})
+	require.NoError(t, err)
+	_, err = p.Send(ctx, &core.Message{Topic: "a", Payload: payload(101)})
+	require.NoError(t, err)
+	idK, idA := w.written()[0], w.written()[1]
+	// c and b in flight, held by the store: 2 places of 4.
+	send(0, "c")
+	send(1, "b")
+	waitUntil(t, "c's and b's frames written", func() bool { return len(w.written()) == 4 })
+	// d declared; its first frame's write holds the pump inside a pass.
+	w.hold.Store(5) // k, a, c and b have ids 1 to 4 on this connection
+	send(2, "d")
+	testkit.WaitChan(t, w.held, "d's write to begin")
+	// Meanwhile: k has two messages, a one, and b's receipt comes.
+	send(3, "k")
+	send(4, "k")
+	send(5, "a")
+	store.gates["b"] <- struct{}{}
+	waitUntil(t, "b's receipt taken", func() bool { return p.Stats().Acked == 3 })
+	close(w.release) // d's frame takes a third place
+	released = true
+	waitUntil(t, "the frames after d's", func() bool { return len(w.written()) >= 7 })
+	got := w.written()[5:7]
+	assert.Equal(t, []uint32{idK, idA}, got, "k took a's place (k's first frame, then a's)")
+
+	for _, g := range store.gates {
+		for range 4 {
+			g <- struct{}{}
+		}
+	}
+	rec.wait(t)
+	for k := range 6 {
+		require.NoError(t, rec.get(k).err, "message %d", k)
+	}
+}
