@@ -20,10 +20,14 @@ func (p *Producer) runPump() {
 	// Buffers for frames, reused: a frame's buffer comes back when the
 	// transport has written it (or, for a transport that hands frames to
 	// the broker as they are, when the broker is done with it). The pool
-	// starts with a few per window of one topic; more are made when it is
-	// empty (see serve), and it keeps up to two per frame a connection may
-	// have in flight. It is a queue: only the buffers a connection needs
-	// at once go round, and only they grow to the size of its frames.
+	// starts with one topic's window (MaxFramesInFlight buffers); more are
+	// made when it is empty (see serve), and it keeps up to two per frame a
+	// connection may have in flight. It is a queue: every buffer in it
+	// goes round, each grown to the size of the frames, so it starts with
+	// no more than a connection of one topic needs at once. A buffer comes
+	// back to the pump once per round of the pool: with more of them than
+	// needed (16 frames of 4096 records on mem, 8 MB), each has left the
+	// caches by its turn, and copying records into it costs more.
 	bufs := make(chan *transport.Buffer, 2*connWindow(p.cfg.framesInFlight, true))
 	wait := newBackoff(p.cfg.backoffMin, p.cfg.backoffMax)
 	refusals := 0 // final refusals since the last handshake that succeeded
@@ -58,7 +62,7 @@ func (p *Producer) runPump() {
 		connected = true
 		var hb sync.WaitGroup
 		hb.Go(s.heartbeat)
-		p.writeLoop(s, refill(bufs, 4*p.cfg.framesInFlight))
+		p.writeLoop(s, refill(bufs, p.cfg.framesInFlight))
 		s.fail(ErrClosed) // stops the heartbeat if the pump stopped first
 		hb.Wait()
 		s.conn.Close()
