@@ -17,18 +17,8 @@ import (
 // write batches until the connection dies, back off (see backoff), again,
 // until Close.
 func (p *Producer) runPump() {
-	// Buffers for frames, reused: a frame's buffer comes back when the
-	// transport has written it (or, for a transport that hands frames to
-	// the broker as they are, when the broker is done with it). The pool
-	// starts with one topic's window (MaxFramesInFlight buffers); more are
-	// made when it is empty (see serve), and it keeps up to two per frame a
-	// connection may have in flight. It is a queue: every buffer in it
-	// goes round, each grown to the size of the frames, so it starts with
-	// no more than a connection of one topic needs at once. A buffer comes
-	// back to the pump once per round of the pool: with more of them than
-	// needed (16 frames of 4096 records on mem, 8 MB), each has left the
-	// caches by its turn, and copying records into it costs more.
-	bufs := make(chan *transport.Buffer, 2*connWindow(p.cfg.framesInFlight, true))
+	// Buffers for frames, reused (see bufPool).
+	bufs := newBufPool(2 * connWindow(p.cfg.framesInFlight, true))
 	wait := newBackoff(p.cfg.backoffMin, p.cfg.backoffMax)
 	refusals := 0 // final refusals since the last handshake that succeeded
 	connected := false
@@ -62,7 +52,7 @@ func (p *Producer) runPump() {
 		connected = true
 		var hb sync.WaitGroup
 		hb.Go(s.heartbeat)
-		p.writeLoop(s, refill(bufs, p.cfg.framesInFlight))
+		p.writeLoop(s, bufs)
 		s.fail(ErrClosed) // stops the heartbeat if the pump stopped first
 		hb.Wait()
 		s.conn.Close()
@@ -86,22 +76,53 @@ func (p *Producer) runPump() {
 	}
 }
 
-// refill tops the buffer pool up to n buffers. Buffers a dead connection
-// never released are replaced; if one comes back late it is dropped (the
-// channel is full) or reused.
-func refill(bufs chan *transport.Buffer, n int) chan *transport.Buffer {
-	for len(bufs) < min(n, cap(bufs)) {
-		bufs <- &transport.Buffer{Owner: bufs}
-	}
-	return bufs
+// bufPool is the pump's buffers for frames. A buffer comes back (on back,
+// its Owner) when the transport has written its frame, or, for a
+// transport that hands frames to the broker as they are, when the broker
+// is done with it: for a stalled topic's frame maybe never, for a dead
+// connection's maybe late. The windows, not the pool, bound what is in
+// flight: get makes a buffer when none is back, and the pool keeps what
+// comes back up to a bound (two per frame a connection may have in
+// flight), dropping the rest.
+//
+// get takes the buffer that came back last. Every buffer grows to the
+// size of the frames it carried, and a busy topic's frames go round the
+// few its window needs, which stay in the caches; taken in the order
+// they came back, every buffer the pool holds would go round (16 frames of
+// 4096 records on mem are 8 MB: each had left the caches by its turn, and
+// copying records into it cost SendAsync/mem a fifth more per message).
+type bufPool struct {
+	back  chan *transport.Buffer
+	stack []*transport.Buffer // came back, the last on top; at most cap(back)
 }
 
-// giveBack returns an unused buffer to the pool. The pool may be full
-// already: a buffer a dead connection held came back late (see refill).
-func giveBack(bufs chan *transport.Buffer, buf *transport.Buffer) {
-	select {
-	case bufs <- buf:
-	default:
+func newBufPool(keep int) *bufPool {
+	return &bufPool{back: make(chan *transport.Buffer, keep)}
+}
+
+// get returns a buffer whose Owner is the pool. The pump's.
+func (bp *bufPool) get() *transport.Buffer {
+	for more := true; more && len(bp.stack) < cap(bp.back); {
+		select {
+		case b := <-bp.back:
+			bp.stack = append(bp.stack, b)
+		default:
+			more = false
+		}
+	}
+	if n := len(bp.stack); n > 0 {
+		b := bp.stack[n-1]
+		bp.stack[n-1] = nil
+		bp.stack = bp.stack[:n-1]
+		return b
+	}
+	return &transport.Buffer{Owner: bp.back}
+}
+
+// put keeps a buffer get returned and the pump did not use. The pump's.
+func (bp *bufPool) put(b *transport.Buffer) {
+	if len(bp.stack) < cap(bp.back) {
+		bp.stack = append(bp.stack, b)
 	}
 }
 
@@ -291,7 +312,7 @@ func (p *Producer) yield(err error) bool {
 // write there; its batches follow its TOPIC_OK. Lanes are independent: a
 // lane whose window is full, whose declaration is pending or refused, or
 // that lingers, waits on its own while the others are written.
-func (p *Producer) writeLoop(s *session, bufs chan *transport.Buffer) {
+func (p *Producer) writeLoop(s *session, bufs *bufPool) {
 	var bb wire.BatchBuilder
 	var work, later []*lane
 	// Every lane that holds messages may have some to (re)send here.
@@ -447,7 +468,7 @@ const (
 )
 
 // serve writes at most one batch of l on s.
-func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs chan *transport.Buffer, now int64) served {
+func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPool, now int64) served {
 	if l.conn != s {
 		l.conn, l.state, l.pos, l.counted, l.roomy, l.admitted = s, undeclared, 0, 0, false, false
 		l.inFlight = l.inFlight[:0]
@@ -518,21 +539,12 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs chan *
 		}
 	}
 	l.notBefore = 0
-	// A buffer from the pool, or a new one: a buffer comes back when the
-	// transport is done with its frame, which for a broker that keeps
-	// frames until they are stored (a stalled topic's) can be never. The
-	// lanes' windows, not the pool, bound what is in flight.
-	var buf *transport.Buffer
-	select {
-	case buf = <-bufs:
-	default:
-		buf = &transport.Buffer{Owner: bufs}
-	}
+	buf := bufs.get()
 	lim := batchLimits{topic: l.id, messages: p.cfg.maxBatchMessages, bytes: p.cfg.maxBatchBytes, frame: s.maxFrame, end: l.endPos}
 	var n int
 	l.pos, n = l.led.nextBatch(bb, l.pos, lim, p.preciseNow())
 	if n == 0 {
-		giveBack(bufs, buf)
+		bufs.put(buf)
 		return keep
 	}
 	rawLen := bb.Size()
