@@ -20,15 +20,15 @@ func OnLanesFreed(p *Producer, freed func()) int {
 	return n
 }
 
-// FlatRing reports whether topic's lane has a flat ring, and whether p has
+// FlatRing reports whether topic's lane's ring is flat, and whether p has
 // a lane for topic.
 func FlatRing(p *Producer, topic string) (flat, ok bool) {
 	l := p.lanes.Load().get(topic)
 	if l == nil {
-		if p.def.topic == topic {
-			return p.def.flat, true
+		if p.def.topic != topic {
+			return false, false
 		}
-		return false, false
+		l = p.def
 	}
-	return l.flat, true
+	return l.led.ring.Flat(), true
 }

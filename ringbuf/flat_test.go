@@ -86,3 +86,23 @@ func TestFlatRingBlock(t *testing.T) {
 		t.Fatalf("left: %d positions, %d bytes", r.Len(), r.Bytes())
 	}
 }
+
+// TestNewFlatValidates: NewFlat refuses what New refuses, and limits above
+// MaxFlat, whose block could not be allocated at once.
+func TestNewFlatValidates(t *testing.T) {
+	for _, tc := range []struct {
+		limit int
+		bytes int64
+	}{{0, 1}, {1, 0}, {-1, 1}, {MaxFlat + 1, 1}} {
+		if _, err := NewFlat[int](tc.limit, tc.bytes); err != ErrInvalidSize {
+			t.Errorf("NewFlat(%d, %d): %v, want ErrInvalidSize", tc.limit, tc.bytes, err)
+		}
+	}
+	r, err := NewFlat[int](MaxFlat, 1)
+	if err != nil || !r.Flat() || r.Cap() != MaxFlat {
+		t.Fatalf("NewFlat(MaxFlat): %v, flat %v, Cap %d", err, r != nil && r.Flat(), r.Cap())
+	}
+	if p, _ := New[int](4, 1); p.Flat() {
+		t.Fatal("New made a flat ring")
+	}
+}

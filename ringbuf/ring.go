@@ -132,9 +132,10 @@ func New[T any](limit int, maxBytes int64) (*Ring[T], error) {
 // the releaser then walk one block in the order of positions, with no page
 // table to read (SendAsync/mem: about a quarter less time per message than
 // paged); a paged ring costs what it holds, which many small rings need.
-// It has slots for the next power of two at or above limit.
+// It has slots for the next power of two at or above limit, which must be
+// at most MaxFlat (the block is allocated at once).
 func NewFlat[T any](limit int, maxBytes int64) (*Ring[T], error) {
-	if limit <= 0 || maxBytes <= 0 || limit > 1<<40 {
+	if limit <= 0 || maxBytes <= 0 || limit > MaxFlat {
 		return nil, ErrInvalidSize
 	}
 	capacity := uint64(1)
@@ -143,6 +144,12 @@ func NewFlat[T any](limit int, maxBytes int64) (*Ring[T], error) {
 	}
 	return &Ring[T]{limit: uint64(limit), maxBytes: maxBytes, mask: capacity - 1, flat: true, consumer: newParker()}, nil
 }
+
+// MaxFlat is the largest limit NewFlat takes.
+const MaxFlat = 1 << 24
+
+// Flat reports whether r was made by NewFlat.
+func (r *Ring[T]) Flat() bool { return r.flat }
 
 // at returns the slot of pos in the block that starts at first.
 func (r *Ring[T]) at(first *Slot[T], pos uint64) *Slot[T] {
