@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -390,4 +391,139 @@ func TestWindowKeepsThePlaceOfAnAdmittedTopic(t *testing.T) {
 	for k := range 6 {
 		require.NoError(t, rec.get(k).err, "message %d", k)
 	}
+}
+
+// vecWatch wraps a Dialer whose connections it makes FramesWriters (each
+// WriteFrames hands the frames to the inner WriteFrame in turn), records
+// how many frames each WriteFrames carried and the most BATCH frames in
+// flight at once (by topic and receipt), and fails the WriteFrames call
+// numbered failAt (1-based, over all connections; 0: none), closing that
+// connection.
+type vecWatch struct {
+	transport.Dialer
+	failAt int
+
+	mu     sync.Mutex
+	calls  []int
+	flying map[uint32][]uint64 // last seq of each frame in flight, by topic id, on the current connection
+	most   int
+}
+
+func (w *vecWatch) Dial(ctx context.Context, h transport.Handler) (transport.Conn, error) {
+	w.mu.Lock()
+	w.flying = map[uint32][]uint64{}
+	w.mu.Unlock()
+	c, err := w.Dialer.Dial(ctx, &vecHandler{Handler: h, w: w})
+	if err != nil {
+		return nil, err
+	}
+	return &vecConn{Conn: c, w: w}, nil
+}
+
+type vecConn struct {
+	transport.Conn
+	w *vecWatch
+}
+
+func (c *vecConn) WriteFrames(bufs []*transport.Buffer) error {
+	c.w.mu.Lock()
+	c.w.calls = append(c.w.calls, len(bufs))
+	fail := len(c.w.calls) == c.w.failAt
+	if !fail {
+		for _, b := range bufs {
+			if t, err := wire.TypeOf(b.Bytes); err == nil && t == wire.TypeBatch {
+				if bt, err := wire.DecodeBatch(b.Bytes); err == nil {
+					c.w.flying[bt.Topic] = append(c.w.flying[bt.Topic], bt.LastSeq())
+				}
+			}
+		}
+		n := 0
+		for _, l := range c.w.flying {
+			n += len(l)
+		}
+		c.w.most = max(c.w.most, n)
+	}
+	c.w.mu.Unlock()
+	if fail {
+		c.Conn.Close()
+		return fmt.Errorf("%w: the test failed this write", transport.ErrClosed)
+	}
+	for _, b := range bufs {
+		if err := c.Conn.WriteFrame(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type vecHandler struct {
+	transport.Handler
+	w *vecWatch
+}
+
+func (h *vecHandler) OnFrame(frame []byte) {
+	if t, err := wire.TypeOf(frame); err == nil && t == wire.TypeReceipt {
+		if rs, err := wire.DecodeReceipts(frame, nil); err == nil {
+			h.w.mu.Lock()
+			for _, r := range rs {
+				l := h.w.flying[r.Topic]
+				i := 0
+				for i < len(l) && l[i] <= r.Seq {
+					i++
+				}
+				h.w.flying[r.Topic] = l[i:]
+			}
+			h.w.mu.Unlock()
+		}
+	}
+	h.Handler.OnFrame(frame)
+}
+
+// TestFramesWriterTakesAPassAtOnce: on a transport that writes several
+// frames at once the pump hands it the frames of a pass in one call, and
+// the connection carries up to 16 times a topic's window in all (here far
+// more frames than MaxFramesInFlight); a failed WriteFrames ends the
+// connection like a failed WriteFrame, and the next one writes again what
+// was not acknowledged: every message stored once, in order per topic.
+func TestFramesWriterTakesAPassAtOnce(t *testing.T) {
+	store := broker.NewMemoryStore()
+	b, err := broker.New(store)
+	require.NoError(t, err)
+	d := mem.NewDialer(b)
+	d.DelayReceipts(5 * time.Millisecond) // frames pile up in flight
+	w := &vecWatch{Dialer: d, failAt: 3}
+	p, err := core.New(w, core.Name("vec"), core.MaxFramesInFlight(2), core.SendTimeout(time.Minute),
+		core.ReconnectBackoff(time.Millisecond, 10*time.Millisecond))
+	require.NoError(t, err)
+	defer func() {
+		testkit.CloseProducer(t, p, 5*time.Second)
+		_ = d.Close()
+	}()
+	const topics, per = 50, 20
+	rec := newRecorder(topics * per)
+	for i := range per {
+		for k := range topics {
+			n := i*topics + k
+			require.NoError(t, p.SendAsync(context.Background(), &core.Message{Topic: fmt.Sprint("v", k), Payload: payload(n)}, rec.cb(n)))
+		}
+	}
+	rec.wait(t)
+	for n := range topics * per {
+		require.NoError(t, rec.get(n).err, "message %d", n)
+	}
+	assert.Positive(t, p.Stats().Reconnects, "the failed write ended the connection")
+	for k := range topics {
+		recs := store.TopicRecords(fmt.Sprint("v", k), "vec")
+		require.Len(t, recs, per, "topic v%d", k)
+		for i, r := range recs {
+			require.Equal(t, uint64(i+1), r.Seq, "topic v%d", k)
+			require.Equal(t, payload(i*topics+k), r.Payload, "topic v%d", k)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	assert.Greater(t, slices.Max(w.calls), 1, "frames of a pass in one call: %v", w.calls)
+	assert.Greater(t, w.most, 2*2, "frames in flight at once, beyond mem's window of MaxFramesInFlight")
+	assert.LessOrEqual(t, w.most, topics*2, "no topic beyond its own window")
+	t.Logf("%d calls, up to %d frames per call, up to %d frames in flight", len(w.calls), slices.Max(w.calls), w.most)
 }
