@@ -745,8 +745,9 @@ func (r *Ring[T]) HasRoom(size int64) bool {
 
 // Pager looks slots up for positions read in order, one page lookup per
 // pageLen positions rather than one per position (slots are paged: see
-// Ring.pages). The zero Pager is not usable: take one from Ring.Pager. A
-// Pager is for one goroutine; it only reads the ring's page table.
+// Ring.pages; a flat ring's, see NewFlat, it finds in the block). The
+// zero Pager is not usable: take one from Ring.Pager. A Pager is for one
+// goroutine; it only reads the ring's page table.
 type Pager[T any] struct {
 	r    *Ring[T]
 	page *[pageLen]Slot[T] // the page of base, or nil

@@ -46,19 +46,20 @@ type Conn interface {
 }
 
 // FramesWriter is a Conn that writes several frames at once, with as few
-// system calls as it can (tcp: one vectored write; stdnet: one flush of
-// its writer's buffer). The producer hands such a Conn every frame of one
-// pass over its topics in one call, and lets more frames be in flight on
-// it than on a Conn that takes frames one by one (see
-// core.MaxFramesInFlight).
+// system calls as it can (tcp: one vectored write on Linux, a write per
+// frame elsewhere; stdnet: through its writer's 64 KiB buffer). The
+// producer hands such a Conn every frame of one pass over its topics in
+// one call, and lets more frames be in flight on it than on a Conn that
+// takes frames one by one (see core.MaxFramesInFlight).
 type FramesWriter interface {
 	Conn
 	// WriteFrames is WriteFrame of each of bufs in turn, in one call: the
 	// frames are sent whole and in order, after those of earlier calls,
 	// and each buffer is released as WriteFrame's is. It does not keep
 	// bufs (the slice) after it returns. On an error (ErrClosed, possibly
-	// wrapped) none of bufs from the first that was not wholly sent
-	// reaches the peer whole: the connection is closed.
+	// wrapped) the connection is closed or closing: the frames before the
+	// one that could not be written may reach the peer, that one and the
+	// later ones not whole.
 	WriteFrames(bufs []*Buffer) error
 }
 
@@ -85,8 +86,11 @@ type Buffer struct {
 	Owner chan<- *Buffer
 }
 
-// Release hands b back to its owner. Transports call it once per WriteFrame
-// that returned nil, from any goroutine.
+// Release hands b back to its owner. Transports call it at most once per
+// buffer handed to them, from any goroutine: once per buffer of a
+// WriteFrame or WriteFrames that returned nil (unless the connection dies
+// first), and for the buffers a failed WriteFrames had written whole before
+// the failure, maybe.
 func (b *Buffer) Release() {
 	if b.Owner == nil {
 		return

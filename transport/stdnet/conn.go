@@ -46,31 +46,17 @@ func newClientConn(d *Dialer, raw, rw net.Conn, addr string, h transport.Handler
 
 // WriteFrame implements transport.Conn: it queues buf for the writer and
 // returns at once. Safe for concurrent use.
-func (c *clientConn) WriteFrame(buf *transport.Buffer) error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return transport.ErrClosed
-	}
-	if c.calls >= c.d.cfg.writeQueue {
-		c.mu.Unlock()
-		c.shut(ErrWriteBacklog)
-		return fmt.Errorf("%w: %w", transport.ErrClosed, ErrWriteBacklog)
-	}
-	c.queue = append(c.queue, buf)
-	c.calls++
-	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-	return nil
-}
+func (c *clientConn) WriteFrame(buf *transport.Buffer) error { return c.enqueue(buf, nil) }
 
 // WriteFrames implements transport.FramesWriter: it queues bufs for the
-// writer, which writes them with what else is queued through its buffer,
-// and returns at once. Safe for concurrent use.
-func (c *clientConn) WriteFrames(bufs []*transport.Buffer) error {
+// writer, which writes them with what else is queued through its buffer
+// (64 KiB: larger runs go out in several writes), and returns at once.
+// Safe for concurrent use.
+func (c *clientConn) WriteFrames(bufs []*transport.Buffer) error { return c.enqueue(nil, bufs) }
+
+// enqueue queues buf, or bufs, as one call counted against WriteQueue, and
+// wakes the writer.
+func (c *clientConn) enqueue(buf *transport.Buffer, bufs []*transport.Buffer) error {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -81,7 +67,11 @@ func (c *clientConn) WriteFrames(bufs []*transport.Buffer) error {
 		c.shut(ErrWriteBacklog)
 		return fmt.Errorf("%w: %w", transport.ErrClosed, ErrWriteBacklog)
 	}
-	c.queue = append(c.queue, bufs...)
+	if buf != nil {
+		c.queue = append(c.queue, buf)
+	} else {
+		c.queue = append(c.queue, bufs...)
+	}
 	c.calls++
 	c.mu.Unlock()
 	select {

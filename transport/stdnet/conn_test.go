@@ -152,6 +152,7 @@ func TestStdnetWriteFramesInOrder(t *testing.T) {
 	sent := bytes.Clone(want.Bytes())
 	require.NoError(t, conn.Close())
 	assert.NoError(t, h.wait(t), "a local Close")
+	assert.Zero(t, len(owner), "a frame released twice")
 	assert.ErrorIs(t, conn.(transport.FramesWriter).WriteFrames([]*transport.Buffer{next()}), transport.ErrClosed)
 	require.True(t, bytes.Equal(sent, testkit.WaitChan(t, got, "the peer to see the close")), "the peer read every frame whole and in order")
 }
