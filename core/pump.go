@@ -18,7 +18,7 @@ import (
 // until Close.
 func (p *Producer) runPump() {
 	// Buffers for frames, reused (see bufPool).
-	bufs := newBufPool(2 * connWindow(p.cfg.framesInFlight, true))
+	bufs := newBufPool(2*connWindow(p.cfg.framesInFlight, true), 4*p.cfg.framesInFlight)
 	wait := newBackoff(p.cfg.backoffMin, p.cfg.backoffMax)
 	refusals := 0 // final refusals since the last handshake that succeeded
 	connected := false
@@ -83,7 +83,9 @@ func (p *Producer) runPump() {
 // connection's maybe late. The windows, not the pool, bound what is in
 // flight: get makes a buffer when none is back, and the pool keeps what
 // comes back up to a bound (two per frame a connection may have in
-// flight), dropping the rest.
+// flight), dropping the rest, and beyond a few (four per topic window)
+// only buffers of at most 64 KiB: many topics' frames are small, and a
+// burst of large ones leaves no more than a few large buffers behind.
 //
 // get takes the buffer that came back last. Every buffer grows to the
 // size of the frames it carried, and a busy topic's frames go round the
@@ -94,10 +96,14 @@ func (p *Producer) runPump() {
 type bufPool struct {
 	back  chan *transport.Buffer
 	stack []*transport.Buffer // came back, the last on top; at most cap(back)
+	few   int                 // how many the stack keeps whatever their size
 }
 
-func newBufPool(keep int) *bufPool {
-	return &bufPool{back: make(chan *transport.Buffer, keep)}
+// bigBuffer is the size beyond which the pool keeps only a few buffers.
+const bigBuffer = 64 << 10
+
+func newBufPool(keep, few int) *bufPool {
+	return &bufPool{back: make(chan *transport.Buffer, keep), few: few}
 }
 
 // get returns a buffer whose Owner is the pool. The pump's.
@@ -105,7 +111,9 @@ func (bp *bufPool) get() *transport.Buffer {
 	for more := true; more && len(bp.stack) < cap(bp.back); {
 		select {
 		case b := <-bp.back:
-			bp.stack = append(bp.stack, b)
+			if len(bp.stack) < bp.few || cap(b.Bytes) <= bigBuffer {
+				bp.stack = append(bp.stack, b)
+			}
 		default:
 			more = false
 		}
