@@ -182,6 +182,25 @@ type gatedStore struct {
 	gates map[string]chan struct{}
 }
 
+// pass lets n more Appends of every gated topic through.
+func (s *gatedStore) pass(n int) {
+	for _, g := range s.gates {
+		for range n {
+			g <- struct{}{}
+		}
+	}
+}
+
+// waitSucceeded waits for the callbacks of messages 0 to n-1 and requires
+// every one a success.
+func (r *recorder) waitSucceeded(t *testing.T, n int) {
+	t.Helper()
+	r.wait(t)
+	for k := range n {
+		require.NoError(t, r.get(k).err, "message %d", k)
+	}
+}
+
 func (s *gatedStore) Append(topic, producer string, epoch uint64, recs []broker.Record) error {
 	if g, ok := s.gates[topic]; ok {
 		<-g
@@ -274,15 +293,8 @@ func TestWindowServesTopicsInTurn(t *testing.T) {
 	waitUntil(t, "a frame after a's receipt", func() bool { return len(w.written()) == 4 })
 	assert.NotEqual(t, idA, w.written()[3], "a took the place its receipt made, ahead of c, which asked first")
 
-	for _, g := range store.gates {
-		for range 4 {
-			g <- struct{}{}
-		}
-	}
-	rec.wait(t)
-	for k := range 5 {
-		require.NoError(t, rec.get(k).err, "message %d", k)
-	}
+	store.pass(4)
+	rec.waitSucceeded(t, 5)
 }
 
 // holdingWatch is topicsWatch whose WriteFrame holds the first BATCH of
@@ -382,15 +394,8 @@ func TestWindowKeepsThePlaceOfAnAdmittedTopic(t *testing.T) {
 	got := w.written()[5:7]
 	assert.Equal(t, []uint32{idK, idA}, got, "k took a's place (k's first frame, then a's)")
 
-	for _, g := range store.gates {
-		for range 4 {
-			g <- struct{}{}
-		}
-	}
-	rec.wait(t)
-	for k := range 6 {
-		require.NoError(t, rec.get(k).err, "message %d", k)
-	}
+	store.pass(4)
+	rec.waitSucceeded(t, 6)
 }
 
 // vecWatch wraps a Dialer whose connections it makes FramesWriters (each
