@@ -130,8 +130,9 @@ func New[T any](limit int, maxBytes int64) (*Ring[T], error) {
 // pages of 16 allocated as claims reach them and recycled: for a ring that
 // is busy (in inflight, a producer's first topics). Claimers, the pump and
 // the releaser then walk one block in the order of positions, with no page
-// table to read (SendAsync/mem: about a quarter less time per message than
-// paged); a paged ring costs what it holds, which many small rings need.
+// table to read (inflight's SendAsync/mem in interleaved rounds: 60-69 ns
+// per message against 67-95 paged); a paged ring costs what it holds,
+// which many small rings need.
 // It has slots for the next power of two at or above limit, which must be
 // at most MaxFlat (the block is allocated at once).
 func NewFlat[T any](limit int, maxBytes int64) (*Ring[T], error) {
