@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/inflightmq/inflight/wire"
 )
@@ -19,6 +20,7 @@ type Broker struct {
 	bufs     bufPool            // the buffers of queued frames
 	budget   budget             // the memory of all sessions' frames (MaxBufferedBytes)
 	scratch  sync.Pool          // of *appendScratch: appenders' memory, between runs of frames
+	start    time.Time          // New's, for since
 
 	mu      sync.Mutex
 	names   map[string]*nameState  // only names with a live session (fence.go)
@@ -198,7 +200,7 @@ func New(store Store, opts ...Option) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Broker{store: store, maxFrame: cfg.maxFrame, cfg: cfg, dec: dec, bufs: newBufPool(cfg.maxFrame),
+	return &Broker{store: store, maxFrame: cfg.maxFrame, cfg: cfg, dec: dec, bufs: newBufPool(cfg.maxFrame), start: time.Now(),
 		budget: budget{limit: int64(cfg.maxBuffered)}, names: make(map[string]*nameState), streams: make(map[stream]*streamLock)}, nil
 }
 
@@ -265,3 +267,6 @@ func (b *Broker) Stats() Stats {
 		NameInUse:        b.nameInUse.Load(),
 	}
 }
+
+// since returns the time since New, monotonic, in ns.
+func (b *Broker) since() int64 { return int64(time.Since(b.start)) }

@@ -50,12 +50,12 @@ func (s *Session) ack(t *topic, seq uint64) {
 		return
 	}
 	r.sending = true
-	if s.open.Load() > 1 {
-		// Several topics: let the goroutines that can run now (the
-		// reader with the next frames of the connection, other topics
-		// whose Appends returned) add their entries before this one
-		// sends: with 1000 topics over tcp each receipt took a write
-		// of its own. One topic has nobody to wait for: it sends at
+	if s.mixed() {
+		// Several topics in play: let the goroutines that can run now
+		// (the reader with the next frames of the connection, other
+		// topics whose Appends returned) add their entries before this
+		// one sends: with 1000 topics over tcp each receipt took a write
+		// of its own. One busy topic has nobody to wait for: it sends at
 		// once, as a frame's receipt is what opens its window.
 		r.mu.Unlock()
 		runtime.Gosched()

@@ -57,7 +57,11 @@ type Session struct {
 
 	closed atomic.Bool
 	wg     sync.WaitGroup // the HELLO and topic goroutines; Add on the reader only
-	open   atomic.Int32   // topics open (see receipts)
+	// The reader's last frame's topic id plus one (0: none yet), and when
+	// a frame of another topic than the one before it came (ns since the
+	// broker started; 0: never): see mixed.
+	lastTopic uint32
+	switched  atomic.Int64
 
 	// mu guards failed, the queued bytes and every topic's queue.
 	mu      sync.Mutex

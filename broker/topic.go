@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/inflightmq/inflight/wire"
 )
@@ -156,7 +157,6 @@ func (s *Session) openTopic(t *topic) bool {
 	t.last, t.queued = st.LastSeq, st.LastSeq
 	t.state.Store(topicOpen)
 	s.b.topics.Add(1)
-	s.open.Add(1)
 	if err := s.peer.Send(wire.AppendTopicOK(nil, wire.TopicOK{ID: t.id, LastSeq: st.LastSeq})); err != nil {
 		s.abort(err)
 		_ = s.peer.Close()
@@ -206,7 +206,6 @@ func (s *Session) dropFrames(t *topic) {
 func (s *Session) end(t *topic) {
 	if t.state.Swap(topicEnded) == topicOpen {
 		s.b.topics.Add(-1)
-		s.open.Add(-1)
 	}
 	s.mu.Lock()
 	done := t.released
@@ -242,6 +241,7 @@ func (s *Session) push(t *topic, f queuedFrame) error {
 		return nil
 	}
 	t.frames = append(t.frames, f)
+	s.noteTopic(t.id)
 	t.bytes += size
 	s.queued += size
 	t.queued = max(t.queued, f.last)
@@ -344,4 +344,28 @@ func (s *Session) runTopic(t *topic) {
 		s.mu.Unlock()
 		return
 	}
+}
+
+// mixedWithin is how recent a switch of topics between two frames the
+// reader handed on must be for mixed to report several topics in play.
+const mixedWithin = time.Millisecond
+
+// noteTopic records that the reader hands on a frame of topic id. The
+// reader's.
+func (s *Session) noteTopic(id uint32) {
+	if s.lastTopic != id+1 {
+		if s.lastTopic != 0 {
+			s.switched.Store(max(s.b.since(), 1))
+		}
+		s.lastTopic = id + 1
+	}
+}
+
+// mixed reports whether the frames the session's reader handed on lately
+// were of several topics: a frame of another topic than the one before it
+// came within mixedWithin. A connection with one busy topic, whatever
+// other topics it declared once, is not mixed.
+func (s *Session) mixed() bool {
+	at := s.switched.Load()
+	return at != 0 && s.b.since()-at < int64(mixedWithin)
 }
