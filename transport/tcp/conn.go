@@ -180,8 +180,8 @@ func (c *clientConn) releaseWritten(gc gnet.Conn) {
 		return
 	}
 	c.mu.Lock()
-	// Only WriteFrame and WriteFrames queue, under mu: nothing is queued now, and
-	// nothing will be before the next direct write.
+	// Only WriteFrame and WriteFrames queue, under mu: nothing is queued
+	// now, and nothing will be before the next direct write.
 	back := c.queued.Load() == 0 && c.viaLoop.Swap(false)
 	c.mu.Unlock()
 	if back {
