@@ -138,18 +138,9 @@ func (r *Ring[T]) ClaimN(sizes []int64, done <-chan struct{}) (uint64, int, erro
 // as Publish would, and wakes the consumer once. Every slot's Value and
 // deadline must be set before.
 func (r *Ring[T]) PublishN(first uint64, n int) {
-	if r.flat {
-		for pos := first; pos < first+uint64(n); pos++ {
-			r.slot(pos).state.Store(word(pos, Pending))
-		}
-	} else {
-		var pg *[pageLen]Slot[T]
-		for pos := first; pos < first+uint64(n); pos++ {
-			if pg == nil || pos%pageLen == 0 {
-				pg = r.page(pos)
-			}
-			pg[pos&r.mask%pageLen].state.Store(word(pos, Pending))
-		}
+	pg := r.Pager()
+	for pos := first; pos < first+uint64(n); pos++ {
+		pg.Peek(pos).state.Store(word(pos, Pending))
 	}
 	r.consumer.wake()
 }

@@ -644,23 +644,11 @@ func (r *Ring[T]) Release(upto uint64) (int, int64) {
 	}
 	var freed int64
 	var zero T
-	if r.flat {
-		first := r.block.Load()
-		for p := h; p < upto; p++ {
-			s := r.at(first, p)
-			freed += s.size
-			s.Value = zero
-		}
-	} else {
-		var pg *[pageLen]Slot[T]
-		for p := h; p < upto; p++ {
-			if pg == nil || p%pageLen == 0 {
-				pg = r.page(p)
-			}
-			s := &pg[p&r.mask%pageLen]
-			freed += s.size
-			s.Value = zero
-		}
+	pg := r.Pager()
+	for p := h; p < upto; p++ {
+		s := pg.Peek(p)
+		freed += s.size
+		s.Value = zero
 	}
 	if freed != 0 {
 		r.released.Add(freed)
@@ -750,9 +738,10 @@ func (r *Ring[T]) HasRoom(size int64) bool {
 // zero Pager is not usable: take one from Ring.Pager. A Pager is for one
 // goroutine; it only reads the ring's page table.
 type Pager[T any] struct {
-	r    *Ring[T]
-	page *[pageLen]Slot[T] // the page of base, or nil
-	base uint64            // the first position of page
+	r     *Ring[T]
+	first *Slot[T]          // a flat ring's block, once seen
+	page  *[pageLen]Slot[T] // the page of base, or nil
+	base  uint64            // the first position of page
 }
 
 // Pager returns a Pager of r.
@@ -760,6 +749,9 @@ func (r *Ring[T]) Pager() Pager[T] { return Pager[T]{r: r} }
 
 // Peek is Ring.Peek.
 func (p *Pager[T]) Peek(pos uint64) *Slot[T] {
+	if p.first != nil {
+		return p.r.at(p.first, pos)
+	}
 	if d := pos - p.base; d < pageLen && p.page != nil { // below base, d wraps
 		return &p.page[d]
 	}
@@ -769,7 +761,11 @@ func (p *Pager[T]) Peek(pos uint64) *Slot[T] {
 // turn is Peek for a position off the current page.
 func (p *Pager[T]) turn(pos uint64) *Slot[T] {
 	if p.r.flat {
-		return p.r.peek(pos)
+		// The block is there from the first claim on, and stays.
+		if p.first = p.r.block.Load(); p.first == nil {
+			return nil
+		}
+		return p.r.at(p.first, pos)
 	}
 	pg := p.r.pageOf(pos)
 	if pg == nil {
