@@ -24,7 +24,6 @@ import (
 type lane struct {
 	topic string
 	led   *ledger
-	flat  bool // its ring is flat (see maxFlatLanes)
 
 	pumpQueued atomic.Bool // in the pump's dirty list or work list (see kick)
 	// waiting: out of the pump's lists until room in its window or the
@@ -184,13 +183,14 @@ const (
 // flat and the share allows it (see maxFlatLanes). The caller holds
 // lanesMu, or makes the producer's first lane.
 func (p *Producer) makeLane(topic string, flat bool) (*lane, error) {
-	l := &lane{topic: topic, fresh: true, flat: flat && p.cfg.topicPending() <= maxFlatSlots}
+	l := &lane{topic: topic, fresh: true}
+	flat = flat && p.cfg.topicPending() <= maxFlatSlots
 	led, err := newLedger(p.cfg.topicPending(), p.cfg.topicPendingBytes(), p.cfg.sendTimeout, p.coarse,
-		p.budget, func() { p.wakeDispatcher(l) }, p.sweepWake, l.flat)
+		p.budget, func() { p.wakeDispatcher(l) }, p.sweepWake, flat)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
-	if l.flat {
+	if flat {
 		p.flatLanes++
 	}
 	led.ackedStat = &p.stats.acked
@@ -244,7 +244,7 @@ func (p *Producer) retire(l *lane) bool {
 	p.lanesMu.Lock()
 	p.lanes.Store(p.lanes.Load().del(l))
 	p.retiredLanes++
-	if l.flat {
+	if l.led.ring.Flat() {
 		p.flatLanes--
 	}
 	if old := p.lanesSnapshot(); p.retiredLanes > len(old)/2 {
