@@ -21,23 +21,91 @@ import (
 	"github.com/inflightmq/inflight/wire"
 )
 
-// windowWatch wraps a Dialer and follows, on every connection, the BATCH
-// frames written whose RECEIPT has not come back: the producer's window as
-// the wire sees it.
-type windowWatch struct {
-	transport.Dialer
+// batchFrame decodes frame if it is a BATCH (ok), and says why not if it
+// is one that does not decode.
+func batchFrame(frame []byte) (b wire.Batch, ok bool, err error) {
+	if t, err := wire.TypeOf(frame); err != nil || t != wire.TypeBatch {
+		return wire.Batch{}, false, nil
+	}
+	b, err = wire.DecodeBatch(frame)
+	return b, err == nil, err
+}
 
+// flights follows the BATCH frames written on a connection whose RECEIPT
+// has not come back, by topic: the producer's windows as the wire sees
+// them.
+type flights struct {
 	mu      sync.Mutex
-	lasts   []uint64 // last seq of each frame in flight, on the current connection
-	most    int      // the most frames ever in flight at once
+	byTopic map[uint32][]uint64 // last seq of each frame in flight, by topic id, on the current connection
+	n       int                 // frames in flight
+	most    int                 // the most frames ever in flight at once
 	batches int
 }
 
+// reset starts a new connection: a resend starts afresh.
+func (f *flights) reset() {
+	f.mu.Lock()
+	f.byTopic, f.n = map[uint32][]uint64{}, 0
+	f.mu.Unlock()
+}
+
+// sent records frame, written, if it is a BATCH.
+func (f *flights) sent(frame []byte) error {
+	b, ok, err := batchFrame(frame)
+	if !ok {
+		return err
+	}
+	f.mu.Lock()
+	f.byTopic[b.Topic] = append(f.byTopic[b.Topic], b.LastSeq())
+	f.n++
+	f.most = max(f.most, f.n)
+	f.batches++
+	f.mu.Unlock()
+	return nil
+}
+
+// received ends the flights frame acknowledges, if it is a RECEIPT.
+func (f *flights) received(frame []byte) {
+	if t, err := wire.TypeOf(frame); err != nil || t != wire.TypeReceipt {
+		return
+	}
+	rs, err := wire.DecodeReceipts(frame, nil)
+	if err != nil {
+		return
+	}
+	f.mu.Lock()
+	for _, r := range rs {
+		l := f.byTopic[r.Topic]
+		i := 0
+		for i < len(l) && l[i] <= r.Seq {
+			i++
+		}
+		f.byTopic[r.Topic], f.n = l[i:], f.n-i
+	}
+	f.mu.Unlock()
+}
+
+// flightsHandler passes inbound frames on, after f saw them.
+type flightsHandler struct {
+	transport.Handler
+	f *flights
+}
+
+func (h *flightsHandler) OnFrame(frame []byte) {
+	h.f.received(frame)
+	h.Handler.OnFrame(frame)
+}
+
+// windowWatch wraps a Dialer and follows, on every connection, the BATCH
+// frames written whose RECEIPT has not come back.
+type windowWatch struct {
+	transport.Dialer
+	flights
+}
+
 func (w *windowWatch) Dial(ctx context.Context, h transport.Handler) (transport.Conn, error) {
-	w.mu.Lock()
-	w.lasts = w.lasts[:0] // a new connection: a resend starts afresh
-	w.mu.Unlock()
-	c, err := w.Dialer.Dial(ctx, &watchHandler{Handler: h, w: w})
+	w.reset()
+	c, err := w.Dialer.Dial(ctx, &flightsHandler{Handler: h, f: &w.flights})
 	if err != nil {
 		return nil, err
 	}
@@ -50,39 +118,10 @@ type watchConn struct {
 }
 
 func (c *watchConn) WriteFrame(buf *transport.Buffer) error {
-	if t, err := wire.TypeOf(buf.Bytes); err == nil && t == wire.TypeBatch {
-		b, err := wire.DecodeBatch(buf.Bytes)
-		if err != nil {
-			return err
-		}
-		c.w.mu.Lock()
-		c.w.lasts = append(c.w.lasts, b.LastSeq())
-		c.w.most = max(c.w.most, len(c.w.lasts))
-		c.w.batches++
-		c.w.mu.Unlock()
+	if err := c.w.sent(buf.Bytes); err != nil {
+		return err
 	}
 	return c.Conn.WriteFrame(buf)
-}
-
-type watchHandler struct {
-	transport.Handler
-	w *windowWatch
-}
-
-func (h *watchHandler) OnFrame(frame []byte) {
-	if t, err := wire.TypeOf(frame); err == nil && t == wire.TypeReceipt {
-		if rs, err := wire.DecodeReceipts(frame, nil); err == nil && len(rs) == 1 {
-			r := rs[0]
-			h.w.mu.Lock()
-			i := 0
-			for i < len(h.w.lasts) && h.w.lasts[i] <= r.Seq {
-				i++
-			}
-			h.w.lasts = h.w.lasts[i:]
-			h.w.mu.Unlock()
-		}
-	}
-	h.Handler.OnFrame(frame)
 }
 
 // TestProducerWindowByReceipts: with the broker's receipts delayed, the
@@ -236,11 +275,11 @@ type topicsConn struct {
 }
 
 func (c *topicsConn) WriteFrame(buf *transport.Buffer) error {
-	if t, err := wire.TypeOf(buf.Bytes); err == nil && t == wire.TypeBatch {
-		b, err := wire.DecodeBatch(buf.Bytes)
-		if err != nil {
-			return err
-		}
+	b, ok, err := batchFrame(buf.Bytes)
+	if err != nil {
+		return err
+	}
+	if ok {
 		c.w.mu.Lock()
 		c.w.ids = append(c.w.ids, b.Topic)
 		c.w.mu.Unlock()
@@ -322,13 +361,11 @@ type holdingConn struct {
 }
 
 func (c *holdingConn) WriteFrame(buf *transport.Buffer) error {
-	if t, err := wire.TypeOf(buf.Bytes); err == nil && t == wire.TypeBatch {
-		if b, err := wire.DecodeBatch(buf.Bytes); err == nil && b.Topic == c.hw.hold.Load() {
-			c.hw.once.Do(func() {
-				close(c.hw.held)
-				<-c.hw.release
-			})
-		}
+	if b, ok, _ := batchFrame(buf.Bytes); ok && b.Topic == c.hw.hold.Load() {
+		c.hw.once.Do(func() {
+			close(c.hw.held)
+			<-c.hw.release
+		})
 	}
 	return c.topicsConn.WriteFrame(buf)
 }
@@ -407,18 +444,15 @@ func TestWindowKeepsThePlaceOfAnAdmittedTopic(t *testing.T) {
 type vecWatch struct {
 	transport.Dialer
 	failAt int
+	flights
 
-	mu     sync.Mutex
-	calls  []int
-	flying map[uint32][]uint64 // last seq of each frame in flight, by topic id, on the current connection
-	most   int
+	callsMu sync.Mutex
+	calls   []int
 }
 
 func (w *vecWatch) Dial(ctx context.Context, h transport.Handler) (transport.Conn, error) {
-	w.mu.Lock()
-	w.flying = map[uint32][]uint64{}
-	w.mu.Unlock()
-	c, err := w.Dialer.Dial(ctx, &vecHandler{Handler: h, w: w})
+	w.reset()
+	c, err := w.Dialer.Dial(ctx, &flightsHandler{Handler: h, f: &w.flights})
 	if err != nil {
 		return nil, err
 	}
@@ -431,27 +465,18 @@ type vecConn struct {
 }
 
 func (c *vecConn) WriteFrames(bufs []*transport.Buffer) error {
-	c.w.mu.Lock()
+	c.w.callsMu.Lock()
 	c.w.calls = append(c.w.calls, len(bufs))
 	fail := len(c.w.calls) == c.w.failAt
-	if !fail {
-		for _, b := range bufs {
-			if t, err := wire.TypeOf(b.Bytes); err == nil && t == wire.TypeBatch {
-				if bt, err := wire.DecodeBatch(b.Bytes); err == nil {
-					c.w.flying[bt.Topic] = append(c.w.flying[bt.Topic], bt.LastSeq())
-				}
-			}
-		}
-		n := 0
-		for _, l := range c.w.flying {
-			n += len(l)
-		}
-		c.w.most = max(c.w.most, n)
-	}
-	c.w.mu.Unlock()
+	c.w.callsMu.Unlock()
 	if fail {
 		c.Conn.Close()
 		return fmt.Errorf("%w: the test failed this write", transport.ErrClosed)
+	}
+	for _, b := range bufs { // all of the call in flight before any is written
+		if err := c.w.sent(b.Bytes); err != nil {
+			return err
+		}
 	}
 	for _, b := range bufs {
 		if err := c.Conn.WriteFrame(b); err != nil {
@@ -459,29 +484,6 @@ func (c *vecConn) WriteFrames(bufs []*transport.Buffer) error {
 		}
 	}
 	return nil
-}
-
-type vecHandler struct {
-	transport.Handler
-	w *vecWatch
-}
-
-func (h *vecHandler) OnFrame(frame []byte) {
-	if t, err := wire.TypeOf(frame); err == nil && t == wire.TypeReceipt {
-		if rs, err := wire.DecodeReceipts(frame, nil); err == nil {
-			h.w.mu.Lock()
-			for _, r := range rs {
-				l := h.w.flying[r.Topic]
-				i := 0
-				for i < len(l) && l[i] <= r.Seq {
-					i++
-				}
-				h.w.flying[r.Topic] = l[i:]
-			}
-			h.w.mu.Unlock()
-		}
-	}
-	h.Handler.OnFrame(frame)
 }
 
 // TestFramesWriterTakesAPassAtOnce: on a transport that writes several
@@ -525,6 +527,8 @@ func TestFramesWriterTakesAPassAtOnce(t *testing.T) {
 			require.Equal(t, payload(i*topics+k), r.Payload, "topic v%d", k)
 		}
 	}
+	w.callsMu.Lock()
+	defer w.callsMu.Unlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	assert.Greater(t, slices.Max(w.calls), 1, "frames of a pass in one call: %v", w.calls)
