@@ -436,9 +436,10 @@ func MaxBatchBytes(n int) Option {
 //
 // The topics of a connection share a window too: n frames in all on a
 // transport that takes frames one by one (transport/mem), 16n on one that
-// takes several at once (transport.FramesWriter: tcp, stdnet), the frames of a topic whose own window is full not counted (a
-// topic the broker holds back takes none of the others' room). Topics that
-// wait for room in it get it in the order they asked.
+// takes several at once (transport.FramesWriter: tcp, stdnet), the frames
+// of a topic whose own window is full not counted (a topic the broker
+// holds back takes none of the others' room). Topics that wait for room in
+// it get it in the order they asked.
 func MaxFramesInFlight(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n <= 0 || n > 1024 {

@@ -269,8 +269,8 @@ func (p *Producer) silence(stamp, now int64) int64 {
 	return now - arrived
 }
 
-// framesPerWrite: a connection that writes several frames with one system
-// call (transport.FramesWriter) has a window framesPerWrite times
+// framesPerWrite: a connection that takes several frames at once
+// (transport.FramesWriter) has a window framesPerWrite times
 // MaxFramesInFlight (see connWindow).
 const framesPerWrite = 16
 
