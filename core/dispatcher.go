@@ -170,10 +170,10 @@ func (p *Producer) deliver(l *lane, pos uint64, st ringbuf.State) {
 		p.closingCalls.Add(1) // Close watches callbacks start (see awaitCallbacks)
 	}
 	e := l.led.entryAt(pos)
-	if e.stopCancel != nil {
-		e.stopCancel()
+	if e.hook != nil {
+		e.hook.stop()
 	}
-	id, err := p.outcome(l, pos, st, e.ctx)
+	id, err := p.outcome(l, pos, st, e.ctx())
 	switch st {
 	case ringbuf.Acked:
 		// Counted by the walk, before (see ledger.walk).

@@ -171,7 +171,7 @@ func (p *Producer) newLane(topic string) (*lane, error) {
 // interleaved rounds: 60-69 ns per message against 67-95 paged), while the
 // many topics of a producer that writes hundreds cost what they hold, in
 // pages of 16 slots. A block holds a topic's share of MaxPending: at most 65536
-// slots of 88 bytes, 5.6 MiB, allocated by the topic's first message and
+// slots of 64 bytes (see entry), 4 MiB, allocated by the topic's first message and
 // kept until it is forgotten (the Topic option's: for the producer's
 // life); beyond that share a lane stays paged.
 const (

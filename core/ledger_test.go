@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -551,4 +552,30 @@ func newTestLedger(maxPending int, maxBytes int64, timeout time.Duration, c *coa
 		}
 	}, make(chan struct{}, 1), false)
 	return l, wake, err
+}
+
+// TestEntrySlotIs64Bytes: a message's slot is 64 bytes (see entry), and
+// the entry gives back the payload SendAsync found, in flat and paged
+// rings.
+func TestEntrySlotIs64Bytes(t *testing.T) {
+	require.EqualValues(t, 64, unsafe.Sizeof(ringbuf.Slot[entry]{}))
+	for _, flat := range []bool{true, false} {
+		for _, limit := range []int{1, 7, 100, 5000} {
+			l, err := newLedger(limit, 1<<20, time.Minute, nil, newBudget(limit, 1<<20, nil), func() {}, make(chan struct{}, 1), flat)
+			require.NoError(t, err)
+			for i := range min(limit, 40) {
+				first, n, err := l.tryClaim([]int64{int64(i)})
+				require.NoError(t, err)
+				require.Equal(t, 1, n)
+				msg := &Message{Payload: make([]byte, i)} // the first empty
+				for j := range msg.Payload {
+					msg.Payload[j] = byte(i + j)
+				}
+				l.publish(first, []*Message{msg}, func(MessageID, *Message, error) {}, nil, 1, nil)
+				got := l.entryAt(first).payload()
+				assert.Equal(t, msg.Payload, got, "flat %v, limit %d, position %d", flat, limit, first)
+				assert.Len(t, got, i)
+			}
+		}
+	}
 }
