@@ -122,6 +122,8 @@ func TestRecordErrors(t *testing.T) {
 		{"fewer records than count, data ends mid-record", 2, []byte{1, 0, 'a', 2, 0, 'c'}},
 		{"more records than count", 1, []byte{1, 0, 'a', 1, 0, 'b'}},
 		{"record length past end", 1, []byte{9, 0, 'a', 'b'}},
+		{"two-byte record length past end", 1, append([]byte{0x80, 0x01, 0}, make([]byte, 127)...)},
+		{"three-byte record length past end", 1, append([]byte{0x80, 0x80, 0x01, 0}, make([]byte, 200)...)},
 		{"flags byte missing", 2, []byte{1, 0, 'a', 0}},
 		{"uvarint never ends", 1, []byte{0x80, 0x80, 0x80}},
 		{"uvarint overflows", 1, bytes.Repeat([]byte{0xff}, 11)},
