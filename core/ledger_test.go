@@ -571,10 +571,20 @@ func TestEntrySlotIs64Bytes(t *testing.T) {
 				for j := range msg.Payload {
 					msg.Payload[j] = byte(i + j)
 				}
-				l.publish(first, []*Message{msg}, func(MessageID, *Message, error) {}, nil, 1, nil)
-				got := l.entryAt(first).payload()
-				assert.Equal(t, msg.Payload, got, "flat %v, limit %d, position %d", flat, limit, first)
-				assert.Len(t, got, i)
+				var ctx context.Context // every other message's can end
+				if i%2 == 1 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithCancel(context.Background())
+					defer cancel()
+				}
+				l.publish(first, []*Message{msg}, func(MessageID, *Message, error) {}, ctx, 1, nil)
+				e := l.entryAt(first)
+				assert.Equal(t, msg.Payload, e.payload(), "flat %v, limit %d, position %d", flat, limit, first)
+				assert.Len(t, e.payload(), i)
+				assert.Equal(t, ctx, e.ctx())
+				if ctx != nil {
+					assert.True(t, e.hook.stop(), "the context's AfterFunc is registered")
+				}
 			}
 		}
 	}
