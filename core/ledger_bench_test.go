@@ -29,6 +29,8 @@ func BenchmarkLedger(b *testing.B) {
 	}
 }
 
+// benchLedger is one BenchmarkLedger case: a flat or paged ring, claims
+// of run messages, rounds of round messages of size bytes.
 func benchLedger(b *testing.B, flat bool, run, round int, size int64) {
 	b.Helper()
 	l, err := newLedger(4*round, 1<<30, int64Max, nil, newBudget(4*round, 1<<30, nil), func() {}, make(chan struct{}, 1), flat)
