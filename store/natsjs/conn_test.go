@@ -48,9 +48,12 @@ func TestNoBufferingBehindTheRing(t *testing.T) {
 		c := startCluster(t, 3, natsjstest.Options{})
 		ensureStream(t, c, natsjs.StreamConfig{Replicas: 3})
 		s := newStore(t, c, natsjs.Config{Timeout: 300 * time.Millisecond})
-		if err := s.Append("t", "p", 0, plainRecords(1, 2)); err != nil {
-			t.Fatal(err)
-		}
+		// A new three-server stream may take longer than the short
+		// timeout to answer its first batch (one full run of the package
+		// in eight under -race on two cores): the timeout is for the
+		// quorum loss below, so the first records go in with retries,
+		// stored once whatever an earlier try did (the final check).
+		waitFor(t, 20*time.Second, "the first append", func() bool { return s.Append("t", "p", 0, plainRecords(1, 2)) == nil })
 		// Two of three servers down: the stream has no quorum (and the
 		// client may have to move to the last server).
 		c.Stop(1)

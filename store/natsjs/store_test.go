@@ -261,9 +261,14 @@ func TestCASConflict(t *testing.T) {
 		if last, err := lastSeq(b.State("t", "stale")); err != nil || last != 0 {
 			t.Fatal(last, err)
 		}
-		if err := a.Append("t", "stale", 0, plainRecords(seqs(1, 10)...)); err != nil {
-			t.Fatal(err)
-		}
+		// The first batch of a new three-server stream may wait for its
+		// leader longer than a publish's timeout (a failure after 5.4 s in
+		// one run of -count=3): a's records, the setup, go in with retries,
+		// stored once whatever a try did (the final check); b's Append is
+		// the one under test.
+		waitFor(t, 30*time.Second, "a's append", func() bool {
+			return a.Append("t", "stale", 0, plainRecords(seqs(1, 10)...)) == nil
+		})
 		if err := b.Append("t", "stale", 0, plainRecords(seqs(5, 10)...)); err != nil {
 			t.Fatal(err)
 		}
