@@ -96,6 +96,12 @@ func (h *flightsHandler) OnFrame(frame []byte) {
 	h.Handler.OnFrame(frame)
 }
 
+// dial starts a new connection through d whose receipts f watches.
+func (f *flights) dial(ctx context.Context, d transport.Dialer, h transport.Handler) (transport.Conn, error) {
+	f.reset()
+	return d.Dial(ctx, &flightsHandler{Handler: h, f: f})
+}
+
 // windowWatch wraps a Dialer and follows, on every connection, the BATCH
 // frames written whose RECEIPT has not come back.
 type windowWatch struct {
@@ -104,8 +110,7 @@ type windowWatch struct {
 }
 
 func (w *windowWatch) Dial(ctx context.Context, h transport.Handler) (transport.Conn, error) {
-	w.reset()
-	c, err := w.Dialer.Dial(ctx, &flightsHandler{Handler: h, f: &w.flights})
+	c, err := w.dial(ctx, w.Dialer, h)
 	if err != nil {
 		return nil, err
 	}
@@ -451,8 +456,7 @@ type vecWatch struct {
 }
 
 func (w *vecWatch) Dial(ctx context.Context, h transport.Handler) (transport.Conn, error) {
-	w.reset()
-	c, err := w.Dialer.Dial(ctx, &flightsHandler{Handler: h, f: &w.flights})
+	c, err := w.dial(ctx, w.Dialer, h)
 	if err != nil {
 		return nil, err
 	}
