@@ -326,15 +326,13 @@ func (s *Session) runTopic(t *topic) {
 			taken[i].drop(s.b)
 		}
 		if err == nil {
-			// The records are counted before the receipt, so that a
-			// producer that has it sees them in Stats().Stored (counted
-			// after, the last batch's could be missing from a read made
-			// right after a Send returned: 5 flaky runs in 300 of
-			// TestCollectorsReadLiveCounters); the receipt after the
-			// drop, so that a receipt means the frames' memory is given
-			// back; the batches once the receipt was handed to the peer
-			// or to the topic sending receipts: a caller that sees
-			// Stats().Batches move knows the receipt is on its way.
+			// In this order: the records counted, so that a producer
+			// that has the receipt sees them in Stats().Stored; the
+			// receipt, after the drop, so that it means the frames'
+			// memory is given back; the batches, once the receipt was
+			// handed to the peer or to the topic sending receipts, so
+			// that a caller that sees Stats().Batches move knows the
+			// receipt is on its way.
 			s.b.stored.Add(uint64(stored))
 			s.b.duplicates.Add(uint64(skipped))
 			s.ack(t, t.last)
