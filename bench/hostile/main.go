@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command hostile measures a broker under hostile clients: its resident
 // memory (RSS) with N connections of each kind below, and a legitimate
 // producer's throughput meanwhile, beside a quiet run; and how long an
