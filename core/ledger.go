@@ -865,11 +865,11 @@ func (l *ledger) expireInOrder(from uint64, now int64) (uint64, int64) {
 		// The slot is read once, through the page looked up with its
 		// state: pos may be resolved and released meanwhile, and its page
 		// then taken off the ring's page table (ringbuf recycles pages),
-		// so looking it up again may find none. The deadline is pos's if
-		// pos is still unresolved after it was read: until pos is
-		// released nobody else writes its slot.
-		d := slot.Deadline()
-		if st = l.ring.StateAt(slot, pos); st.Final() || st == ringbuf.Unpublished {
+		// so looking it up again may find none. Its deadline is read with
+		// DeadlineAt, which keeps the slot from a later claim meanwhile,
+		// and is pos's while pos is published and unresolved.
+		d, st := l.ring.DeadlineAt(slot, pos)
+		if st.Final() || st == ringbuf.Unpublished {
 			continue // resolved meanwhile
 		}
 		if expired, at := l.due(d, now); !expired {

@@ -43,6 +43,8 @@ func TestFlatRing(t *testing.T) {
 		{"ClaimNWaitsForRelease", TestClaimNWaitsForRelease},
 		{"ConcurrentClaimNLinearizable", TestConcurrentClaimNLinearizable},
 		{"ClaimNAllocatesNothing", TestClaimNAllocatesNothing},
+		{"DeadlineAtBesideReleases", TestDeadlineAtBesideReleases},
+		{"DeadlineAtUnpublished", TestDeadlineAtUnpublished},
 	} {
 		t.Run(tc.name, tc.test)
 	}

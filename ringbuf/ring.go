@@ -26,8 +26,9 @@ const (
 // StateAt, Transition, TransitionAt, Resolve, Head, Tail, Len, Bytes,
 // WaitHead, ArmRoom, DisarmRoom, CloseIfEmpty and Close are safe for
 // concurrent use; a Pager is for one goroutine; Freeze and Thaw for one
-// freezer at a time. The consumer side has three roles, each for one
-// goroutine at a time:
+// freezer at a time; DeadlineAt for one reader at a time (in inflight, the
+// sweeper). The consumer side has three roles, each for one goroutine at a
+// time:
 //   - the reader of published positions: Published and
 //     WaitPublishedUntil (in inflight, the pump), Drain (a plain queue's
 //     single consumer);
@@ -54,7 +55,10 @@ type Ring[T any] struct {
 	// written is the writer's cursor: a position below it whose word says
 	// Writing was written (see MarkWritten), and is Written to everyone.
 	written atomic.Uint64
-	_       [120]byte
+	// pinned is pos+1 while DeadlineAt reads the deadline of pos (0:
+	// none): Release does not pass a pinned position.
+	pinned atomic.Uint64
+	_      [112]byte
 
 	limit    uint64
 	maxBytes int64
@@ -516,6 +520,35 @@ func (r *Ring[T]) MarkWritten(upto uint64) {
 	}
 }
 
+// DeadlineAt returns the deadline of pos, published and not resolved, with
+// the state it read (the deadline only means something when that state is
+// published and not final), for a goroutine that does not hold pos, which
+// may be resolved and released meanwhile (in inflight, the sweeper). s is
+// pos's slot from Peek (nil: Unpublished). One goroutine at a time: it pins
+// pos, so that Release waits rather than free the slot for a later claim
+// while the deadline is read. It needs a consumer that releases resolved
+// positions only, as Release asks (Drain releases published ones: not
+// with DeadlineAt).
+//
+// Why the pin is enough: the pin is stored before the state is read, and
+// Release reads the pin after the states of what it releases were read
+// final. If Release missed the pin, pos was resolved before the state read
+// here, which then sees it resolved (or its slot reused) and reads no
+// deadline; otherwise Release waits until the pin is gone.
+func (r *Ring[T]) DeadlineAt(s *Slot[T], pos uint64) (int64, State) {
+	if s == nil {
+		return 0, Unpublished
+	}
+	r.pinned.Store(pos + 1)
+	st := r.StateAt(s, pos)
+	var d int64
+	if st != Unpublished && !st.Final() {
+		d = s.deadline
+	}
+	r.pinned.Store(0)
+	return d, st
+}
+
 // Published reports whether position pos is published and not recycled.
 func (r *Ring[T]) Published(pos uint64) bool {
 	s := r.peek(pos)
@@ -635,12 +668,22 @@ func (r *Ring[T]) WaitPublishedUntil(pos uint64, done <-chan struct{}, timeout <
 // for room are woken. The consumer must have finished with them. When few
 // positions stay live, the pages it leaves wholly released go off the page
 // table, for later claims (see recycle): Slot must not be asked for a
-// released position. It returns how many positions and bytes it freed.
-// Consumer only.
+// released position. While DeadlineAt reads a position below upto, it waits
+// for that read to end (a few loads). It returns how many positions and
+// bytes it freed. Consumer only, after it read every position below upto
+// resolved.
 func (r *Ring[T]) Release(upto uint64) (int, int64) {
 	h := r.head.Load()
 	if upto <= h {
 		return 0, 0
+	}
+	// Not past a position whose deadline DeadlineAt is reading: a claim
+	// of its slot would write the field under the reader. The reader holds
+	// it for a few loads, with nothing to wait for; the consumer read the
+	// positions resolved before this load, so a pin placed after it is on
+	// a resolved position, whose deadline DeadlineAt does not read.
+	for p := r.pinned.Load(); p > h && p <= upto; p = r.pinned.Load() {
+		runtime.Gosched()
 	}
 	var freed int64
 	var zero T
