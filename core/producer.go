@@ -63,6 +63,7 @@ type Producer struct {
 	pumpParked   atomic.Bool   // the pump waits on pumpWake
 	pumpWake     chan struct{} // capacity 1
 	pumpPasses   atomic.Uint64 // passes of the pump over its work (for tests of its wake-ups)
+	pumpYields   atomic.Uint64 // the pump's yields before it parks (for tests of the same)
 	dispDirty    laneList      // lanes that have something to deliver
 	dispatchWake chan struct{} // capacity 1
 	sweepWake    chan struct{} // capacity 1: a late queue has an earlier deadline

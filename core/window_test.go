@@ -219,6 +219,56 @@ func TestFullWindowSendsDoNotSpinThePump(t *testing.T) {
 	waitUntil(t, "every message acknowledged once the broker stores again", func() bool { return acked.Load() == n+1 })
 }
 
+// TestPumpParksAtOnceWhileLanesWaitForRoom: when every lane with messages
+// waits for room in its window, the pump parks without yielding first:
+// only a receipt or a release gives it work then, and a yielding pump waits
+// behind the goroutines it yields to. 200 messages queued behind a held
+// Append go out one frame at a time (window 1, one message per batch), the
+// pump waiting for a receipt between any two, until the next to last frame
+// is held too: the topic always has a message left to write, so the pump
+// never yields meanwhile (it yields only for a drained lane, where a sender
+// is often about to publish). Yielding before every park made it spinTries
+// yields per frame.
+func TestPumpParksAtOnceWhileLanesWaitForRoom(t *testing.T) {
+	const n = 200
+	store := &gatedStore{MemoryStore: broker.NewMemoryStore(), gates: map[string]chan struct{}{"held": make(chan struct{}, n)}}
+	b, err := broker.New(store)
+	require.NoError(t, err)
+	d := mem.NewDialer(b)
+	p, err := core.New(d, core.Name("park"), core.Topic("held"), core.MaxFramesInFlight(1), core.MaxBatchMessages(1),
+		core.SendTimeout(time.Minute))
+	require.NoError(t, err)
+	passed := 0
+	defer func() {
+		store.pass(n - passed)
+		testkit.CloseProducer(t, p, 5*time.Second)
+		_ = d.Close()
+	}()
+	var acked atomic.Int64
+	cb := func(_ core.MessageID, _ *core.Message, err error) {
+		if err == nil {
+			acked.Add(1)
+		}
+	}
+	require.NoError(t, p.SendAsync(context.Background(), &core.Message{Payload: payload(0)}, cb))
+	waitUntil(t, "the first frame written", func() bool { return p.Stats().Batches == 1 })
+	for i := 1; i < n; i++ {
+		require.NoError(t, p.SendAsync(context.Background(), &core.Message{Payload: payload(i)}, cb))
+	}
+	before := core.PumpYields(p)
+	store.pass(n - 2) // frames 1 to n-2; frame n-1 is written and held, message n-1 waits
+	passed = n - 2
+	waitUntil(t, "n-2 messages acknowledged, the next to last frame written", func() bool {
+		return acked.Load() == n-2 && p.Stats().Batches == n-1
+	})
+	yields := core.PumpYields(p) - before
+	store.pass(2)
+	passed = n
+	waitUntil(t, "every message acknowledged", func() bool { return acked.Load() == n })
+	t.Logf("%d yields of the pump over %d frames written one receipt apart", yields, n-2)
+	assert.Zero(t, yields, "the pump yielded while its lane waited for a receipt")
+}
+
 // gatedStore holds every Append of a gated topic until a token comes on
 // its gate.
 type gatedStore struct {
