@@ -181,28 +181,13 @@ func TestProducerWindowByReceipts(t *testing.T) {
 // core from the sender.)
 func TestFullWindowSendsDoNotSpinThePump(t *testing.T) {
 	store := &stuckStore{MemoryStore: broker.NewMemoryStore(), topic: "held", release: make(chan struct{})}
-	b, err := broker.New(store)
-	require.NoError(t, err)
-	d := mem.NewDialer(b)
-	p, err := core.New(d, core.Name("spin"), core.Topic("held"), core.MaxFramesInFlight(1), core.MaxBatchMessages(1),
-		core.SendTimeout(time.Minute))
-	require.NoError(t, err)
 	released := false
 	defer func() {
 		if !released {
 			close(store.release)
 		}
-		testkit.CloseProducer(t, p, 5*time.Second)
-		_ = d.Close()
 	}()
-	var acked atomic.Int64
-	cb := func(_ core.MessageID, _ *core.Message, err error) {
-		if err == nil {
-			acked.Add(1)
-		}
-	}
-	require.NoError(t, p.SendAsync(context.Background(), &core.Message{Payload: payload(0)}, cb))
-	waitUntil(t, "the first frame written", func() bool { return p.Stats().Batches == 1 })
+	p, acked, cb := oneFrameAtATime(t, store)
 	before := core.PumpPasses(p)
 	const n = 2000
 	for i := 1; i <= n; i++ {
@@ -232,26 +217,9 @@ func TestFullWindowSendsDoNotSpinThePump(t *testing.T) {
 func TestPumpParksAtOnceWhileLanesWaitForRoom(t *testing.T) {
 	const n = 200
 	store := &gatedStore{MemoryStore: broker.NewMemoryStore(), gates: map[string]chan struct{}{"held": make(chan struct{}, n)}}
-	b, err := broker.New(store)
-	require.NoError(t, err)
-	d := mem.NewDialer(b)
-	p, err := core.New(d, core.Name("park"), core.Topic("held"), core.MaxFramesInFlight(1), core.MaxBatchMessages(1),
-		core.SendTimeout(time.Minute))
-	require.NoError(t, err)
 	passed := 0
-	defer func() {
-		store.pass(n - passed)
-		testkit.CloseProducer(t, p, 5*time.Second)
-		_ = d.Close()
-	}()
-	var acked atomic.Int64
-	cb := func(_ core.MessageID, _ *core.Message, err error) {
-		if err == nil {
-			acked.Add(1)
-		}
-	}
-	require.NoError(t, p.SendAsync(context.Background(), &core.Message{Payload: payload(0)}, cb))
-	waitUntil(t, "the first frame written", func() bool { return p.Stats().Batches == 1 })
+	defer func() { store.pass(n - passed) }()
+	p, acked, cb := oneFrameAtATime(t, store)
 	for i := 1; i < n; i++ {
 		require.NoError(t, p.SendAsync(context.Background(), &core.Message{Payload: payload(i)}, cb))
 	}
@@ -267,6 +235,35 @@ func TestPumpParksAtOnceWhileLanesWaitForRoom(t *testing.T) {
 	waitUntil(t, "every message acknowledged", func() bool { return acked.Load() == n })
 	t.Logf("%d yields of the pump over %d frames written one receipt apart", yields, n-2)
 	assert.Zero(t, yields, "the pump yielded while its lane waited for a receipt")
+}
+
+// oneFrameAtATime starts a producer of topic "held" on a broker over
+// store, with one message per frame and one frame in flight, sends message
+// 0 and waits until its frame is written. It returns the producer, the
+// count of messages acknowledged and the callback that counts them. The
+// producer is closed at the test's cleanup, after its deferred calls (which
+// must let store's Appends go on by then).
+func oneFrameAtATime(t *testing.T, store broker.Store) (*core.Producer, *atomic.Int64, core.Callback) {
+	t.Helper()
+	b, err := broker.New(store)
+	require.NoError(t, err)
+	d := mem.NewDialer(b)
+	p, err := core.New(d, core.Name("window1"), core.Topic("held"), core.MaxFramesInFlight(1), core.MaxBatchMessages(1),
+		core.SendTimeout(time.Minute))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		testkit.CloseProducer(t, p, 5*time.Second)
+		_ = d.Close()
+	})
+	acked := new(atomic.Int64)
+	cb := func(_ core.MessageID, _ *core.Message, err error) {
+		if err == nil {
+			acked.Add(1)
+		}
+	}
+	require.NoError(t, p.SendAsync(context.Background(), &core.Message{Payload: payload(0)}, cb))
+	waitUntil(t, "the first frame written", func() bool { return p.Stats().Batches == 1 })
+	return p, acked, cb
 }
 
 // gatedStore holds every Append of a gated topic until a token comes on
