@@ -293,8 +293,14 @@ func TestSequenceWrapRefused(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, core.MessageID(wire.MaxSeq-1+uint64(i)), id)
 		}
-		_, err = p.Send(context.Background(), &core.Message{Payload: []byte("beyond")})
-		require.ErrorIs(t, err, core.ErrSequenceExhausted)
+		// Every later message fails at once too, not by SendTimeout: the
+		// pump takes the topic's lane up again at each publish.
+		for i := range 3 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err = p.Send(ctx, &core.Message{Payload: fmt.Appendf(nil, "beyond %d", i)})
+			cancel()
+			require.ErrorIs(t, err, core.ErrSequenceExhausted, "message %d beyond the limit", i)
+		}
 		var seqs []uint64
 		for _, r := range store.Records("near") {
 			seqs = append(seqs, r.Seq)

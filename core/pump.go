@@ -515,7 +515,11 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 	if l.pos >= l.endPos {
 		// A message is published whose sequence ID would be beyond
 		// wire.MaxSeq: nothing more can be sent on this topic under this
-		// name.
+		// name. Out of work until the next publish or receipt, which
+		// fails the same way: the flag goes first, so that a publish the
+		// abort does not see (beyond the tail it reads) kicks l again
+		// rather than wait for its deadline.
+		l.pumpQueued.Store(false)
 		l.abort(fmt.Errorf("%w: sequence IDs of topic %q reached %d", ErrSequenceExhausted, l.topic, uint64(wire.MaxSeq)))
 		return drop
 	}
