@@ -1,6 +1,7 @@
 package ringbuf
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,6 +33,9 @@ func TestDeadlineAtBesideReleases(t *testing.T) {
 			}
 			r.Slot(pos).SetDeadline(deadline(pos))
 			r.Publish(pos)
+			if i%8 == 0 {
+				runtime.Gosched() // on one CPU too, the reader meets unresolved positions
+			}
 			if _, ok := r.Resolve(pos, Expired); !ok && !r.State(pos).Final() {
 				t.Errorf("position %d: not resolved", pos)
 				return
@@ -44,7 +48,10 @@ func TestDeadlineAtBesideReleases(t *testing.T) {
 		}
 	})
 	var read int
-	for !done.Load() {
+	for i := 0; !done.Load(); i++ {
+		if i%16 == 0 {
+			runtime.Gosched() // on one CPU, the consumer goes on
+		}
 		pos := r.Head()
 		d, st := r.DeadlineAt(r.Peek(pos), pos)
 		if st == Unpublished || st.Final() {
@@ -57,6 +64,65 @@ func TestDeadlineAtBesideReleases(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("%d deadlines read of unresolved positions", read)
+	assert.Positive(t, read, "no read met an unresolved position: the test checked nothing")
+}
+
+// TestDeadlineAtBesideRecycledPages is TestDeadlineAtBesideReleases on a
+// paged ring that drains after every run of claims, so that its released
+// pages go off the page table and come back, through its spares, for later
+// positions (see recycle): the reader's slot, looked up before the pin,
+// may be on such a page.
+func TestDeadlineAtBesideRecycledPages(t *testing.T) {
+	const rounds = 5000
+	r, err := New[int](64, 1<<20)
+	require.NoError(t, err)
+	deadline := func(pos uint64) int64 { return int64(pos)*7 + 3 }
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer done.Store(true)
+		for i := 0; i < rounds; i++ {
+			first := r.Tail()
+			n := uint64(1 + i%40)
+			for range n {
+				pos, err := r.TryClaim(1)
+				if !assert.NoError(t, err) {
+					return
+				}
+				r.Slot(pos).SetDeadline(deadline(pos))
+				r.Publish(pos)
+			}
+			runtime.Gosched()
+			for pos := first; pos < first+n; pos++ {
+				r.Resolve(pos, Expired)
+				if st := r.State(pos); !st.Final() {
+					t.Errorf("position %d is %v before its release", pos, st)
+					return
+				}
+			}
+			r.Release(first + n)
+		}
+	})
+	var read int
+	pager := r.Pager()
+	for i := 0; !done.Load(); i++ {
+		pos := r.Head() + uint64(i%8)
+		s := pager.Peek(pos)
+		if i%16 == 0 {
+			runtime.Gosched() // between the look-up and the pin
+		}
+		d, st := r.DeadlineAt(s, pos)
+		if st == Unpublished || st.Final() {
+			continue
+		}
+		read++
+		if d != deadline(pos) {
+			t.Fatalf("position %d (%v): deadline %d, want %d", pos, st, d, deadline(pos))
+		}
+	}
+	wg.Wait()
+	t.Logf("%d deadlines read of unresolved positions", read)
+	assert.Positive(t, read, "no read met an unresolved position: the test checked nothing")
 }
 
 func TestDeadlineAtUnpublished(t *testing.T) {
