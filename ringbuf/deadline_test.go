@@ -34,7 +34,7 @@ func TestDeadlineAtBesideReleases(t *testing.T) {
 			r.Slot(pos).SetDeadline(deadline(pos))
 			r.Publish(pos)
 			if i%8 == 0 {
-				runtime.Gosched() // on one CPU too, the reader meets unresolved positions
+				runtime.Gosched() // the reader meets unresolved positions on one CPU too
 			}
 			if _, ok := r.Resolve(pos, Expired); !ok && !r.State(pos).Final() {
 				t.Errorf("position %d: not resolved", pos)
@@ -47,21 +47,7 @@ func TestDeadlineAtBesideReleases(t *testing.T) {
 			r.Release(pos + 1)
 		}
 	})
-	var read int
-	for i := 0; !done.Load(); i++ {
-		if i%16 == 0 {
-			runtime.Gosched() // on one CPU, the consumer goes on
-		}
-		pos := r.Head()
-		d, st := r.DeadlineAt(r.Peek(pos), pos)
-		if st == Unpublished || st.Final() {
-			continue
-		}
-		read++
-		if d != deadline(pos) {
-			t.Fatalf("position %d (%v): deadline %d, want %d", pos, st, d, deadline(pos))
-		}
-	}
+	read := readDeadlines(t, r, &done, 1, deadline)
 	wg.Wait()
 	t.Logf("%d deadlines read of unresolved positions", read)
 	assert.Positive(t, read, "no read met an unresolved position: the test checked nothing")
@@ -103,26 +89,38 @@ func TestDeadlineAtBesideRecycledPages(t *testing.T) {
 			r.Release(first + n)
 		}
 	})
-	var read int
+	read := readDeadlines(t, r, &done, 8, deadline)
+	wg.Wait()
+	t.Logf("%d deadlines read of unresolved positions", read)
+	assert.Positive(t, read, "no read met an unresolved position: the test checked nothing")
+}
+
+// readDeadlines reads deadlines with DeadlineAt until done, of positions
+// from head to head+spread-1 in turn, each slot looked up with a Pager
+// first and, now and then, a yield between the look-up and the pin (which
+// lets the consumer go on, on one CPU too). It fails the test when a read
+// that met a published, unresolved position returns anything but want(pos),
+// and returns how many reads met one.
+func readDeadlines(t *testing.T, r *Ring[int], done *atomic.Bool, spread uint64, want func(uint64) int64) int {
+	t.Helper()
+	read := 0
 	pager := r.Pager()
-	for i := 0; !done.Load(); i++ {
-		pos := r.Head() + uint64(i%8)
+	for i := uint64(0); !done.Load(); i++ {
+		pos := r.Head() + i%spread
 		s := pager.Peek(pos)
 		if i%16 == 0 {
-			runtime.Gosched() // between the look-up and the pin
+			runtime.Gosched()
 		}
 		d, st := r.DeadlineAt(s, pos)
 		if st == Unpublished || st.Final() {
 			continue
 		}
 		read++
-		if d != deadline(pos) {
-			t.Fatalf("position %d (%v): deadline %d, want %d", pos, st, d, deadline(pos))
+		if d != want(pos) {
+			t.Fatalf("position %d (%v): deadline %d, want %d", pos, st, d, want(pos))
 		}
 	}
-	wg.Wait()
-	t.Logf("%d deadlines read of unresolved positions", read)
-	assert.Positive(t, read, "no read met an unresolved position: the test checked nothing")
+	return read
 }
 
 func TestDeadlineAtUnpublished(t *testing.T) {
