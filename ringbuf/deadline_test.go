@@ -21,7 +21,6 @@ func TestDeadlineAtBesideReleases(t *testing.T) {
 	const rounds = 20000
 	r, err := newRing[int](4, 1<<20)
 	require.NoError(t, err)
-	deadline := func(pos uint64) int64 { return int64(pos)*7 + 3 }
 	var done atomic.Bool
 	var wg sync.WaitGroup
 	wg.Go(func() { // claimer, resolver and releaser: one goroutine, as Release needs
@@ -31,7 +30,7 @@ func TestDeadlineAtBesideReleases(t *testing.T) {
 			if !assert.NoError(t, err) {
 				return
 			}
-			r.Slot(pos).SetDeadline(deadline(pos))
+			r.Slot(pos).SetDeadline(deadlineOf(pos))
 			r.Publish(pos)
 			if i%8 == 0 {
 				runtime.Gosched() // the reader meets unresolved positions on one CPU too
@@ -47,7 +46,7 @@ func TestDeadlineAtBesideReleases(t *testing.T) {
 			r.Release(pos + 1)
 		}
 	})
-	read := readDeadlines(t, r, &done, 1, deadline)
+	read := readDeadlines(t, r, &done, 1)
 	wg.Wait()
 	t.Logf("%d deadlines read of unresolved positions", read)
 	assert.Positive(t, read, "no read met an unresolved position: the test checked nothing")
@@ -62,7 +61,6 @@ func TestDeadlineAtBesideRecycledPages(t *testing.T) {
 	const rounds = 5000
 	r, err := New[int](64, 1<<20)
 	require.NoError(t, err)
-	deadline := func(pos uint64) int64 { return int64(pos)*7 + 3 }
 	var done atomic.Bool
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -75,7 +73,7 @@ func TestDeadlineAtBesideRecycledPages(t *testing.T) {
 				if !assert.NoError(t, err) {
 					return
 				}
-				r.Slot(pos).SetDeadline(deadline(pos))
+				r.Slot(pos).SetDeadline(deadlineOf(pos))
 				r.Publish(pos)
 			}
 			runtime.Gosched()
@@ -89,19 +87,22 @@ func TestDeadlineAtBesideRecycledPages(t *testing.T) {
 			r.Release(first + n)
 		}
 	})
-	read := readDeadlines(t, r, &done, 8, deadline)
+	read := readDeadlines(t, r, &done, 8)
 	wg.Wait()
 	t.Logf("%d deadlines read of unresolved positions", read)
 	assert.Positive(t, read, "no read met an unresolved position: the test checked nothing")
 }
 
+// deadlineOf is the deadline the tests give position pos.
+func deadlineOf(pos uint64) int64 { return int64(pos)*7 + 3 }
+
 // readDeadlines reads deadlines with DeadlineAt until done, of positions
 // from head to head+spread-1 in turn, each slot looked up with a Pager
 // first and, now and then, a yield between the look-up and the pin (which
 // lets the consumer go on, on one CPU too). It fails the test when a read
-// that met a published, unresolved position returns anything but want(pos),
-// and returns how many reads met one.
-func readDeadlines(t *testing.T, r *Ring[int], done *atomic.Bool, spread uint64, want func(uint64) int64) int {
+// that met a published, unresolved position returns anything but
+// deadlineOf(pos), and returns how many reads met one.
+func readDeadlines(t *testing.T, r *Ring[int], done *atomic.Bool, spread uint64) int {
 	t.Helper()
 	read := 0
 	pager := r.Pager()
@@ -116,8 +117,8 @@ func readDeadlines(t *testing.T, r *Ring[int], done *atomic.Bool, spread uint64,
 			continue
 		}
 		read++
-		if d != want(pos) {
-			t.Fatalf("position %d (%v): deadline %d, want %d", pos, st, d, want(pos))
+		if d != deadlineOf(pos) {
+			t.Fatalf("position %d (%v): deadline %d, want %d", pos, st, d, deadlineOf(pos))
 		}
 	}
 	return read
