@@ -9,9 +9,6 @@ func PumpPasses(p *Producer) uint64 { return p.pumpPasses.Load() }
 // PumpYields returns how many times the pump yielded before parking.
 func PumpYields(p *Producer) uint64 { return p.pumpYields.Load() }
 
-// SpinTries is how many times the pump yields before it parks, at most.
-const SpinTries = spinTries
-
 // OnLanesFreed makes freed run once for each lane p has now, but its
 // first topic's, when the garbage collector frees the lane's ring, and
 // returns how many it watches.
