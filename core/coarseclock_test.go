@@ -143,7 +143,7 @@ func TestCoarseClockRunSleepsWhenNothingPending(t *testing.T) {
 	c.elapsed = func() int64 { publishes.Add(1); return real() }
 	quiet := &Producer{budget: newBudget(4, 1<<20, nil)}
 	busy := &Producer{budget: newBudget(4, 1<<20, nil)}
-	bl, _, err := newTestLedger(4, 1<<20, ledgerTimeout, nil)
+	bl, _, err := newTestLedger(4, 1<<20, ledgerTimeout, nil, false)
 	require.NoError(t, err)
 	bl.budget = busy.budget
 	_, _, _, err = bl.claim(context.Background(), []int64{1}, 0, false, nil, nil)
@@ -167,7 +167,7 @@ func TestCoarseClockRunSleepsWhenNothingPending(t *testing.T) {
 }
 
 func testLedger(t *testing.T) *ledger {
-	l, _, err := newTestLedger(4, 1<<20, ledgerTimeout, nil)
+	l, _, err := newTestLedger(4, 1<<20, ledgerTimeout, nil, false)
 	require.NoError(t, err)
 	return l
 }
@@ -192,7 +192,7 @@ func TestDeadlineFromCoarseValueNeverEarly(t *testing.T) {
 	const timeout = 100 * ms
 	var at atomic.Int64
 	c := testCoarse(&at)
-	l, _, err := newTestLedger(4, 1<<20, time.Duration(timeout), c)
+	l, _, err := newTestLedger(4, 1<<20, time.Duration(timeout), c, false)
 	require.NoError(t, err)
 
 	c.publish() // at 0: a message stamped now has deadline d

@@ -317,7 +317,7 @@ func TestMeterRacingReleases(t *testing.T) {
 func TestCoarseClockBusyWithExemptTopic(t *testing.T) {
 	c := newCoarseClock(time.Now())
 	b := newBudget(8, 1<<20, nil)
-	def, _, err := newTestLedger(4, 1<<10, ledgerTimeout, nil)
+	def, _, err := newTestLedger(4, 1<<10, ledgerTimeout, nil, false)
 	require.NoError(t, err)
 	def.budget = b
 	def.exemptFrom()

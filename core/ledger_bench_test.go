@@ -33,7 +33,7 @@ func BenchmarkLedger(b *testing.B) {
 // of run messages, rounds of round messages of size bytes.
 func benchLedger(b *testing.B, flat bool, run, round int, size int64) {
 	b.Helper()
-	l, err := newLedger(4*round, 1<<30, int64Max, nil, newBudget(4*round, 1<<30, nil), func() {}, make(chan struct{}, 1), flat)
+	l, _, err := newTestLedger(4*round, 1<<30, int64Max, nil, flat)
 	if err != nil {
 		b.Fatal(err)
 	}

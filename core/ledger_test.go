@@ -39,7 +39,7 @@ type ledgerRig struct {
 }
 
 func newLedgerRig(t *testing.T, maxPending int) *ledgerRig {
-	l, wake, err := newTestLedger(maxPending, 1<<20, ledgerTimeout, nil)
+	l, wake, err := newTestLedger(maxPending, 1<<20, ledgerTimeout, nil, false)
 	require.NoError(t, err)
 	_, err = l.handshake(0, true) // fixes seqBase
 	require.NoError(t, err)
@@ -542,15 +542,16 @@ func ledgerProperty(t *testing.T, seed uint64) {
 }
 
 // newTestLedger is a ledger alone, as a producer's lane has it: a budget of
-// its own limits, and a dispatcher wake-up the test reads from wake.
-func newTestLedger(maxPending int, maxBytes int64, timeout time.Duration, c *coarseClock) (l *ledger, wake chan struct{}, err error) {
+// its own limits, and a dispatcher wake-up the test reads from wake; its
+// ring flat (ringbuf.NewFlat) if flat, else paged.
+func newTestLedger(maxPending int, maxBytes int64, timeout time.Duration, c *coarseClock, flat bool) (l *ledger, wake chan struct{}, err error) {
 	wake = make(chan struct{}, 1)
 	l, err = newLedger(maxPending, maxBytes, timeout, c, newBudget(maxPending, maxBytes, nil), func() {
 		select {
 		case wake <- struct{}{}:
 		default:
 		}
-	}, make(chan struct{}, 1), false)
+	}, make(chan struct{}, 1), flat)
 	return l, wake, err
 }
 
@@ -561,7 +562,7 @@ func TestEntrySlotIs64Bytes(t *testing.T) {
 	require.EqualValues(t, 64, unsafe.Sizeof(ringbuf.Slot[entry]{}))
 	for _, flat := range []bool{true, false} {
 		for _, limit := range []int{1, 7, 100, 5000} {
-			l, err := newLedger(limit, 1<<20, time.Minute, nil, newBudget(limit, 1<<20, nil), func() {}, make(chan struct{}, 1), flat)
+			l, _, err := newTestLedger(limit, 1<<20, time.Minute, nil, flat)
 			require.NoError(t, err)
 			for i := range min(limit, 40) {
 				first, n, err := l.tryClaim([]int64{int64(i)})

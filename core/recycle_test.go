@@ -23,7 +23,7 @@ import (
 // dispatcher, in pages of 16; another sweeps without pause, for half a
 // second.
 func TestSweeperBesideRecycledPages(t *testing.T) {
-	l, _, err := newTestLedger(64, 1<<20, ledgerTimeout, nil)
+	l, _, err := newTestLedger(64, 1<<20, ledgerTimeout, nil, false)
 	require.NoError(t, err)
 	_, err = l.handshake(0, true)
 	require.NoError(t, err)
