@@ -21,10 +21,7 @@ func TestDeadlineAtBesideReleases(t *testing.T) {
 	const rounds = 20000
 	r, err := newRing[int](4, 1<<20)
 	require.NoError(t, err)
-	var done atomic.Bool
-	var wg sync.WaitGroup
-	wg.Go(func() { // claimer, resolver and releaser: one goroutine, as Release needs
-		defer done.Store(true)
+	readDeadlinesBeside(t, r, 1, func() { // claimer, resolver and releaser: one goroutine, as Release needs
 		for i := 0; i < rounds; i++ {
 			pos, err := r.TryClaim(1)
 			if !assert.NoError(t, err) {
@@ -46,10 +43,6 @@ func TestDeadlineAtBesideReleases(t *testing.T) {
 			r.Release(pos + 1)
 		}
 	})
-	read := readDeadlines(t, r, &done, 1)
-	wg.Wait()
-	t.Logf("%d deadlines read of unresolved positions", read)
-	assert.Positive(t, read, "no read met an unresolved position: the test checked nothing")
 }
 
 // TestDeadlineAtBesideRecycledPages is TestDeadlineAtBesideReleases on a
@@ -61,10 +54,7 @@ func TestDeadlineAtBesideRecycledPages(t *testing.T) {
 	const rounds = 5000
 	r, err := New[int](64, 1<<20)
 	require.NoError(t, err)
-	var done atomic.Bool
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		defer done.Store(true)
+	readDeadlinesBeside(t, r, 8, func() {
 		for i := 0; i < rounds; i++ {
 			first := r.Tail()
 			n := uint64(1 + i%40)
@@ -87,23 +77,28 @@ func TestDeadlineAtBesideRecycledPages(t *testing.T) {
 			r.Release(first + n)
 		}
 	})
-	read := readDeadlines(t, r, &done, 8)
-	wg.Wait()
-	t.Logf("%d deadlines read of unresolved positions", read)
-	assert.Positive(t, read, "no read met an unresolved position: the test checked nothing")
 }
 
 // deadlineOf is the deadline the tests give position pos.
 func deadlineOf(pos uint64) int64 { return int64(pos)*7 + 3 }
 
-// readDeadlines reads deadlines with DeadlineAt until done, of positions
-// from head to head+spread-1 in turn, each slot looked up with a Pager
-// first and, now and then, a yield between the look-up and the pin (which
-// lets the consumer go on, on one CPU too). It fails the test when a read
-// that met a published, unresolved position returns anything but
-// deadlineOf(pos), and returns how many reads met one.
-func readDeadlines(t *testing.T, r *Ring[int], done *atomic.Bool, spread uint64) int {
+// readDeadlinesBeside runs consume (claims, resolutions and releases of r,
+// each deadline deadlineOf(pos)) on a goroutine of its own and, until it
+// returns, reads deadlines with DeadlineAt, of positions from head to
+// head+spread-1 in turn, each slot looked up with a Pager first and, now
+// and then, a yield between the look-up and the pin (which lets consume go
+// on, on one CPU too). It fails the test when a read that met a published,
+// unresolved position returns anything but deadlineOf(pos), or when no
+// read met one (the test would have checked nothing).
+func readDeadlinesBeside(t *testing.T, r *Ring[int], spread uint64, consume func()) {
 	t.Helper()
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer done.Store(true)
+		consume()
+	})
+	defer wg.Wait() // also after a Fatalf below
 	read := 0
 	pager := r.Pager()
 	for i := uint64(0); !done.Load(); i++ {
@@ -121,7 +116,8 @@ func readDeadlines(t *testing.T, r *Ring[int], done *atomic.Bool, spread uint64)
 			t.Fatalf("position %d (%v): deadline %d, want %d", pos, st, d, deadlineOf(pos))
 		}
 	}
-	return read
+	t.Logf("%d deadlines read of unresolved positions", read)
+	assert.Positive(t, read, "no read met an unresolved position: the test checked nothing")
 }
 
 func TestDeadlineAtUnpublished(t *testing.T) {
