@@ -176,6 +176,27 @@ type RecordIter struct {
 // capped at its length, and true; or nil and false when the batch is done
 // or malformed (see Err). It does not allocate unless it finds an error.
 func (it *RecordIter) Next() (rec []byte, ok bool) {
+	// The common case inline: a record length under 1<<14, spelled in one
+	// byte, or in two whose second is in [1, 0x7f] (the last byte of a
+	// uvarint, and not 0: the shortest spelling), with the record whole in
+	// the data. Anything else, errors included, takes next, which checks
+	// it all.
+	if d := it.data; it.left > 0 && len(d) >= 2 && it.err == nil {
+		n, k, short := int(d[0]), 1, true
+		if n >= 0x80 {
+			n, k, short = n&0x7f|int(d[1])<<7, 2, d[1]-1 < 0x7f
+		}
+		if end := k + 1 + n; short && end <= len(d) {
+			it.data = d[end:]
+			it.left--
+			return d[k:end:end], true
+		}
+	}
+	return it.next()
+}
+
+// next is Next's general case.
+func (it *RecordIter) next() (rec []byte, ok bool) {
 	if it.err != nil {
 		return nil, false
 	}

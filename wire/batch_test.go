@@ -345,3 +345,36 @@ func TestBatchTopic(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordLengthSpellings reads records whose lengths take one, two and
+// three uvarint bytes, at each boundary, spelled independently of the
+// package, with the last record ending the data exactly: Next takes the
+// one- and two-byte ones inline and the others through its general case.
+func TestRecordLengthSpellings(t *testing.T) {
+	lengths := []int{0, 1, 126, 127, 128, 129, 16382, 16383, 16384, 70000, 0}
+	var data []byte
+	var want [][]byte
+	for i, n := range lengths {
+		rec := append([]byte{0}, bytes.Repeat([]byte{byte(i + 1)}, n)...) // flags, payload
+		data = append(binary.AppendUvarint(data, uint64(n)), rec...)
+		want = append(want, rec)
+	}
+	b, err := wire.DecodeBatch(rawBatch(1, uint32(len(lengths)), wire.CodecNone, uint32(len(data)), data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := b.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	for rec, ok := it.Next(); ok; rec, ok = it.Next() {
+		if i >= len(want) || !bytes.Equal(rec, want[i]) || cap(rec) != len(rec) {
+			t.Fatalf("record %d: %d bytes (cap %d), want %d", i, len(rec), cap(rec), len(want[min(i, len(want)-1)]))
+		}
+		i++
+	}
+	if err := it.Err(); err != nil || i != len(want) {
+		t.Fatalf("read %d of %d records, Err %v", i, len(want), err)
+	}
+}
