@@ -44,7 +44,8 @@ type lane struct {
 	fresh     bool     // no TOPIC_OK yet in this incarnation: the next sets sequence IDs
 	pos       uint64   // next position to write
 	endPos    uint64   // first position whose sequence ID would pass wire.MaxSeq
-	inFlight  []uint64 // end positions of the frames written and not acknowledged
+	inFlight  []flight // the frames written and not acknowledged, oldest first
+	weight    int      // of inFlight: 2 a frame, 1 one the byte limit closed (see flight)
 	counted   int      // its frames counted in conn.flying (see session.flying)
 	roomy     bool     // in conn.roomWait
 	admitted  bool     // taken from conn.roomWait: a place in conn's window is kept for it (conn.reserved) until its next serve
@@ -57,6 +58,30 @@ type lane struct {
 	disp dispatcher
 	// The sweeper's: every position below is resolved.
 	sweepFrom uint64
+}
+
+// flight is a frame of a lane written on its connection and not yet done
+// with. A lane's window (MaxFramesInFlight, n) counts a frame as two
+// halves, and a frame the byte limit closed (MaxBatchBytes, or the
+// connection's frame limit: the next record did not fit) as one: the
+// window is there so that a broker that takes longer gets bigger frames
+// rather than a deeper queue of small ones, and a frame at the byte limit
+// cannot grow; more of them in flight is what keeps the connection busy
+// then. So a lane has at most n frames in flight, or 2n closed by the byte
+// limit: at most 2n times MaxBatchBytes. (16 KiB messages on tcp, one
+// topic: 148 k msgs/s with n frames of 1 MiB, 165-172 k with 2n; see
+// docs/performance.md.)
+type flight struct {
+	end  uint64 // the position after its last record
+	full bool   // closed by the byte limit
+}
+
+// weight is what f takes of its lane's window, of 2n.
+func (f flight) weight() int {
+	if f.full {
+		return 1
+	}
+	return 2
 }
 
 // used records that l was sent to at now (producer ns). It writes only

@@ -536,8 +536,9 @@ type batchLimits struct {
 const writeRun = 32 // at most 32: nextBatch marks a run's resent positions in a uint32
 
 // nextBatch builds one BATCH frame in bb (in its own buffer) from consecutive
-// positions from pos on, and returns the next position to look at and the
-// number of records. It stops at the limits (lim.end included), at the
+// positions from pos on, and returns the next position to look at, the
+// number of records, and whether the byte limit closed the frame (the next
+// record did not fit: see lane.flight). It stops at the limits (lim.end included), at the
 // first unpublished position, and at a gap: a position that is resolved, or that it resolves
 // itself because its deadline passed or its context ended (such a message
 // is never written) or because it is too large for the connection
@@ -547,12 +548,11 @@ const writeRun = 32 // at most 32: nextBatch marks a run's resent positions in a
 // or Written to Writing (or to its failure), then copies the run into bb,
 // then moves it to Written: the fresh ones with one store of the ring's
 // written cursor (ringbuf.Ring.MarkWritten), the resent ones each.
-func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, now int64) (uint64, int) {
+func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, now int64) (next uint64, n int, full bool) {
 	limit := min(lim.bytes, lim.frame)
 	maxRecord := lim.frame - wire.BatchHeaderSize - wire.RecordOverhead(lim.frame)
 	bb.Reset(bb.Bytes(), lim.topic, l.seq(pos))
 	size := bb.Size() // of the frame with the run taken so far
-	n := 0
 	fresh := int64(0) // written for the first time
 	var run [writeRun]*ringbuf.Slot[entry]
 	pager := l.ring.Pager()
@@ -585,6 +585,7 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 			rec := int(slot.Size())
 			if n+k > 0 && size+wire.RecordOverhead(rec)+rec > limit {
 				l.ring.TransitionAt(slot, pos, ringbuf.Writing, st) // for the next batch
+				full = true
 				break
 			}
 			fail := ringbuf.Unpublished
@@ -638,7 +639,7 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 	if pos > l.maxWritten.Load() {
 		l.maxWritten.Store(pos)
 	}
-	return pos, n
+	return pos, n, full
 }
 
 // ---- resolution ----

@@ -69,7 +69,7 @@ func benchLedger(b *testing.B, flat bool, run, round int, size int64) {
 		end := pos + uint64(round)
 		for pos < end {
 			var n int
-			if pos, n = l.nextBatch(&bb, pos, lim, 0); n == 0 {
+			if pos, n, _ = l.nextBatch(&bb, pos, lim, 0); n == 0 {
 				b.Fatal("empty batch")
 			}
 			bb.Take(nil, bb.Bytes())

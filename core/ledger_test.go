@@ -72,7 +72,8 @@ func (r *ledgerRig) send(ctx context.Context, size int, now int64, w *waiter) (u
 }
 
 func (r *ledgerRig) write(from uint64, frame int, now int64) (uint64, int) {
-	return r.l.nextBatch(&r.bb, from, batchLimits{messages: 1000, bytes: 1 << 20, frame: frame, end: math.MaxUint64}, now)
+	next, n, _ := r.l.nextBatch(&r.bb, from, batchLimits{messages: 1000, bytes: 1 << 20, frame: frame, end: math.MaxUint64}, now)
+	return next, n
 }
 
 func (r *ledgerRig) deliver(pos uint64, st ringbuf.State) {
@@ -251,7 +252,8 @@ func TestLedgerTransitions(t *testing.T) {
 		for i := range writeRun + 7 {
 			limit += wire.RecordOverhead(1+i%50) + 1 + i%50
 		}
-		next, n := r.l.nextBatch(&r.bb, 0, batchLimits{messages: 1000, bytes: limit, frame: wire.DefaultMaxFrameSize, end: math.MaxUint64}, 120)
+		next, n, full := r.l.nextBatch(&r.bb, 0, batchLimits{messages: 1000, bytes: limit, frame: wire.DefaultMaxFrameSize, end: math.MaxUint64}, 120)
+		assert.True(t, full, "the byte limit closed the frame")
 		assert.Equal(t, writeRun+7, n)
 		assert.Equal(t, uint64(writeRun+7), next)
 		assert.Equal(t, ringbuf.Pending, r.state(next), "the first one past the limit is left as it was")
@@ -477,7 +479,15 @@ func ledgerProperty(t *testing.T, seed uint64) {
 			if rng.IntN(2) == 0 {
 				lim.messages, lim.bytes = 1+rng.IntN(3*writeRun), 64+rng.IntN(4096)
 			}
-			next, n := r.l.nextBatch(&r.bb, from, lim, now)
+			next, n, full := r.l.nextBatch(&r.bb, from, lim, now)
+			if full {
+				// Closed by the byte limit: the next record is there and
+				// would not have fit.
+				size := int(r.l.ring.Slot(next).Size())
+				if n == 0 || r.l.ring.State(next).Final() || r.bb.Size()+wire.RecordOverhead(size)+size <= min(lim.bytes, lim.frame) {
+					t.Fatalf("step %d: a frame of %d records (%d bytes) reported closed by the byte limit, the next record of %d bytes", step, n, r.bb.Size(), size)
+				}
+			}
 			for pos := next - uint64(n); pos < next; pos++ {
 				written[pos] = true
 			}

@@ -429,7 +429,11 @@ func MaxBatchBytes(n int) Option {
 // wait in the queue, to leave in the next frame together. So a broker that
 // takes longer to store a frame (an fsync, a replicated write) gets bigger
 // frames, not a deeper queue of small ones, and the time a message waits
-// stays about one store round trip whatever the rate. Like Kafka's
+// stays about one store round trip whatever the rate. A frame that
+// MaxBatchBytes (or the connection's frame limit) closed counts half: it
+// cannot grow, and more of them in flight is what keeps the connection busy
+// with large messages, so a topic has at most n frames in flight, or 2n
+// such full ones. Like Kafka's
 // max.in.flight.requests.per.connection, but frames are never reordered: a
 // connection delivers them in order, and a resend after a reconnect starts
 // at the oldest unresolved message. Heartbeat PINGs are not counted.

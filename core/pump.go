@@ -484,7 +484,7 @@ const (
 func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPool, now int64) served {
 	if l.conn != s {
 		l.conn, l.state, l.pos, l.counted, l.roomy, l.admitted = s, undeclared, 0, 0, false, false
-		l.inFlight = l.inFlight[:0]
+		l.inFlight, l.weight = l.inFlight[:0], 0
 	}
 	// A place kept for l (see admit) is its to use at this serve, or
 	// lost: a lane that has nothing to write, or waits for something
@@ -536,7 +536,7 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 	if !admitted {
 		full = full || s.flying+s.reserved >= s.window || len(s.roomWait) > 0
 	}
-	if full && l.counted < p.cfg.framesInFlight-1 {
+	if full && l.weight+2 < 2*p.cfg.framesInFlight {
 		// No room, or lanes wait for it and l did not: it waits behind
 		// them. First come, first served: a lane whose frame was just
 		// acknowledged would otherwise take every place that opens, with
@@ -559,7 +559,8 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 	buf := bufs.get()
 	lim := batchLimits{topic: l.id, messages: p.cfg.maxBatchMessages, bytes: p.cfg.maxBatchBytes, frame: s.maxFrame, end: l.endPos}
 	var n int
-	l.pos, n = l.led.nextBatch(bb, l.pos, lim, p.preciseNow())
+	var closed bool
+	l.pos, n, closed = l.led.nextBatch(bb, l.pos, lim, p.preciseNow())
 	if n == 0 {
 		bufs.put(buf)
 		return keep
@@ -574,7 +575,9 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 		s.fail(err)
 		return dead
 	}
-	l.inFlight = append(l.inFlight, l.pos)
+	f := flight{end: l.pos, full: closed}
+	l.inFlight = append(l.inFlight, f)
+	l.weight += f.weight()
 	p.count(s, l)
 	return keep
 }
@@ -601,28 +604,33 @@ func (p *Producer) idleLane(l *lane) served {
 	return drained
 }
 
-// windowOpen reports whether l has fewer than MaxFramesInFlight frames
-// written on s and not yet done with: a frame is done once the lane's
-// acked cursor reached its end (receipts are cumulative) or every message
-// in it resolved otherwise (a deadline) and was released.
+// windowOpen reports whether l's window has room: its frames written on s
+// and not yet done with take less than MaxFramesInFlight frames' worth (see
+// flight). A frame is done once the lane's acked cursor reached its end
+// (receipts are cumulative) or every message in it resolved otherwise (a
+// deadline) and was released.
 func (p *Producer) windowOpen(s *session, l *lane) bool {
 	done, upto := 0, l.led.resendFrom()
-	for done < len(l.inFlight) && l.inFlight[done] <= upto {
+	for done < len(l.inFlight) && l.inFlight[done].end <= upto {
+		l.weight -= l.inFlight[done].weight()
 		done++
 	}
 	if done > 0 {
 		l.inFlight = l.inFlight[:copy(l.inFlight, l.inFlight[done:])]
 		p.count(s, l)
 	}
-	return len(l.inFlight) < p.cfg.framesInFlight
+	return !p.windowFull(l)
 }
+
+// windowFull reports whether l's frames in flight fill its own window.
+func (p *Producer) windowFull(l *lane) bool { return l.weight >= 2*p.cfg.framesInFlight }
 
 // count brings l's share of s.flying up to date: its frames in flight,
 // none while its own window is full (a lane the broker holds back does not
 // take the other lanes' room).
 func (p *Producer) count(s *session, l *lane) {
 	n := len(l.inFlight)
-	if n >= p.cfg.framesInFlight {
+	if p.windowFull(l) {
 		n = 0
 	}
 	s.flying += n - l.counted
@@ -666,7 +674,7 @@ func (p *Producer) answered(s *session, a topicAnswer) *lane {
 	}
 	if a.err != nil {
 		l.state, l.pos = undeclared, 0
-		l.inFlight = l.inFlight[:0]
+		l.inFlight, l.weight = l.inFlight[:0], 0
 		p.count(s, l) // its frames were dropped: they take no room any more
 		if a.err.kind == ErrUnauthorized || a.err.kind == ErrFenced {
 			// It cannot heal by waiting: the topic's messages fail now;

@@ -55,7 +55,7 @@ func TestSweeperBesideRecycledPages(t *testing.T) {
 		require.NoError(t, err)
 		l.publish(first, msgs[:n], cb, nil, far, nil)
 		for pos < first+uint64(n) {
-			pos, _ = l.nextBatch(&bb, pos, lim, 0)
+			pos, _, _ = l.nextBatch(&bb, pos, lim, 0)
 		}
 		l.ackThrough(l.seq(pos - 1))
 		l.walk(&next, deliver)

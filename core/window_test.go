@@ -173,6 +173,50 @@ func TestProducerWindowByReceipts(t *testing.T) {
 	}
 }
 
+// TestWindowCountsFramesAtTheByteLimitHalf: a frame the byte limit closed
+// takes half a place in its topic's window (it cannot grow: more of them
+// in flight is what keeps the connection busy), so with receipts delayed a
+// topic of 1000-byte messages in 4 KiB frames has twice MaxFramesInFlight
+// frames in flight, and one whose frames the message limit closes has
+// MaxFramesInFlight, as before.
+func TestWindowCountsFramesAtTheByteLimitHalf(t *testing.T) {
+	const window = 2
+	for _, tc := range []struct {
+		name string
+		opt  core.Option
+		most int
+	}{
+		{"closed by MaxBatchBytes", core.MaxBatchBytes(4096), 2 * window},
+		{"closed by MaxBatchMessages", core.MaxBatchMessages(2), window},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.dialer.DelayReceipts(5 * time.Millisecond)
+			w := &windowWatch{Dialer: e.dialer}
+			p, err := core.New(w, core.Name("halves"), core.MaxFramesInFlight(window), tc.opt,
+				core.ReconnectBackoff(time.Millisecond, 10*time.Millisecond))
+			require.NoError(t, err)
+			defer p.Close(context.Background())
+
+			const bursts, per = 8, 40
+			rec := newRecorder(bursts * per)
+			for b := range bursts {
+				for i := range per {
+					k := b*per + i
+					msg := &core.Message{Payload: append(payload(k), make([]byte, 996)...)}
+					require.NoError(t, p.SendAsync(context.Background(), msg, rec.cb(k)))
+				}
+				time.Sleep(time.Millisecond)
+			}
+			rec.waitSucceeded(t, bursts*per)
+			w.mu.Lock()
+			most, batches := w.most, w.batches
+			w.mu.Unlock()
+			assert.Equal(t, tc.most, most, "the most frames in flight at once (%d batches)", batches)
+		})
+	}
+}
+
 // TestFullWindowSendsDoNotSpinThePump: while a topic's window is full (its
 // broker holds every Append), messages sent to it do not wake the pump one
 // by one, only to find no room: the lane waits for a receipt or a release,
