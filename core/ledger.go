@@ -52,12 +52,11 @@ import (
 //     "negative" (above 2^63): sequence IDs are below wire.MaxSeq, so the
 //     difference of two, or of one and seqBase, read as an int64, is a
 //     distance in positions.
-//   - A position resolves exactly once (a CAS on its state); the goroutine
-//     that resolved it settles it exactly once: a Send is notified, a
-//     failure is queued for the dispatcher or the in-order walk is woken.
-//   - unacked is the number of positions written and not yet resolved:
-//     the pump adds what it writes for the first time, resolvers take off
-//     what they resolve from Written.
+//   - A position resolves exactly once (a CAS on its state, or for
+//     acknowledgements the ring's acked cursor: see ackThrough); the
+//     goroutine that resolved it settles it exactly once: a Send is
+//     notified, a failure is queued for the dispatcher or the in-order
+//     walk is woken.
 //   - waits[pos] holds the waiter of a Send at a live pos until pos is
 //     settled; the dispatcher does not release a Send's position before.
 //     waits is made by the ledger's first Send: a topic written only by
@@ -84,9 +83,7 @@ type ledger struct {
 	waits atomic.Pointer[[]atomic.Pointer[waiter]] // nil until the first Send
 
 	seqBase    atomic.Uint64
-	acked      atomic.Uint64
 	maxWritten atomic.Uint64
-	unacked    atomic.Int64
 
 	// The exemption of the producer's first topic (see exemptFrom): while
 	// exempt, its claims skip the producer's budget, which holds the
@@ -180,8 +177,19 @@ func (l *ledger) seq(pos uint64) uint64 { return l.seqBase.Load() + pos + 1 }
 // pending returns the live positions and their bytes.
 func (l *ledger) pending() (int, int64) { return l.ring.Len(), l.ring.Bytes() }
 
-// unackedNow returns the positions written and not yet resolved.
-func (l *ledger) unackedNow() int { return int(max(l.unacked.Load(), 0)) }
+// unackedNow returns the positions written and not yet resolved, counted
+// from their states (for Stats: a receipt moves one cursor for a batch, and
+// no counter per message is kept beside it). Those are below maxWritten and
+// at or past resendFrom: Written, or Writing while written again.
+func (l *ledger) unackedNow() int {
+	n := 0
+	for pos, end := l.resendFrom(), l.maxWritten.Load(); pos < end; pos++ {
+		if st := l.ring.State(pos); st == ringbuf.Written || st == ringbuf.Writing {
+			n++
+		}
+	}
+	return n
+}
 
 // bounds returns head and tail.
 func (l *ledger) bounds() (uint64, uint64) { return l.ring.Head(), l.ring.Tail() }
@@ -475,7 +483,7 @@ func (l *ledger) close() { l.ring.Close() }
 
 // resendFrom returns the position a new connection starts writing at: the
 // oldest that may be unresolved.
-func (l *ledger) resendFrom() uint64 { return max(l.acked.Load(), l.ring.Head()) }
+func (l *ledger) resendFrom() uint64 { return max(l.ring.Acked(), l.ring.Head()) }
 
 // handshake takes the broker's last stored seq for this topic and name
 // from a TOPIC_OK. The topic's first of an incarnation (fresh: a new lane,
@@ -494,17 +502,14 @@ func (l *ledger) handshake(lastSeq uint64, fresh bool) (lost, err error) {
 	if fresh {
 		from := l.maxWritten.Load()
 		l.seqBase.Store(lastSeq - from) // seq(from) = lastSeq+1, modulo 2^64
-		for {
-			cur := l.acked.Load()
-			if cur >= from || l.acked.CompareAndSwap(cur, from) {
-				break
-			}
-		}
+		// Every position below from is resolved (yield aborted what was
+		// written): the cursor only skips them.
+		l.ring.AckThrough(from)
 		return nil, nil
 	}
 	base := l.seqBase.Load()
 	stored := int64(lastSeq - base) // positions of ours the broker holds: a distance (see seqBase)
-	if acked := l.acked.Load(); stored < int64(acked) {
+	if acked := l.ring.Acked(); stored < int64(acked) {
 		// The broker lost records it acknowledged (a store repaired to a
 		// side file, a memory store restarted, a stale replica): nothing to
 		// resend, but the user must hear of it.
@@ -553,7 +558,6 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 	maxRecord := lim.frame - wire.BatchHeaderSize - wire.RecordOverhead(lim.frame)
 	bb.Reset(bb.Bytes(), lim.topic, l.seq(pos))
 	size := bb.Size() // of the frame with the run taken so far
-	fresh := int64(0) // written for the first time
 	var run [writeRun]*ringbuf.Slot[entry]
 	pager := l.ring.Pager()
 	for more := true; more && n < lim.messages; {
@@ -599,7 +603,7 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 			}
 			if fail != ringbuf.Unpublished {
 				l.ring.TransitionAt(slot, pos, ringbuf.Writing, fail)
-				l.settle(pos, st, fail)
+				l.settle(pos, fail)
 				pos++
 				if n+k > 0 {
 					break
@@ -608,9 +612,7 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 				bb.Reset(bb.Bytes(), lim.topic, l.seq(pos))
 				continue
 			}
-			if st == ringbuf.Pending {
-				fresh++
-			} else {
+			if st != ringbuf.Pending {
 				resent |= 1 << k
 			}
 			size += wire.RecordOverhead(rec) + rec
@@ -635,7 +637,6 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 		}
 		n += k
 	}
-	l.unacked.Add(fresh)
 	if pos > l.maxWritten.Load() {
 		l.maxWritten.Store(pos)
 	}
@@ -646,13 +647,17 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 
 // ackThrough marks every written position whose sequence ID is <= seq as
 // acknowledged (the broker's receipts are cumulative) and wakes the
-// dispatcher. It runs on a transport goroutine and never blocks.
+// dispatcher. It runs on a transport goroutine and never blocks: the
+// ring's AckThrough moves its acked cursor, with no store to the
+// positions' slots (it waits only while a resolver is a few instructions
+// into resolving one of them), and a Send waiting for one of them is
+// handed its outcome here. Stats count the positions as acknowledged when
+// the dispatcher reaches them (see walk).
 //
 // Positions never handed to a connection are not acknowledged, whatever the
 // broker says. Two calls may overlap (an old connection's last receipt and
-// a new one's): each position changes state once (CAS), and acked only
-// moves forward after the caller itself made sure every position below its
-// target is resolved.
+// a new one's): the cursor only moves forward, and a position resolves once
+// (see ringbuf.Ring.AckThrough).
 func (l *ledger) ackThrough(seq uint64) {
 	// Positions below d are acknowledged. A receipt at or below seqBase (a
 	// late one of a connection of a former incarnation) is a distance of
@@ -666,57 +671,29 @@ func (l *ledger) ackThrough(seq uint64) {
 	if upto <= from {
 		return
 	}
-	acked := int64(0)
-	pager := l.ring.Pager()
-	for pos := from; pos < upto; pos++ {
-		if l.ack(pos, pager.Peek(pos)) {
-			acked++
-		}
-	}
-	l.unacked.Add(-acked)
-	for {
-		cur := l.acked.Load()
-		if cur >= upto || l.acked.CompareAndSwap(cur, upto) {
-			break
+	l.ring.AckThrough(upto)
+	if l.waits.Load() != nil { // a Send has run: one may wait for a position here
+		for pos := from; pos < upto; pos++ {
+			if l.ring.State(pos) == ringbuf.Acked {
+				l.notify(pos, ringbuf.Acked)
+			}
 		}
 	}
 	l.wakeDispatcher()
 }
 
-// ack moves pos from Written to Acked and reports whether it did. A
-// position below maxWritten is Written, Writing (being resent: wait for it)
-// or already resolved.
-func (l *ledger) ack(pos uint64, slot *ringbuf.Slot[entry]) bool {
-	for {
-		switch l.ring.StateAt(slot, pos) {
-		case ringbuf.Written:
-			if l.ring.TransitionAt(slot, pos, ringbuf.Written, ringbuf.Acked) {
-				l.notify(pos, ringbuf.Acked)
-				return true
-			}
-		case ringbuf.Writing:
-			runtime.Gosched()
-		default:
-			return false
-		}
-	}
-}
-
 // fail resolves pos as the failure st unless it is resolved already.
 func (l *ledger) fail(pos uint64, st ringbuf.State) {
-	if prev, ok := l.ring.Resolve(pos, st); ok {
-		l.settle(pos, prev, st)
+	if _, ok := l.ring.Resolve(pos, st); ok {
+		l.settle(pos, st)
 	}
 }
 
 // settle is called once by the goroutine that resolved pos as the failure
-// st, from state prev. Rejected is reported in order, like a success;
+// st. Rejected is reported in order, like a success;
 // other failures are queued for the dispatcher, which reports them at once
 // (the documented exception to ordering).
-func (l *ledger) settle(pos uint64, prev, st ringbuf.State) {
-	if prev == ringbuf.Written {
-		l.unacked.Add(-1)
-	}
+func (l *ledger) settle(pos uint64, st ringbuf.State) {
 	l.notify(pos, st)
 	if st != ringbuf.Rejected {
 		l.failMu.Lock()
@@ -733,18 +710,11 @@ func (l *ledger) settle(pos uint64, prev, st ringbuf.State) {
 // ms under the race detector, most of it passing failMu back and forth
 // with the dispatcher.)
 func (l *ledger) failBelow(tail uint64, st ringbuf.State) {
-	failed := int64(0)
 	for pos := l.ring.Head(); pos < tail; pos++ {
-		prev, ok := l.ring.Resolve(pos, st)
-		if !ok {
-			continue
+		if _, ok := l.ring.Resolve(pos, st); ok {
+			l.notify(pos, st)
 		}
-		if prev == ringbuf.Written {
-			failed++
-		}
-		l.notify(pos, st)
 	}
-	l.unacked.Add(-failed)
 	l.wakeDispatcher()
 }
 
@@ -902,20 +872,20 @@ type waiter struct {
 var waiters = sync.Pool{New: func() any { return &waiter{ch: make(chan ringbuf.State, 1)} }}
 
 // notify hands the resolved state st of pos to its Send, if pos is a Send's.
-// Only the goroutine that resolved pos calls it, and the dispatcher does not
-// release a Send's position before it ran (see waitNotified), so waits[pos]
-// cannot have been reused for a later position of a Send meanwhile; a later
-// SendAsync position never sets it.
+// The goroutine that resolved pos calls it (for an acknowledged one, any
+// ackThrough whose receipt covers it: two may, and one takes the waiter),
+// and the dispatcher does not release a Send's position before it ran (see
+// waitNotified), so waits[pos] cannot have been reused for a later
+// position of a Send meanwhile; a later SendAsync position never sets it.
 func (l *ledger) notify(pos uint64, st ringbuf.State) {
 	ref := l.waitRef(pos, false)
 	if ref == nil {
 		return
 	}
 	w := ref.Load()
-	if w == nil || w.pos.Load() != pos {
+	if w == nil || w.pos.Load() != pos || !ref.CompareAndSwap(w, nil) {
 		return
 	}
-	ref.Store(nil)
 	if st == ringbuf.Acked {
 		// Now, not when Send reads it: under WaitForName seqBase may move
 		// once the position is released.

@@ -133,7 +133,7 @@ func TestLedgerTransitions(t *testing.T) {
 		assert.Equal(t, ringbuf.Acked, r.state(1))
 		assert.Equal(t, ringbuf.Written, r.state(2))
 		assert.Equal(t, 1, r.l.unackedNow())
-		assert.Equal(t, uint64(2), r.l.acked.Load())
+		assert.Equal(t, uint64(2), r.l.ring.Acked())
 		select {
 		case <-r.wake:
 		default:
@@ -146,7 +146,7 @@ func TestLedgerTransitions(t *testing.T) {
 		assert.Equal(t, uint64(3), tail)
 
 		r.l.ackThrough(99) // beyond what was written: only what was written
-		assert.Equal(t, uint64(3), r.l.acked.Load())
+		assert.Equal(t, uint64(3), r.l.ring.Acked())
 		assert.Zero(t, r.l.unackedNow())
 	})
 
@@ -422,7 +422,7 @@ func ledgerProperty(t *testing.T, seed uint64) {
 		t.Helper()
 		l := r.l
 		head, tail := l.bounds()
-		acked, maxW := l.acked.Load(), l.maxWritten.Load()
+		acked, maxW := l.ring.Acked(), l.maxWritten.Load()
 		require.LessOrEqual(t, head, tail, op)
 		require.LessOrEqual(t, acked, maxW, "%s: acked <= maxWritten", op)
 		require.LessOrEqual(t, maxW, tail, "%s: maxWritten <= tail", op)

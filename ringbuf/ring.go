@@ -23,12 +23,11 @@ const (
 //
 // Concurrency: TryClaim, Claim, TryClaimN, ClaimN, Slot (for a live
 // position: claimed, not released), Peek, Publish, PublishN, State,
-// StateAt, Transition, TransitionAt, Resolve, Head, Tail, Len, Bytes,
-// WaitHead, ArmRoom, DisarmRoom, CloseIfEmpty and Close are safe for
-// concurrent use; a Pager is for one goroutine; Freeze and Thaw for one
-// freezer at a time; DeadlineAt for one reader at a time (in inflight, the
-// sweeper). The consumer side has three roles, each for one goroutine at a
-// time:
+// StateAt, Transition, TransitionAt, Resolve, DeadlineAt, AckThrough,
+// Acked, Head, Tail, Len, Bytes, WaitHead, ArmRoom, DisarmRoom,
+// CloseIfEmpty and Close are safe for concurrent use; a Pager is for one
+// goroutine; Freeze and Thaw for one freezer at a time. The consumer side
+// has three roles, each for one goroutine at a time:
 //   - the reader of published positions: Published and
 //     WaitPublishedUntil (in inflight, the pump), Drain (a plain queue's
 //     single consumer);
@@ -55,10 +54,17 @@ type Ring[T any] struct {
 	// written is the writer's cursor: a position below it whose word says
 	// Writing was written (see MarkWritten), and is Written to everyone.
 	written atomic.Uint64
-	// pinned is pos+1 while DeadlineAt reads the deadline of pos (0:
-	// none): Release does not pass a pinned position.
+	// acked is the acknowledger's cursor: a position below it that is
+	// Written (by its word or by written) is Acked to everyone (see
+	// AckThrough). ackedTo is where AckThrough is taking it: resolvers
+	// check it, under a pin, before they resolve a Written position.
+	acked   atomic.Uint64
+	ackedTo atomic.Uint64
+	// pinned is pos+1 while a resolver resolves Written pos or DeadlineAt
+	// reads the deadline of pos (0: none; see pin): Release does not pass
+	// a pinned position, nor AckThrough's wait.
 	pinned atomic.Uint64
-	_      [112]byte
+	_      [96]byte
 
 	limit    uint64
 	maxBytes int64
@@ -496,12 +502,20 @@ func (r *Ring[T]) StateAt(s *Slot[T], pos uint64) State {
 }
 
 // view is the state of pos whose word says raw: a fresh write's Writing
-// below the written cursor is Written, a resend's rewriting is Writing.
+// below the written cursor is Written, and Written below the acked cursor
+// (acked <= written) is Acked; a resend's rewriting is Writing.
 func (r *Ring[T]) view(pos uint64, raw State) State {
 	switch raw {
 	case Writing:
+		if pos < r.acked.Load() {
+			return Acked
+		}
 		if pos < r.written.Load() {
 			return Written
+		}
+	case Written:
+		if pos < r.acked.Load() {
+			return Acked
 		}
 	case rewriting:
 		return Writing
@@ -520,13 +534,72 @@ func (r *Ring[T]) MarkWritten(upto uint64) {
 	}
 }
 
+// AckThrough tells that every Written position below upto is Acked, with
+// two stores of the acked cursor for all of them rather than a transition
+// each (a receipt covers a batch). upto must not pass the written cursor.
+// A position already resolved otherwise keeps its outcome; a resend's
+// position being written again (Writing) becomes Acked once its writer
+// marks it Written. Calls may overlap (two connections' receipts); the
+// cursor never goes back.
+//
+// Why no Written position resolves twice: a resolver of a Written
+// position (Resolve) pins it, then reads ackedTo, and leaves it if
+// AckThrough took it; AckThrough stores ackedTo, then reads the pin and
+// waits until a pin it saw on a position below upto is gone, and only
+// then moves acked, which readers of the state see. A resolver whose pin
+// AckThrough did not see placed it after that read, so read ackedTo after
+// the store; one it saw resolved (or left) the position before acked
+// moved: a reader never sees a position Acked that a resolver then
+// resolves. Pins placed later do not hold AckThrough up, so a stream of
+// resolutions cannot starve it.
+func (r *Ring[T]) AckThrough(upto uint64) {
+	for cur := r.ackedTo.Load(); cur < upto && !r.ackedTo.CompareAndSwap(cur, upto); cur = r.ackedTo.Load() {
+	}
+	r.waitUnpinned(0, upto)
+	for cur := r.acked.Load(); cur < upto && !r.acked.CompareAndSwap(cur, upto); cur = r.acked.Load() {
+	}
+}
+
+// Acked returns the acked cursor (see AckThrough).
+func (r *Ring[T]) Acked() uint64 { return r.acked.Load() }
+
+// pin holds pos for a resolver of a Written position or for DeadlineAt:
+// one pin at a time in the ring (a second pinner waits), each held for a
+// few instructions, with nothing waited for meanwhile.
+func (r *Ring[T]) pin(pos uint64) {
+	for !r.pinned.CompareAndSwap(0, pos+1) {
+		runtime.Gosched()
+	}
+}
+
+func (r *Ring[T]) unpin() { r.pinned.Store(0) }
+
+// waitUnpinned waits until a pin it reads on a position in [lo, hi) is
+// gone (the pin word changes): the caller stored what a pinner checks
+// after its pin (AckThrough's ackedTo; for Release, the positions'
+// resolved states) before it calls, so later pins see it.
+func (r *Ring[T]) waitUnpinned(lo, hi uint64) {
+	p := r.pinned.Load()
+	if p == 0 || p-1 < lo || p-1 >= hi {
+		return
+	}
+	for r.pinned.Load() == p {
+		runtime.Gosched() // the pinner is a few instructions from unpin
+	}
+}
+
+// testHookPinned, when set (by tests, before any ring is used), runs in
+// Resolve between its check of ackedTo and its CAS, under the pin: a test
+// widens the window AckThrough's wait closes.
+var testHookPinned func()
+
 // DeadlineAt returns the deadline of pos, published and not resolved, with
 // the state it read (the deadline only means something when that state is
 // published and not final), for a goroutine that does not hold pos, which
 // may be resolved and released meanwhile (in inflight, the sweeper). s is
-// pos's slot from Peek (nil: Unpublished). One goroutine at a time: it pins
-// pos, so that Release waits rather than free the slot for a later claim
-// while the deadline is read. It needs a consumer that releases resolved
+// pos's slot from Peek (nil: Unpublished). It pins pos (see pin), so that
+// Release waits rather than free the slot for a later claim while the
+// deadline is read. It needs a consumer that releases resolved
 // positions only, as Release asks (Drain releases published ones: not
 // with DeadlineAt).
 //
@@ -539,13 +612,13 @@ func (r *Ring[T]) DeadlineAt(s *Slot[T], pos uint64) (int64, State) {
 	if s == nil {
 		return 0, Unpublished
 	}
-	r.pinned.Store(pos + 1)
+	r.pin(pos)
 	st := r.StateAt(s, pos)
 	var d int64
 	if st != Unpublished && !st.Final() {
 		d = s.deadline
 	}
-	r.pinned.Store(0)
+	r.unpin()
 	return d, st
 }
 
@@ -607,9 +680,24 @@ func (r *Ring[T]) Resolve(pos uint64, to State) (State, bool) {
 			continue
 		}
 		switch st := r.view(pos, State(w&stateMask)); st {
-		case Pending, Written:
+		case Pending:
 			if s.state.CompareAndSwap(w, word(pos, to)) {
 				return st, true
+			}
+		case Written:
+			// AckThrough may be taking pos: see there.
+			r.pin(pos)
+			taken := pos < r.ackedTo.Load()
+			if testHookPinned != nil {
+				testHookPinned()
+			}
+			ok := !taken && s.state.CompareAndSwap(w, word(pos, to))
+			r.unpin()
+			if ok {
+				return st, true
+			}
+			if taken {
+				return Acked, false
 			}
 		case Writing:
 			runtime.Gosched()
@@ -682,9 +770,7 @@ func (r *Ring[T]) Release(upto uint64) (int, int64) {
 	// it for a few loads, with nothing to wait for; the consumer read the
 	// positions resolved before this load, so a pin placed after it is on
 	// a resolved position, whose deadline DeadlineAt does not read.
-	for p := r.pinned.Load(); p > h && p <= upto; p = r.pinned.Load() {
-		runtime.Gosched()
-	}
+	r.waitUnpinned(h, upto)
 	var freed int64
 	var zero T
 	pg := r.Pager()

@@ -7,7 +7,7 @@ package ringbuf
 //	          writer                 writer
 //	Pending --------> Writing ----------------> Written --(writer: resend)--> Writing
 //	   |                 |                         |
-//	   |                 | writer: deadline,       | receipts: Acked
+//	   |                 | writer: deadline,       | receipts: Acked (cursor)
 //	   |                 | context, too large      | sweeper: Expired
 //	   |                 v                         | context: Canceled
 //	   |        Expired | Canceled | Rejected      | owner's Close: Closed
@@ -27,12 +27,14 @@ package ringbuf
 // then moves them on); resolvers that meet it wait for it to end (see
 // Resolve), so the writer alone resolves a Writing slot.
 //
-// Writing to Written is the one transition made for many positions at
-// once: the writer moves its written cursor past a run it copied (see
-// Ring.MarkWritten), and a fresh write's Writing below the cursor is
-// Written to every reader of the state, with no store to the slot. A
-// resend's Writing has a word of its own, so the cursor never makes a
-// position Written while it is being copied again.
+// Two transitions are made for many positions at once, by a cursor, with
+// no store to the slots: Writing to Written, when the writer moves its
+// written cursor past a run it copied (see Ring.MarkWritten: a fresh
+// write's Writing below it is Written to every reader of the state), and
+// Written to Acked, when a receipt moves the acked cursor (see
+// Ring.AckThrough: a Written position below it is Acked). A resend's
+// Writing has a word of its own, so neither cursor changes a position
+// while it is being copied again.
 type State uint8
 
 const (
