@@ -135,32 +135,8 @@ func (c *watchConn) WriteFrame(buf *transport.Buffer) error {
 func TestProducerWindowByReceipts(t *testing.T) {
 	for _, window := range []int{1, 4} {
 		t.Run(fmt.Sprint("window=", window), func(t *testing.T) {
-			e := newEnv(t)
-			e.dialer.DelayReceipts(5 * time.Millisecond)
-			w := &windowWatch{Dialer: e.dialer}
-			p, err := core.New(w, core.Name("windowed"), core.MaxFramesInFlight(window),
-				core.ReconnectBackoff(time.Millisecond, 10*time.Millisecond))
-			require.NoError(t, err)
-			defer p.Close(context.Background())
-
-			// Sent in bursts, so that messages keep arriving while frames
-			// wait for their receipts.
 			const bursts, per = 40, 100
-			rec := newRecorder(bursts * per)
-			for b := range bursts {
-				for i := range per {
-					k := b*per + i
-					require.NoError(t, p.SendAsync(context.Background(), &core.Message{Payload: payload(k)}, rec.cb(k)))
-				}
-				time.Sleep(time.Millisecond)
-			}
-			rec.wait(t)
-			for k := range bursts * per {
-				require.NoError(t, rec.get(k).err, "message %d", k)
-			}
-			w.mu.Lock()
-			most, batches := w.most, w.batches
-			w.mu.Unlock()
+			most, batches := sendInBursts(t, bursts, per, 4, core.MaxFramesInFlight(window))
 			assert.LessOrEqual(t, most, window, "frames in flight")
 			assert.Equal(t, window, most, "the window was never full: the test did not load it")
 			// Every frame waits ~5 ms for its receipt, so at most
@@ -190,31 +166,40 @@ func TestWindowCountsFramesAtTheByteLimitHalf(t *testing.T) {
 		{"closed by MaxBatchMessages", core.MaxBatchMessages(2), window},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t)
-			e.dialer.DelayReceipts(5 * time.Millisecond)
-			w := &windowWatch{Dialer: e.dialer}
-			p, err := core.New(w, core.Name("halves"), core.MaxFramesInFlight(window), tc.opt,
-				core.ReconnectBackoff(time.Millisecond, 10*time.Millisecond))
-			require.NoError(t, err)
-			defer p.Close(context.Background())
-
-			const bursts, per = 8, 40
-			rec := newRecorder(bursts * per)
-			for b := range bursts {
-				for i := range per {
-					k := b*per + i
-					msg := &core.Message{Payload: append(payload(k), make([]byte, 996)...)}
-					require.NoError(t, p.SendAsync(context.Background(), msg, rec.cb(k)))
-				}
-				time.Sleep(time.Millisecond)
-			}
-			rec.waitSucceeded(t, bursts*per)
-			w.mu.Lock()
-			most, batches := w.most, w.batches
-			w.mu.Unlock()
+			most, batches := sendInBursts(t, 8, 40, 1000, core.MaxFramesInFlight(window), tc.opt)
 			assert.Equal(t, tc.most, most, "the most frames in flight at once (%d batches)", batches)
 		})
 	}
+}
+
+// sendInBursts sends bursts of per messages of size bytes (at least 4),
+// the bursts a millisecond apart so that messages keep arriving while
+// frames wait for their receipts, through a producer with opts to a broker
+// whose receipts come 5 ms late; it requires every message to succeed and
+// returns the most frames that were in flight at once and the frames
+// written.
+func sendInBursts(t *testing.T, bursts, per, size int, opts ...core.Option) (most, batches int) {
+	t.Helper()
+	e := newEnv(t)
+	e.dialer.DelayReceipts(5 * time.Millisecond)
+	w := &windowWatch{Dialer: e.dialer}
+	p, err := core.New(w, append([]core.Option{core.Name("windowed"),
+		core.ReconnectBackoff(time.Millisecond, 10*time.Millisecond)}, opts...)...)
+	require.NoError(t, err)
+	defer p.Close(context.Background())
+	rec := newRecorder(bursts * per)
+	for b := range bursts {
+		for i := range per {
+			k := b*per + i
+			msg := &core.Message{Payload: append(payload(k), make([]byte, size-4)...)}
+			require.NoError(t, p.SendAsync(context.Background(), msg, rec.cb(k)))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	rec.waitSucceeded(t, bursts*per)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.most, w.batches
 }
 
 // TestFullWindowSendsDoNotSpinThePump: while a topic's window is full (its

@@ -16,15 +16,7 @@ import (
 // outcome, one being written again becomes Acked once its writer marks it
 // Written, and a resolver leaves the positions the cursor took.
 func TestAckThroughCursor(t *testing.T) {
-	r, _ := newRing[int](8, 1<<20)
-	for range 6 {
-		pos, _ := r.TryClaim(1)
-		r.Publish(pos)
-	}
-	for p := range uint64(5) {
-		require.True(t, r.Transition(p, Pending, Writing))
-	}
-	r.MarkWritten(5)
+	r := writtenRing(t, 8, 6, 5)
 	_, ok := r.Resolve(1, Expired)
 	require.True(t, ok)
 	require.True(t, r.Transition(2, Written, Writing)) // a resend of 2
@@ -59,15 +51,7 @@ func TestAckThroughBesideResolvers(t *testing.T) {
 	defer func() { testHookPinned = nil }()
 	for round := range 20 {
 		const n = 4096
-		r, _ := newRing[int](n, 1<<30)
-		for range n {
-			pos, _ := r.TryClaim(1)
-			r.Publish(pos)
-		}
-		for p := range uint64(n) {
-			r.Transition(p, Pending, Writing)
-		}
-		r.MarkWritten(n)
+		r := writtenRing(t, n, n, n)
 
 		var won [n]atomic.Int32
 		var seen [n]State // the reader's
@@ -124,4 +108,23 @@ func TestAckThroughBesideResolvers(t *testing.T) {
 			}
 		}
 	}
+}
+
+// writtenRing returns a ring of capacity positions with positions 0 to
+// published-1 published, of which 0 to written-1 are written (moved to
+// Writing and past the written cursor).
+func writtenRing(t *testing.T, capacity, published, written int) *Ring[int] {
+	t.Helper()
+	r, err := newRing[int](capacity, 1<<30)
+	require.NoError(t, err)
+	for range published {
+		pos, err := r.TryClaim(1)
+		require.NoError(t, err)
+		r.Publish(pos)
+	}
+	for p := range uint64(written) {
+		require.True(t, r.Transition(p, Pending, Writing))
+	}
+	r.MarkWritten(uint64(written))
+	return r
 }
