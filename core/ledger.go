@@ -36,11 +36,15 @@ import (
 //     position or, for SendBatch, a run of them in one step); head:
 //     the dispatcher (release), only past positions whose outcome it
 //     delivered.
-//   - acked <= maxWritten <= tail. Every position below acked is resolved
-//     or released. acked may lag head (failures release positions without
+//   - acked <= maxWritten <= tail. acked is the ring's acked cursor
+//     (ringbuf.Ring.AckThrough): every position below it is resolved or
+//     released, but one the pump was writing again (a resend) when a
+//     receipt covered it, which is Acked once the pump marks it Written
+//     (and the pump tells its Send and the dispatcher: see resentBack).
+//     acked may lag head (failures release positions without
 //     acknowledging them) or lead it (acknowledged positions whose
 //     callbacks have not run). acked: receipt resolvers (a transport
-//     goroutine; forward only, by CAS) and the handshake (the pump).
+//     goroutine; forward only) and the handshake (the pump).
 //   - Every position below maxWritten was handed to a connection once, or
 //     resolved before it could be. maxWritten: the pump.
 //   - seq(pos) = seqBase + pos + 1, modulo 2^64: seqBase is set by the
@@ -179,12 +183,14 @@ func (l *ledger) pending() (int, int64) { return l.ring.Len(), l.ring.Bytes() }
 
 // unackedNow returns the positions written and not yet resolved, counted
 // from their states (for Stats: a receipt moves one cursor for a batch, and
-// no counter per message is kept beside it). Those are below maxWritten and
-// at or past resendFrom: Written, or Writing while written again.
+// no count per message is kept beside it): a read of each position from
+// resendFrom to maxWritten, the messages in flight, which are Written, or
+// Writing while written again.
 func (l *ledger) unackedNow() int {
 	n := 0
+	pg := l.ring.Pager()
 	for pos, end := l.resendFrom(), l.maxWritten.Load(); pos < end; pos++ {
-		if st := l.ring.State(pos); st == ringbuf.Written || st == ringbuf.Writing {
+		if st := pg.State(pos); st == ringbuf.Written || st == ringbuf.Writing {
 			n++
 		}
 	}
@@ -557,7 +563,8 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 	limit := min(lim.bytes, lim.frame)
 	maxRecord := lim.frame - wire.BatchHeaderSize - wire.RecordOverhead(lim.frame)
 	bb.Reset(bb.Bytes(), lim.topic, l.seq(pos))
-	size := bb.Size() // of the frame with the run taken so far
+	size := bb.Size()       // of the frame with the run taken so far
+	ackedMeanwhile := false // a resent position was acknowledged while written again (see resentBack)
 	var run [writeRun]*ringbuf.Slot[entry]
 	pager := l.ring.Pager()
 	for more := true; more && n < lim.messages; {
@@ -583,12 +590,20 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 			// may resolve pos, the dispatcher release it and a sender claim
 			// the slot again for a later position, writing its size.
 			if !l.ring.TransitionAt(slot, pos, st, ringbuf.Writing) {
+				if st == ringbuf.Written {
+					// A receipt may be taking it (ringbuf's AckThrough):
+					// let it move its cursor before we look again.
+					runtime.Gosched()
+				}
 				continue // resolved meanwhile: look again
 			}
 			// Writing: this goroutine alone may resolve pos now.
 			rec := int(slot.Size())
 			if n+k > 0 && size+wire.RecordOverhead(rec)+rec > limit {
 				l.ring.TransitionAt(slot, pos, ringbuf.Writing, st) // for the next batch
+				if st == ringbuf.Written {
+					ackedMeanwhile = l.resentBack(pos) || ackedMeanwhile
+				}
 				full = true
 				break
 			}
@@ -628,11 +643,15 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 				bb.AddRecord(e.payload(), e.msg.Key, e.msg.Headers, e.msg.EventTime)
 			}
 		}
+		if testHookRunCopied != nil {
+			testHookRunCopied()
+		}
 		// Written: the fresh ones with one store, the resent ones each.
 		l.ring.MarkWritten(first + uint64(k))
 		for i, slot := range run[:k] {
-			if resent&(1<<i) != 0 {
-				l.ring.TransitionAt(slot, first+uint64(i), ringbuf.Writing, ringbuf.Written)
+			if p := first + uint64(i); resent&(1<<i) != 0 {
+				l.ring.TransitionAt(slot, p, ringbuf.Writing, ringbuf.Written)
+				ackedMeanwhile = l.resentBack(p) || ackedMeanwhile
 			}
 		}
 		n += k
@@ -640,7 +659,30 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 	if pos > l.maxWritten.Load() {
 		l.maxWritten.Store(pos)
 	}
+	if ackedMeanwhile {
+		l.wakeDispatcher()
+	}
 	return pos, n, full
+}
+
+// testHookRunCopied, when set (by tests, before the ledger is used), runs
+// in nextBatch once a run was copied, while its positions are Writing.
+var testHookRunCopied func()
+
+// resentBack is called by the pump once it moved pos, which it was writing
+// again (a resend), back to Written, and reports whether pos is Acked: a
+// receipt that covered it meanwhile moved the acked cursor past it while it
+// was Writing, so ackThrough did not hand it to its Send nor could the
+// dispatcher's walk pass it; the pump does both then (the caller wakes the
+// dispatcher). The pump's move then its read of the cursor, and
+// ackThrough's move of the cursor then its read of the state: one of the
+// two sees the other, and notify hands the outcome over once.
+func (l *ledger) resentBack(pos uint64) bool {
+	if pos >= l.ring.Acked() {
+		return false
+	}
+	l.notify(pos, ringbuf.Acked)
+	return true
 }
 
 // ---- resolution ----
@@ -651,8 +693,9 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 // ring's AckThrough moves its acked cursor, with no store to the
 // positions' slots (it waits only while a resolver is a few instructions
 // into resolving one of them), and a Send waiting for one of them is
-// handed its outcome here. Stats count the positions as acknowledged when
-// the dispatcher reaches them (see walk).
+// handed its outcome here, or, for a position the pump was writing again
+// meanwhile, by the pump (see resentBack). Stats count the positions as
+// acknowledged when the dispatcher reaches them (see walk).
 //
 // Positions never handed to a connection are not acknowledged, whatever the
 // broker says. Two calls may overlap (an old connection's last receipt and
@@ -865,31 +908,46 @@ func minDeadline(cur, d int64) int64 {
 // state was sent.
 type waiter struct {
 	ch  chan ringbuf.State // capacity 1
-	pos atomic.Uint64      // the position it waits for
+	pos atomic.Uint64      // the position it waits for; notified once a notifier took it
 	id  MessageID          // set before an Acked state is sent: seq(pos) then
 }
+
+// notified is a waiter's pos once a notifier took it: no position is ever
+// that large.
+const notified = math.MaxUint64
 
 var waiters = sync.Pool{New: func() any { return &waiter{ch: make(chan ringbuf.State, 1)} }}
 
 // notify hands the resolved state st of pos to its Send, if pos is a Send's.
 // The goroutine that resolved pos calls it (for an acknowledged one, any
-// ackThrough whose receipt covers it: two may, and one takes the waiter),
-// and the dispatcher does not release a Send's position before it ran (see
-// waitNotified), so waits[pos] cannot have been reused for a later
-// position of a Send meanwhile; a later SendAsync position never sets it.
+// ackThrough whose receipt covers it, or the pump that wrote it again
+// meanwhile: several may), and the dispatcher does not release a Send's
+// position before one of them took its waiter (see waitNotified), so
+// waits[pos] cannot have been reused for a later position of a Send
+// meanwhile; a later SendAsync position never sets it.
+//
+// A notifier takes the waiter by moving its pos from pos to notified, not
+// by clearing the reference: a notifier that read the reference before the
+// waiter went back to the pool and to a later Send (of another position)
+// then fails to take it.
 func (l *ledger) notify(pos uint64, st ringbuf.State) {
 	ref := l.waitRef(pos, false)
 	if ref == nil {
 		return
 	}
 	w := ref.Load()
-	if w == nil || w.pos.Load() != pos || !ref.CompareAndSwap(w, nil) {
+	if w == nil || w.pos.Load() != pos {
 		return
 	}
+	// Now, not when Send reads it: under WaitForName seqBase may move once
+	// the position is released, which taking the waiter allows.
+	id := MessageID(l.seq(pos))
+	if !w.pos.CompareAndSwap(pos, notified) {
+		return
+	}
+	ref.CompareAndSwap(w, nil) // unless a later Send's waiter is there already
 	if st == ringbuf.Acked {
-		// Now, not when Send reads it: under WaitForName seqBase may move
-		// once the position is released.
-		w.id = MessageID(l.seq(pos))
+		w.id = id
 	}
 	w.ch <- st
 }

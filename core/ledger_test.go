@@ -600,3 +600,43 @@ func TestEntrySlotIs64Bytes(t *testing.T) {
 		}
 	}
 }
+
+// TestAckOfAResendTellsItsSend: a receipt that covers a position while the
+// pump writes it again (an old connection's last receipt, beside a resend
+// on the new one) moves the acked cursor past it while it is Writing, so
+// ackThrough cannot hand it to its Send; the pump does, once it marks the
+// position Written, and wakes the dispatcher. Before, the Send waited
+// forever, and so did the dispatcher's walk for it.
+func TestAckOfAResendTellsItsSend(t *testing.T) {
+	r := newLedgerRig(t, 16)
+	w := waiters.Get().(*waiter)
+	pos, err := r.send(context.Background(), 10, 0, w)
+	require.NoError(t, err)
+	_, n := r.write(pos, 1<<16, 0)
+	require.Equal(t, 1, n)
+	require.Equal(t, ringbuf.Written, r.state(pos))
+	for len(r.wake) > 0 {
+		<-r.wake
+	}
+	testHookRunCopied = func() {
+		testHookRunCopied = nil
+		require.Equal(t, ringbuf.Writing, r.state(pos), "being written again")
+		r.l.ackThrough(r.l.seq(pos)) // the old connection's receipt
+	}
+	defer func() { testHookRunCopied = nil }()
+	_, n = r.write(pos, 1<<16, 0) // the resend
+	require.Equal(t, 1, n)
+	assert.Equal(t, ringbuf.Acked, r.state(pos))
+	select {
+	case st := <-w.ch:
+		assert.Equal(t, ringbuf.Acked, st)
+		assert.Equal(t, MessageID(r.l.seq(pos)), w.id)
+	default:
+		t.Fatal("the Send of a position acknowledged while written again was not told")
+	}
+	select {
+	case <-r.wake:
+	default:
+		t.Fatal("the dispatcher was not woken for it")
+	}
+}

@@ -31,9 +31,12 @@ type Stats struct {
 	BytesWire    uint64 // BATCH frame bytes as written
 }
 
-// Stats returns the producer's counters. It is safe for concurrent use and
-// cheap (atomic loads); the fields are read one by one, so they are not a
-// single consistent instant.
+// Stats returns the producer's counters. It is safe for concurrent use;
+// the fields are read one by one, so they are not a single consistent
+// instant. It costs atomic loads, and for Unacked a read of the state of
+// each message written and not yet acknowledged (a few ns each: a window
+// of 4 frames of 4096 messages, about 0.1 ms; while the broker is away,
+// every message written before it went).
 func (p *Producer) Stats() Stats {
 	unacked, pending, pendingBytes := 0, 0, int64(0)
 	for _, l := range p.lanesSnapshot() {

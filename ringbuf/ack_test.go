@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -127,4 +128,101 @@ func writtenRing(t *testing.T, capacity, published, written int) *Ring[int] {
 	}
 	r.MarkWritten(uint64(written))
 	return r
+}
+
+// TestResendBesideAckThrough: the writer takes a Written position back for
+// a resend (Written to Writing) while AckThrough moves the cursor past it.
+// A hook runs AckThrough while the writer is between its check of the
+// cursor's target and its CAS: AckThrough waits for the writer's pin, so no
+// reader sees the position Acked before the writer has it (without the pin
+// the reader does, and the position then goes back to Writing). Once the
+// writer marks it Written again it is Acked.
+func TestResendBesideAckThrough(t *testing.T) {
+	r := writtenRing(t, 8, 2, 2)
+	done := make(chan struct{})
+	var during State
+	testHookPinned = func() {
+		testHookPinned = nil
+		go func() {
+			r.AckThrough(1)
+			close(done)
+		}()
+		waitFor(t, func() bool { return r.ackedTo.Load() == 1 }, "AckThrough to take position 0")
+		select { // it must wait for the pin: give it the time to show that it does not
+		case <-done:
+		case <-time.After(20 * time.Millisecond):
+		}
+		during = r.State(0)
+	}
+	defer func() { testHookPinned = nil }()
+	require.True(t, r.Transition(0, Written, Writing), "the writer checked the cursor before AckThrough moved it")
+	assert.Equal(t, Written, during, "seen while the writer held the position, between its check and its CAS")
+	select {
+	case <-done:
+	case <-time.After(waitTimeout):
+		t.Fatal("AckThrough did not end once the writer unpinned")
+	}
+	assert.Equal(t, Writing, r.State(0), "being written again")
+	require.True(t, r.Transition(0, Writing, Written))
+	assert.Equal(t, Acked, r.State(0))
+}
+
+// TestResendRefusedOnceAckThroughStarted: a writer that read a position
+// Written before AckThrough announced its target, and pins it after, leaves
+// it (the receipt took it), even when AckThrough moves the cursor while the
+// writer holds its pin (AckThrough waits only for the older pin it saw). A
+// hook holds the writer between its check and its CAS until AckThrough is
+// done; without the check the writer takes the position back and this
+// fails.
+func TestResendRefusedOnceAckThroughStarted(t *testing.T) {
+	r := writtenRing(t, 8, 4, 4)
+	s := r.Peek(0)
+	w := s.state.Load() // the writer reads position 0 Written (TransitionAt's first step)
+	require.Equal(t, Written, r.view(0, State(w&stateMask)))
+	r.pin(3) // an older resolver's pin
+	done := make(chan struct{})
+	go func() {
+		r.AckThrough(2)
+		close(done)
+	}()
+	waitFor(t, func() bool { return r.ackedTo.Load() == 2 }, "AckThrough to announce 2")
+	testHookPinned = func() {
+		select {
+		case <-done:
+		case <-time.After(waitTimeout):
+			t.Error("AckThrough waited for the writer's pin")
+		}
+	}
+	defer func() { testHookPinned = nil }()
+	took := make(chan bool)
+	go func() { // the writer goes on: pin, check, CAS
+		ok, _ := r.casWritten(s, 0, w, rewriting)
+		took <- ok
+	}()
+	r.unpin()
+	select {
+	case ok := <-took:
+		assert.False(t, ok, "the writer took back a position AckThrough had taken")
+	case <-time.After(waitTimeout):
+		t.Fatal("the writer did not end")
+	}
+	<-done
+	assert.Equal(t, Acked, r.State(0))
+	assert.Equal(t, Written, r.State(2))
+}
+
+// TestStateReadAcrossAResolution: a reader that read a position's word
+// Written, then (after a resolver failed it and AckThrough moved the cursor
+// past it) reads the cursor, reports the failure, not Acked: it reads the
+// word again after the cursors (StateAt's second step, from the stale
+// word). Read once, the stale word and the new cursor said Acked.
+func TestStateReadAcrossAResolution(t *testing.T) {
+	r := writtenRing(t, 8, 2, 2)
+	s := r.Peek(0)
+	stale := s.state.Load() // the reader's first read
+	_, ok := r.Resolve(0, Expired)
+	require.True(t, ok)
+	r.AckThrough(2)
+	assert.Equal(t, Expired, r.stateFrom(s, 0, stale))
+	assert.Equal(t, Acked, r.State(1))
 }

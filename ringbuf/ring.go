@@ -490,33 +490,53 @@ func (r *Ring[T]) State(pos uint64) State { return r.StateAt(r.peek(pos), pos) }
 func (r *Ring[T]) Peek(pos uint64) *Slot[T] { return r.peek(pos) }
 
 // StateAt is State for the slot s of pos (from Peek; nil: Unpublished).
+//
+// A word the cursors read (Writing, Written) is read again after them, and
+// the cursors with it if it changed: the state is then the word's as the
+// cursors found it. (Read once, a word from before a resolver's CAS with
+// an acked cursor from after it would report Acked a position the
+// resolver failed; see AckThrough.)
 func (r *Ring[T]) StateAt(s *Slot[T], pos uint64) State {
 	if s == nil {
 		return Unpublished
 	}
-	w := s.state.Load()
-	if w>>stateBits != stamp(pos) {
-		return Unpublished
+	return r.stateFrom(s, pos, s.state.Load())
+}
+
+// stateFrom is StateAt from the word w, read from s before.
+func (r *Ring[T]) stateFrom(s *Slot[T], pos, w uint64) State {
+	for {
+		if w>>stateBits != stamp(pos) {
+			return Unpublished
+		}
+		raw := State(w & stateMask)
+		st := r.view(pos, raw)
+		if raw != Writing && raw != Written {
+			return st
+		}
+		again := s.state.Load()
+		if again == w {
+			return st
+		}
+		w = again
 	}
-	return r.view(pos, State(w&stateMask))
 }
 
 // view is the state of pos whose word says raw: a fresh write's Writing
 // below the written cursor is Written, and Written below the acked cursor
-// (acked <= written) is Acked; a resend's rewriting is Writing.
+// is Acked; a resend's rewriting is Writing.
 func (r *Ring[T]) view(pos uint64, raw State) State {
 	switch raw {
 	case Writing:
-		if pos < r.acked.Load() {
-			return Acked
+		if pos >= r.written.Load() {
+			return Writing
 		}
-		if pos < r.written.Load() {
-			return Written
-		}
+		fallthrough
 	case Written:
 		if pos < r.acked.Load() {
 			return Acked
 		}
+		return Written
 	case rewriting:
 		return Writing
 	}
@@ -536,15 +556,16 @@ func (r *Ring[T]) MarkWritten(upto uint64) {
 
 // AckThrough tells that every Written position below upto is Acked, with
 // two stores of the acked cursor for all of them rather than a transition
-// each (a receipt covers a batch). upto must not pass the written cursor.
-// A position already resolved otherwise keeps its outcome; a resend's
-// position being written again (Writing) becomes Acked once its writer
-// marks it Written. Calls may overlap (two connections' receipts); the
+// each (a receipt covers a batch). Every position below upto must have
+// been written or resolved otherwise. A position already resolved keeps
+// its outcome; a resend's position being written again (Writing) becomes
+// Acked once its writer marks it Written, which tells the writer to tell
+// whoever waits for it (the cursor moved while it could not). Calls may overlap (two connections' receipts); the
 // cursor never goes back.
 //
-// Why no Written position resolves twice: a resolver of a Written
-// position (Resolve) pins it, then reads ackedTo, and leaves it if
-// AckThrough took it; AckThrough stores ackedTo, then reads the pin and
+// Why no Written position resolves twice: whoever moves a Written
+// position (Resolve, or the writer taking it back for a resend) pins it,
+// then reads ackedTo, and leaves it if AckThrough took it; AckThrough stores ackedTo, then reads the pin and
 // waits until a pin it saw on a position below upto is gone, and only
 // then moves acked, which readers of the state see. A resolver whose pin
 // AckThrough did not see placed it after that read, so read ackedTo after
@@ -589,8 +610,8 @@ func (r *Ring[T]) waitUnpinned(lo, hi uint64) {
 }
 
 // testHookPinned, when set (by tests, before any ring is used), runs in
-// Resolve between its check of ackedTo and its CAS, under the pin: a test
-// widens the window AckThrough's wait closes.
+// casWritten between its check of ackedTo and its CAS, under the pin: a
+// test widens the window AckThrough's wait closes.
 var testHookPinned func()
 
 // DeadlineAt returns the deadline of pos, published and not resolved, with
@@ -655,9 +676,28 @@ func (r *Ring[T]) TransitionAt(s *Slot[T], pos uint64, from, to State) bool {
 		if w>>stateBits != stamp(pos) || r.view(pos, State(w&stateMask)) != from {
 			return false
 		}
+		if from == Written {
+			ok, _ := r.casWritten(s, pos, w, to)
+			return ok
+		}
 		return s.state.CompareAndSwap(w, word(pos, to))
 	}
 	return s.state.CompareAndSwap(word(pos, from), word(pos, to))
+}
+
+// casWritten moves pos, read Written in word w, to to, unless AckThrough
+// is taking it (taken): under a pin, as AckThrough asks of everyone who
+// moves a Written position (a resolver, or the writer taking it back for
+// a resend).
+func (r *Ring[T]) casWritten(s *Slot[T], pos, w uint64, to State) (ok, taken bool) {
+	r.pin(pos)
+	taken = pos < r.ackedTo.Load()
+	if testHookPinned != nil {
+		testHookPinned()
+	}
+	ok = !taken && s.state.CompareAndSwap(w, word(pos, to))
+	r.unpin()
+	return ok, taken
 }
 
 // Resolve moves position pos from Pending or Written to the resolved state
@@ -686,13 +726,7 @@ func (r *Ring[T]) Resolve(pos uint64, to State) (State, bool) {
 			}
 		case Written:
 			// AckThrough may be taking pos: see there.
-			r.pin(pos)
-			taken := pos < r.ackedTo.Load()
-			if testHookPinned != nil {
-				testHookPinned()
-			}
-			ok := !taken && s.state.CompareAndSwap(w, word(pos, to))
-			r.unpin()
+			ok, taken := r.casWritten(s, pos, w, to)
 			if ok {
 				return st, true
 			}
