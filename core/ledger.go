@@ -442,6 +442,7 @@ func (l *ledger) claimWait(ctx context.Context, sizes []int64, d int64, now func
 func (l *ledger) publish(first uint64, msgs []*Message, cb Callback, ctx context.Context, d int64, w *waiter) {
 	if w != nil {
 		w.pos.Store(first)
+		w.ticket.Store(waiterTickets.Add(1))
 		l.waitRef(first, true).Store(w)
 	}
 	for i, m := range msgs {
@@ -577,6 +578,11 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 			if st == ringbuf.Unpublished {
 				break
 			}
+			if st == ringbuf.Written && pos < l.ring.AckTarget() {
+				// A receipt took it: the acked cursor is moving past it
+				// (ringbuf's AckThrough), and nothing else may move it.
+				st = ringbuf.Acked
+			}
 			if st.Final() {
 				if n+k > 0 {
 					break
@@ -590,12 +596,7 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 			// may resolve pos, the dispatcher release it and a sender claim
 			// the slot again for a later position, writing its size.
 			if !l.ring.TransitionAt(slot, pos, st, ringbuf.Writing) {
-				if st == ringbuf.Written {
-					// A receipt may be taking it (ringbuf's AckThrough):
-					// let it move its cursor before we look again.
-					runtime.Gosched()
-				}
-				continue // resolved meanwhile: look again
+				continue // resolved meanwhile, or a receipt took it: look again
 			}
 			// Writing: this goroutine alone may resolve pos now.
 			rec := int(slot.Size())
@@ -664,6 +665,10 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 	}
 	return pos, n, full
 }
+
+// testHookNotify, when set (by tests, before the ledger is used), runs in
+// notify between its checks of the waiter and its taking it.
+var testHookNotify func()
 
 // testHookRunCopied, when set (by tests, before the ledger is used), runs
 // in nextBatch once a run was copied, while its positions are Writing.
@@ -907,13 +912,18 @@ func minDeadline(cur, d int64) int64 {
 // ledger.waits (see notify), so it can be pooled: nobody holds it once its
 // state was sent.
 type waiter struct {
-	ch  chan ringbuf.State // capacity 1
-	pos atomic.Uint64      // the position it waits for; notified once a notifier took it
-	id  MessageID          // set before an Acked state is sent: seq(pos) then
+	ch     chan ringbuf.State // capacity 1
+	pos    atomic.Uint64      // the position it waits for
+	ticket atomic.Uint64      // this use's, from waiterTickets; notified once a notifier took it
+	id     MessageID          // set before an Acked state is sent: seq(pos) then
 }
 
-// notified is a waiter's pos once a notifier took it: no position is ever
-// that large.
+// waiterTickets numbers the uses of waiters (they are pooled across every
+// ledger, whose positions all start at 0): a notifier takes a waiter by
+// moving the ticket it read to notified, which fails once the waiter
+// serves another Send. notified is no ticket.
+var waiterTickets atomic.Uint64
+
 const notified = math.MaxUint64
 
 var waiters = sync.Pool{New: func() any { return &waiter{ch: make(chan ringbuf.State, 1)} }}
@@ -926,23 +936,31 @@ var waiters = sync.Pool{New: func() any { return &waiter{ch: make(chan ringbuf.S
 // waits[pos] cannot have been reused for a later position of a Send
 // meanwhile; a later SendAsync position never sets it.
 //
-// A notifier takes the waiter by moving its pos from pos to notified, not
-// by clearing the reference: a notifier that read the reference before the
-// waiter went back to the pool and to a later Send (of another position)
-// then fails to take it.
+// A notifier takes the waiter by moving the ticket it read to notified,
+// after it checked that the waiter is still pos's (the reference still
+// holds it, for this position): a notifier that read the reference before
+// the waiter went back to the pool and to another Send, of this ledger or
+// of another one, whose positions start at 0 too, then fails to take it.
 func (l *ledger) notify(pos uint64, st ringbuf.State) {
 	ref := l.waitRef(pos, false)
 	if ref == nil {
 		return
 	}
 	w := ref.Load()
-	if w == nil || w.pos.Load() != pos {
+	if w == nil {
+		return
+	}
+	t := w.ticket.Load()
+	if t == notified || w.pos.Load() != pos || ref.Load() != w {
 		return
 	}
 	// Now, not when Send reads it: under WaitForName seqBase may move once
 	// the position is released, which taking the waiter allows.
 	id := MessageID(l.seq(pos))
-	if !w.pos.CompareAndSwap(pos, notified) {
+	if testHookNotify != nil {
+		testHookNotify()
+	}
+	if !w.ticket.CompareAndSwap(t, notified) {
 		return
 	}
 	ref.CompareAndSwap(w, nil) // unless a later Send's waiter is there already
@@ -983,7 +1001,7 @@ func (l *ledger) waitNotified(pos uint64) {
 	}
 	for {
 		w := ref.Load()
-		if w == nil || w.pos.Load() != pos {
+		if w == nil || w.pos.Load() != pos || w.ticket.Load() == notified {
 			return
 		}
 		runtime.Gosched()

@@ -640,3 +640,33 @@ func TestAckOfAResendTellsItsSend(t *testing.T) {
 		t.Fatal("the dispatcher was not woken for it")
 	}
 }
+
+// TestLateNotifierLeavesAnotherSendsWaiter: a notifier that checked a
+// Send's waiter, then stalled while another notifier handed the outcome
+// over and the waiter went back to the pool and to a Send of another topic
+// (whose positions start at 0 too: the same position), does not take it:
+// that Send is not told an outcome of a message it never sent.
+func TestLateNotifierLeavesAnotherSendsWaiter(t *testing.T) {
+	a, b := newLedgerRig(t, 16), newLedgerRig(t, 16)
+	w := waiters.Get().(*waiter)
+	pos, err := a.send(context.Background(), 10, 0, w)
+	require.NoError(t, err)
+	a.write(pos, 1<<16, 0)
+	testHookNotify = func() { // the first notifier stalls here
+		testHookNotify = nil
+		a.l.notify(pos, ringbuf.Acked) // a second one hands the outcome over
+		require.Equal(t, ringbuf.Acked, <-w.ch)
+		bpos, err := b.send(context.Background(), 10, 0, w) // the waiter's next Send, on topic b
+		require.NoError(t, err)
+		require.Equal(t, pos, bpos)
+	}
+	defer func() { testHookNotify = nil }()
+	a.l.notify(pos, ringbuf.Acked)
+	select {
+	case st := <-w.ch:
+		t.Fatalf("topic b's Send was told %v by topic a's late notifier", st)
+	default:
+	}
+	assert.NotEqual(t, uint64(notified), w.ticket.Load(), "b's Send still waits")
+	assert.Same(t, w, b.l.waitRef(pos, false).Load())
+}

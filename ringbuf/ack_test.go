@@ -179,7 +179,7 @@ func TestResendRefusedOnceAckThroughStarted(t *testing.T) {
 	s := r.Peek(0)
 	w := s.state.Load() // the writer reads position 0 Written (TransitionAt's first step)
 	require.Equal(t, Written, r.view(0, State(w&stateMask)))
-	r.pin(3) // an older resolver's pin
+	r.pin(1) // an older resolver's pin, below AckThrough's target: it waits for it
 	done := make(chan struct{})
 	go func() {
 		r.AckThrough(2)

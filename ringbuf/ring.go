@@ -24,7 +24,7 @@ const (
 // Concurrency: TryClaim, Claim, TryClaimN, ClaimN, Slot (for a live
 // position: claimed, not released), Peek, Publish, PublishN, State,
 // StateAt, Transition, TransitionAt, Resolve, DeadlineAt, AckThrough,
-// Acked, Head, Tail, Len, Bytes, WaitHead, ArmRoom, DisarmRoom,
+// Acked, AckTarget, Head, Tail, Len, Bytes, WaitHead, ArmRoom, DisarmRoom,
 // CloseIfEmpty and Close are safe for concurrent use; a Pager is for one
 // goroutine; Freeze and Thaw for one freezer at a time. The consumer side
 // has three roles, each for one goroutine at a time:
@@ -583,6 +583,11 @@ func (r *Ring[T]) AckThrough(upto uint64) {
 
 // Acked returns the acked cursor (see AckThrough).
 func (r *Ring[T]) Acked() uint64 { return r.acked.Load() }
+
+// AckTarget returns where AckThrough is taking the acked cursor: a Written
+// position below it is Acked, or will be once AckThrough has waited out a
+// pin, and nobody may move it meanwhile.
+func (r *Ring[T]) AckTarget() uint64 { return r.ackedTo.Load() }
 
 // pin holds pos for a resolver of a Written position or for DeadlineAt:
 // one pin at a time in the ring (a second pinner waits), each held for a
