@@ -547,19 +547,22 @@ type batchLimits struct {
 // at most the copy of one batch's bytes (MaxBatchBytes) for large ones.
 const writeRun = 32 // at most 32: nextBatch marks a run's resent positions in a uint32
 
-// nextBatch builds one BATCH frame in bb (in its own buffer) from consecutive
-// positions from pos on, and returns the next position to look at, the
-// number of records, and whether the byte limit closed the frame (the next
-// record did not fit: see lane.flight). It stops at the limits (lim.end included), at the
-// first unpublished position, and at a gap: a position that is resolved, or that it resolves
-// itself because its deadline passed or its context ended (such a message
-// is never written) or because it is too large for the connection
-// (Rejected, reported in order). Sequence IDs in one frame are consecutive.
+// nextBatch builds one BATCH frame in bb (in its own buffer) from
+// consecutive positions from pos on, and returns the next position to look
+// at, the number of records, and whether the byte limit closed the frame
+// (the next record did not fit: see lane.flight). It stops at the limits
+// (lim.end included), at the first unpublished position, and at a gap: a
+// position that is resolved (or that a receipt is taking: see
+// ringbuf.Ring.AckTarget), or that it resolves itself because its deadline
+// passed or its context ended (such a message is never written) or
+// because it is too large for the connection (Rejected, reported in
+// order). Sequence IDs in one frame are consecutive.
 //
 // It works in runs of up to writeRun positions: it moves each from Pending
 // or Written to Writing (or to its failure), then copies the run into bb,
 // then moves it to Written: the fresh ones with one store of the ring's
-// written cursor (ringbuf.Ring.MarkWritten), the resent ones each.
+// written cursor (ringbuf.Ring.MarkWritten), the resent ones each (and it
+// tells the Send of one a receipt acknowledged meanwhile: see resentBack).
 func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, now int64) (next uint64, n int, full bool) {
 	limit := min(lim.bytes, lim.frame)
 	maxRecord := lim.frame - wire.BatchHeaderSize - wire.RecordOverhead(lim.frame)

@@ -60,9 +60,9 @@ type Ring[T any] struct {
 	// check it, under a pin, before they resolve a Written position.
 	acked   atomic.Uint64
 	ackedTo atomic.Uint64
-	// pinned is pos+1 while a resolver resolves Written pos or DeadlineAt
-	// reads the deadline of pos (0: none; see pin): Release does not pass
-	// a pinned position, nor AckThrough's wait.
+	// pinned is pos+1 while someone moves Written pos (casWritten) or
+	// DeadlineAt reads the deadline of pos (0: none; see pin): Release
+	// and AckThrough wait for a pin they see below their target.
 	pinned atomic.Uint64
 	_      [96]byte
 
@@ -559,20 +559,21 @@ func (r *Ring[T]) MarkWritten(upto uint64) {
 // each (a receipt covers a batch). Every position below upto must have
 // been written or resolved otherwise. A position already resolved keeps
 // its outcome; a resend's position being written again (Writing) becomes
-// Acked once its writer marks it Written, which tells the writer to tell
-// whoever waits for it (the cursor moved while it could not). Calls may overlap (two connections' receipts); the
-// cursor never goes back.
+// Acked once its writer marks it Written, and then the writer, not
+// AckThrough's caller, tells whoever waits for it (inflight's pump does).
+// Calls may overlap (two connections' receipts); the cursor never goes
+// back.
 //
 // Why no Written position resolves twice: whoever moves a Written
 // position (Resolve, or the writer taking it back for a resend) pins it,
-// then reads ackedTo, and leaves it if AckThrough took it; AckThrough stores ackedTo, then reads the pin and
-// waits until a pin it saw on a position below upto is gone, and only
-// then moves acked, which readers of the state see. A resolver whose pin
-// AckThrough did not see placed it after that read, so read ackedTo after
-// the store; one it saw resolved (or left) the position before acked
-// moved: a reader never sees a position Acked that a resolver then
-// resolves. Pins placed later do not hold AckThrough up, so a stream of
-// resolutions cannot starve it.
+// then reads ackedTo, and leaves it if AckThrough took it (AckTarget);
+// AckThrough stores ackedTo, then reads the pin and waits until a pin it
+// saw on a position below upto is gone, and only then moves acked, which
+// readers of the state see. A pin AckThrough did not see was placed after
+// that read, so its owner read ackedTo after the store; one it saw was
+// resolved (or left) before acked moved: a reader never sees a position
+// Acked that someone then moves. Pins placed later do not hold AckThrough
+// up, so a stream of resolutions cannot starve it.
 func (r *Ring[T]) AckThrough(upto uint64) {
 	for cur := r.ackedTo.Load(); cur < upto && !r.ackedTo.CompareAndSwap(cur, upto); cur = r.ackedTo.Load() {
 	}
