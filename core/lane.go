@@ -69,8 +69,8 @@ type lane struct {
 // cannot grow; more of them in flight is what keeps the connection busy
 // then. So a lane has at most n frames in flight, or 2n closed by the byte
 // limit: at most 2n times MaxBatchBytes. (16 KiB messages on tcp, one
-// topic: 148 k msgs/s with n frames of 1 MiB, 165-172 k with 2n; see
-// docs/performance.md.)
+// topic, alternating rounds: 129-139 k msgs/s with n frames of 1 MiB,
+// 137-153 k with 2n; see docs/performance.md, "Seventh round".)
 type flight struct {
 	end  uint64 // the position after its last record
 	full bool   // closed by the byte limit
