@@ -497,7 +497,7 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 	l.pos = max(l.pos, l.led.resendFrom())
 	open := p.windowOpen(s, l) // first: a lane kicked by its receipt gives its room back even with nothing to write
 	if !l.led.ring.Published(l.pos) {
-		return p.idleLane(l)
+		return p.idleLane(s, l)
 	}
 	switch l.state {
 	case declaring:
@@ -595,9 +595,15 @@ func (p *Producer) park(s *session, l *lane) {
 // idleLane takes l, with nothing published at l.pos, out of the pump's
 // work until a kick: it clears l's flag, then looks again, so that a
 // publish (whose kick found the flag still set) between the pump's look
-// and the clear is not lost.
-func (p *Producer) idleLane(l *lane) served {
+// and the clear is not lost. A receipt in that gap is not lost either: it
+// counts its frames done again (windowOpen), after the clear, so that
+// room it made in the connection's window is there for the lanes waiting
+// for some (a receipt's kick that found the flag set did nothing, and
+// nothing else would count it: with every other lane waiting, the pump
+// parked for good).
+func (p *Producer) idleLane(s *session, l *lane) served {
 	l.pumpQueued.Store(false)
+	p.windowOpen(s, l)
 	if l.led.ring.Published(l.pos) && l.pumpQueued.CompareAndSwap(false, true) {
 		return keep
 	}
