@@ -386,6 +386,11 @@ func (p *Producer) writeLoop(s *session, bufs *bufPool) {
 					s.roomWait = append(s.roomWait, l)
 				}
 				p.park(s, l)
+				// A receipt of l since serve counted its frames kicked a
+				// lane not yet waiting, which did nothing: count them
+				// again, so that the room it made is there below (as in
+				// idleLane).
+				p.windowOpen(s, l)
 			case parked:
 				l.inWork = false
 			case dead:
