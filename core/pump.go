@@ -385,12 +385,7 @@ func (p *Producer) writeLoop(s *session, bufs *bufPool) {
 					l.roomy = true
 					s.roomWait = append(s.roomWait, l)
 				}
-				p.park(s, l)
-				// A receipt of l since serve counted its frames kicked a
-				// lane not yet waiting, which did nothing: count them
-				// again, so that the room it made is there below (as in
-				// idleLane).
-				p.windowOpen(s, l)
+				p.park(s, l) // counts its frames again: the room a receipt made is there below
 			case parked:
 				l.inWork = false
 			case dead:
@@ -529,11 +524,8 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 		return drop
 	}
 	if !open {
-		p.park(s, l)
-		// A receipt or release between windowOpen and park found l not
-		// waiting, and its kick was lost on the flag l holds: look again.
-		if p.windowOpen(s, l) && l.waiting.CompareAndSwap(true, false) {
-			return keep
+		if p.park(s, l) && l.waiting.CompareAndSwap(true, false) {
+			return keep // a receipt or release came before the park
 		}
 		return parked
 	}
@@ -588,13 +580,20 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 }
 
 // park marks l waiting for room (see lane.waiting), its pumpQueued left
-// set, and lists it for leave.
-func (p *Producer) park(s *session, l *lane) {
+// set, and lists it for leave; then it counts l's frames done again and
+// reports whether l's own window has room (windowOpen). A receipt or
+// release since serve counted them found l not waiting, and its kick was
+// lost on the flag l holds: the count after the mark sees it (one after
+// the mark kicks l), so that a lane whose window opened meanwhile is not
+// left parked, and the room it made in the connection's window is there
+// for the lanes waiting for some (as in idleLane).
+func (p *Producer) park(s *session, l *lane) bool {
 	l.waiting.Store(true)
 	if !l.listed {
 		l.listed = true
 		s.parked = append(s.parked, l)
 	}
+	return p.windowOpen(s, l)
 }
 
 // idleLane takes l, with nothing published at l.pos, out of the pump's
