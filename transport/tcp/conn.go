@@ -24,6 +24,14 @@ import (
 // direct write happens under mu, and OnClose, which gnet runs before it
 // closes the descriptor, takes mu and marks the connection closed, so no
 // direct write ever reaches a closed (or reused) descriptor.
+//
+// A run of frames of handOffBytes or more goes to the connection's writer
+// goroutine instead (see writer), and so does every frame after it while
+// the writer holds any: the caller builds its next frames while the kernel
+// copies these. At most one of the three ways holds bytes at a time, so the
+// socket gets the frames in the order they were handed over: direct writes
+// only while neither gnet nor the writer holds any, frames go to the writer
+// only while gnet holds none, and to gnet only while the writer holds none.
 type clientConn struct {
 	d    *Dialer
 	h    transport.Handler
@@ -40,6 +48,12 @@ type clientConn struct {
 	// connection holds the Dialer's parker (the loop has writing to do).
 	viaLoop atomic.Bool
 	queued  atomic.Int64 // AsyncWrites whose callback has not run
+	// viaWriter: frames go to w, behind frames it holds. Under mu: set by
+	// handOff, cleared by the writer once it has written all it took.
+	viaWriter bool
+	w         *writer // under mu: nil until the first hand-off (or where none runs)
+	noWriter  bool    // under mu: the writer could not start; none is tried again
+	toWriter  int64   // under mu: runs handed to the writer (for tests)
 
 	gone bool // under the events' mu: OnClose ran, add must not list it
 
@@ -64,6 +78,10 @@ func (c *clientConn) WriteFrame(buf *transport.Buffer) error {
 	if c.closed {
 		c.mu.Unlock()
 		return transport.ErrClosed
+	}
+	if one := [1]*transport.Buffer{buf}; c.handOff(one[:]) {
+		c.mu.Unlock()
+		return nil
 	}
 	rest := buf.Bytes
 	if !c.viaLoop.Load() {
@@ -96,10 +114,14 @@ func (c *clientConn) WriteFrames(bufs []*transport.Buffer) error {
 		c.mu.Unlock()
 		return transport.ErrClosed
 	}
+	if c.handOff(bufs) {
+		c.mu.Unlock()
+		return nil
+	}
 	sent, rest := 0, bufs[0].Bytes
 	if !c.viaLoop.Load() {
 		var err error
-		if sent, rest, err = writeAll(c.fd, &c.iov, bufs); err != nil {
+		if sent, rest, err = writeAll(c.fd, &c.iov, bufs, rest); err != nil {
 			release(bufs[:sent])
 			return c.failWrite(err)
 		}
@@ -125,10 +147,37 @@ func release(bufs []*transport.Buffer) {
 	}
 }
 
-// failWrite closes the connection after a direct write failed with err.
-// mu held; it unlocks it.
+// handOff gives bufs to the writer if they go there (see clientConn),
+// starting it for the first run that does. mu held, the connection open.
+func (c *clientConn) handOff(bufs []*transport.Buffer) bool {
+	if !c.viaWriter {
+		if c.viaLoop.Load() || !largeRun(bufs) || !c.startWriter() {
+			return false
+		}
+		c.viaWriter = true
+	}
+	c.w.queue = append(c.w.queue, bufs...)
+	c.toWriter++
+	c.w.kick()
+	return true
+}
+
+// largeRun reports whether bufs hold handOffBytes or more.
+func largeRun(bufs []*transport.Buffer) bool {
+	n := 0
+	for _, b := range bufs {
+		if n += len(b.Bytes); n >= handOffBytes {
+			return true
+		}
+	}
+	return false
+}
+
+// failWrite closes the connection after a write failed with err. mu held;
+// it unlocks it.
 func (c *clientConn) failWrite(err error) error {
-	c.closed, c.reason = true, os.NewSyscallError("write", err)
+	c.markClosed()
+	c.reason = os.NewSyscallError("write", err)
 	c.mu.Unlock()
 	_ = c.closeOnLoop()
 	return fmt.Errorf("%w: %w", transport.ErrClosed, err)
@@ -196,7 +245,7 @@ func (c *clientConn) Close() error {
 		c.mu.Unlock()
 		return nil
 	}
-	c.closed = true
+	c.markClosed()
 	c.mu.Unlock()
 	return c.closeOnLoop()
 }
@@ -221,8 +270,17 @@ func (c *clientConn) shut() (local bool, reason error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	local, reason = c.closed && c.reason == nil, c.reason
-	c.closed = true
+	c.markClosed()
 	return local, reason
+}
+
+// markClosed marks c closed, so that no write starts, and stops its writer
+// (frames it has not written are abandoned). mu held.
+func (c *clientConn) markClosed() {
+	if !c.closed && c.w != nil {
+		c.w.halt()
+	}
+	c.closed = true
 }
 
 func (c *clientConn) notifyClose(err error) {
@@ -250,6 +308,15 @@ func (e *clientEvents) add(c *clientConn) {
 		e.conns = make(map[*clientConn]struct{})
 	}
 	e.conns[c] = struct{}{}
+}
+
+// shutAll marks every listed connection closed (and so stops its writer).
+func (e *clientEvents) shutAll() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for c := range e.conns {
+		c.shut()
+	}
 }
 
 // any returns one of the connections, nil if there is none.

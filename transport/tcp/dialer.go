@@ -52,6 +52,8 @@ type Dialer struct {
 	events *clientEvents
 	park   *parker // nil where the loop cannot park (see doc.go)
 
+	writers sync.WaitGroup // the connections' writer goroutines (see writer)
+
 	mu     sync.Mutex
 	closed bool
 }
@@ -140,8 +142,10 @@ func (d *Dialer) Close() error {
 		return nil
 	}
 	d.closed = true
-	d.park.hold() // for good: the loop runs the shutdown
-	err := d.client.Stop()
+	d.park.hold()          // for good: the loop runs the shutdown
+	err := d.client.Stop() // closes every connection, which stops its writer
 	d.park.close()
+	d.events.shutAll() // any connection gnet did not close
+	d.writers.Wait()
 	return err
 }

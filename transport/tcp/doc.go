@@ -22,8 +22,23 @@
 // loop (which marks it closed before it closes the descriptor). On
 // platforms other than Unix every frame goes through gnet.
 //
+// Large runs (Linux): a WriteFrame or WriteFrames of 512 KiB or more, as a
+// producer of large messages at full speed writes, goes to the connection's
+// writer goroutine
+// instead, and so does every frame after it while the writer holds any: it
+// writes them through a duplicate of the socket's descriptor that is on the
+// runtime's poller (a full socket parks it in the Go scheduler) and
+// releases each buffer once the socket has taken it, while the producer's
+// pump builds its next frames. The socket gets the frames in the order they
+// were handed over: only one of the three ways holds bytes at a time. Once
+// the connection is closed the writer starts no write; one it is in (up to
+// the rest of its batch, or until the socket is full) may still finish, as
+// gnet's own close flushes what gnet holds.
+//
 // Goroutines: a Dialer owns one gnet client (its event loop and ticker),
-// started by NewDialer and stopped by Close. The producer's Handler (its
+// started by NewDialer and stopped by Close. A connection owns its writer,
+// started by its first large run and stopped when the connection closes;
+// the Dialer's Close waits for every writer. The producer's Handler (its
 // receipt resolver) runs on the event loop.
 //
 // Scheduling: gnet's event loop waits for events in epoll_wait, a system

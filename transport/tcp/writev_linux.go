@@ -15,10 +15,12 @@ const maxIovecs = 1024
 
 // writeAll writes bufs to the non-blocking socket fd, in order, with one
 // writev per up to maxIovecs buffers, until all are written or the socket
-// takes no more. It returns how many buffers were written whole, and the
-// bytes left of the next one. iov is the caller's scratch.
-func writeAll(fd int, iov *[]iovec, bufs []*transport.Buffer) (int, []byte, error) {
-	sent, rest := 0, bufs[0].Bytes
+// takes no more; of bufs[0] it writes from, the end of its bytes (all of
+// them, or what an earlier call left). It returns how many buffers were
+// written whole, and the bytes left of the next one. iov is the caller's
+// scratch.
+func writeAll(fd int, iov *[]iovec, bufs []*transport.Buffer, from []byte) (int, []byte, error) {
+	sent, rest := 0, from
 	for sent < len(bufs) {
 		v := (*iov)[:0]
 		for i := sent; i < len(bufs) && len(v) < maxIovecs; i++ {
