@@ -25,8 +25,8 @@ const writerGoroutine = true
 // writer; those of 100-byte messages end at MaxBatchMessages (4096, some
 // 450 KiB) and stay direct, as do a paced producer's frames of a few KiB.
 // On the 2-vCPU host of docs/performance.md (eighth round), 16 KiB
-// messages went 13% faster with it and 1 KiB ones 5%; 100 B ones were
-// level, with 64 KiB as the threshold too.
+// messages went 24% faster with it and 1 KiB ones 6%; 100 B ones were
+// level with 64 KiB as the threshold too.
 const handOffBytes = 512 << 10
 
 // writer is a connection's writer goroutine: it writes the frames handed
