@@ -178,8 +178,7 @@ func largeRun(bufs []*transport.Buffer) bool {
 func (c *clientConn) failWrite(err error) error {
 	c.markClosed()
 	c.reason = os.NewSyscallError("write", err)
-	c.mu.Unlock()
-	_ = c.closeOnLoop()
+	_ = c.closeOnLoop() // unlocks
 	return fmt.Errorf("%w: %w", transport.ErrClosed, err)
 }
 
@@ -246,20 +245,24 @@ func (c *clientConn) Close() error {
 		return nil
 	}
 	c.markClosed()
-	c.mu.Unlock()
-	return c.closeOnLoop()
+	return c.closeOnLoop() // unlocks
 }
 
 // closeOnLoop has the event loop close the connection, and holds the
-// parker until it has.
+// parker until it has. mu held, by the caller that marked c closed; it
+// unlocks mu after it queued the close. Queued under mu, the close reaches
+// a running loop: gnet's Stop runs every connection's OnClose, which takes
+// mu, before it closes the loop's descriptors, and a task queued after that
+// would be signalled through a closed (or reused) descriptor.
 func (c *clientConn) closeOnLoop() error {
 	c.d.park.hold()
 	err := c.gc.CloseWithCallback(func(gnet.Conn, error) error {
 		c.d.park.release(c.d.events.any)
 		return nil
 	})
+	c.mu.Unlock()
 	if err != nil {
-		c.d.park.release(c.d.events.any)
+		c.d.park.release(c.d.events.any) // takes the events' mu: not under c.mu
 	}
 	return err
 }
