@@ -72,17 +72,28 @@ func newParker() *parker {
 		_ = unix.Close(ep)
 		return nil
 	}
-	file := os.NewFile(uintptr(ep), "inflight-tcp-parker") // owns ep from here
-	if file.SetReadDeadline(time.Time{}) != nil {          // not on the runtime's poller
-		_ = file.Close()
+	file, raw, ok := onPoller(ep, "inflight-tcp-parker")
+	if !ok {
 		return nil
+	}
+	return &parker{ep: ep, file: file, raw: raw, events: make([]unix.EpollEvent, 1)}
+}
+
+// onPoller makes the non-blocking descriptor fd a file on the runtime's
+// poller, which owns fd from here (and has closed it if !ok: the poller
+// does not take it), and returns its raw access.
+func onPoller(fd int, name string) (*os.File, syscall.RawConn, bool) {
+	file := os.NewFile(uintptr(fd), name)
+	if file.SetDeadline(time.Time{}) != nil { // not on the runtime's poller
+		_ = file.Close()
+		return nil, nil, false
 	}
 	raw, err := file.SyscallConn()
 	if err != nil {
 		_ = file.Close()
-		return nil
+		return nil, nil, false
 	}
-	return &parker{ep: ep, file: file, raw: raw, events: make([]unix.EpollEvent, 1)}
+	return file, raw, true
 }
 
 // close releases the epoll instance. The loop must have stopped.

@@ -5,7 +5,6 @@ import (
 	"os"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -83,14 +82,8 @@ func (c *clientConn) startWriter() bool {
 	if err != nil {
 		return false
 	}
-	file := os.NewFile(uintptr(fd), "inflight-tcp-writer") // owns fd from here
-	if file.SetWriteDeadline(time.Time{}) != nil {         // not on the runtime's poller
-		_ = file.Close()
-		return false
-	}
-	raw, err := file.SyscallConn()
-	if err != nil {
-		_ = file.Close()
+	file, raw, ok := onPoller(fd, "inflight-tcp-writer")
+	if !ok {
 		return false
 	}
 	w := &writer{c: c, file: file, raw: raw, wake: make(chan struct{}, 1), stop: make(chan struct{})}
