@@ -425,7 +425,12 @@ func TestRefusalNamedInCallbackError(t *testing.T) {
 				}
 			})
 			t.Run("MaxRefusals(0): the timeout names the refusal", func(t *testing.T) {
-				p, _ := authProducer(t, n, "intruder", "till-2", core.SendTimeout(300*time.Millisecond), core.MaxRefusals(0))
+				p, l := authProducer(t, n, "intruder", "till-2", core.SendTimeout(300*time.Millisecond), core.MaxRefusals(0))
+				// The messages go once a refusal came: a timeout names the
+				// last connection failure, and on a loaded host the first
+				// attempt (a TLS handshake under -race) could outlast
+				// SendTimeout, leaving none to name.
+				l.waitUnauthorized(t, 1)
 				tl := newTally()
 				for i := range 3 {
 					tl.send(t, p, i)

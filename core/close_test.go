@@ -131,7 +131,9 @@ func TestProducersComeAndGo(t *testing.T) {
 // TestCloseRunsEveryCallbackBeforeReturning: 2000 messages pending, no
 // broker answering, Close(1s): the drain takes the whole second, then the
 // rest fail with ErrClosed, and every callback has run and the queue is
-// empty when Close returns, within 1.1s.
+// empty when Close returns, shortly after the second (within
+// lateTolerance: failing and calling back 2000 messages under -race on a
+// loaded host, not a minute's SendTimeout).
 func TestCloseRunsEveryCallbackBeforeReturning(t *testing.T) {
 	const n = 2000
 	cases := []struct {
@@ -195,7 +197,7 @@ func TestCloseRunsEveryCallbackBeforeReturning(t *testing.T) {
 				got, st = ran.Load(), p.Stats()
 				assert.ErrorIs(t, err, context.DeadlineExceeded)
 			})
-			assert.Less(t, took, 1100*time.Millisecond, "Close took %v", took)
+			assert.Less(t, took, time.Second+lateTolerance, "Close took %v", took)
 			assert.EqualValues(t, n, got, "callbacks run when Close returned")
 			assert.EqualValues(t, n, closed.Load(), "callbacks with ErrClosed")
 			assert.Zero(t, st.Pending, "Stats().Pending after Close")

@@ -223,9 +223,13 @@ func TestBudgetAfterCloseWhileExempt(t *testing.T) {
 	defer cancel()
 	require.ErrorIs(t, r.p.Close(ctx), context.DeadlineExceeded)
 	c.wait(t)
+	// The dispatcher releases a position just after its callback (see
+	// ledger.walk): the last ones may be pending still when the callbacks
+	// have all run. The exempt topic's messages were within its share, so
+	// the budget alone does not show it.
+	waitFor(t, "every position released", func() bool { return r.p.Stats().Pending == 0 })
 	share, shareBytes := r.p.cfg.topicPending(), r.p.cfg.topicPendingBytes()
 	r.budgetSettles(t, share, shareBytes, int64(share))
-	assert.Zero(t, r.p.Stats().Pending)
 }
 
 // TestBudgetSecondTopicWhileFirstIsFull: senders of the first topic wait

@@ -18,6 +18,7 @@ import (
 	"github.com/inflightmq/inflight/core"
 	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/transport/mem"
+	"github.com/inflightmq/inflight/wire"
 )
 
 // TestMessageTopicOverridesProducerTopic: a message's Topic picks its
@@ -280,9 +281,11 @@ func TestIdleTopicForgottenWithoutSeqReuse(t *testing.T) {
 // when it once waited for room in the connection's window, which listed it
 // (and kept it, with its ring, for as long as the connection lived).
 func TestForgottenTopicsAreFreed(t *testing.T) {
-	// Forgotten a second after their messages: long enough to watch every
-	// lane before any is (the sends take milliseconds).
-	e := newEnv(t, core.TopicIdleTimeout(time.Second))
+	// On a manual clock no topic is forgotten before the test moves it,
+	// after every lane was watched (on the system clock, a second after
+	// their messages, the sends had to outrun the forgetting).
+	clk := clock.NewManual(time.Unix(1_000_000, 0))
+	e := newEnv(t, core.WithClock(clk), core.TopicIdleTimeout(time.Second), core.SendTimeout(time.Hour), core.Heartbeat(time.Hour))
 	ctx := context.Background()
 	const topics = 2000 // more than a window's worth: most wait for room
 	for i := range topics {
@@ -292,7 +295,10 @@ func TestForgottenTopicsAreFreed(t *testing.T) {
 	var freed atomic.Int64
 	require.Equal(t, topics, core.OnLanesFreed(e.p, func() { freed.Add(1) }))
 	require.NoError(t, e.p.Flush(ctx))
-	waitUntil(t, "the idle topics to be forgotten", func() bool { return e.p.Stats().Topics == 1 })
+	waitUntil(t, "the idle topics to be forgotten", func() bool {
+		clk.Advance(time.Second) // the pump looks for idle topics every half TopicIdleTimeout
+		return e.p.Stats().Topics == 1
+	})
 	// All but one: the producer's list of its lanes lets forgotten ones go
 	// by halves (see retire), and with one lane left holds one.
 	waitUntil(t, "the forgotten topics' rings freed", func() bool {
@@ -320,13 +326,19 @@ func (s *failTopics) Append(topic, producer string, epoch uint64, recs []broker.
 // flight when the broker ended them; their messages then fail by their
 // deadlines. The room those frames held in the connection's window comes
 // back: a healthy topic on the same connection is written at once after.
+// On a manual clock, moved only to pass the failing topics' deadlines: the
+// healthy topic's Sends then have no deadline that could pass (on the
+// system clock a loaded host could hold one past its SendTimeout), so one
+// that waited for room in the window would wait until its context ended.
 func TestFailingTopicsLeaveTheWindow(t *testing.T) {
 	store := &failTopics{MemoryStore: broker.NewMemoryStore(), bad: map[string]bool{"bad1": true, "bad2": true}}
 	b, err := broker.New(store)
 	require.NoError(t, err)
 	d := mem.NewDialer(b)
-	p, err := core.New(d, core.Name("leaky"), core.SendTimeout(300*time.Millisecond), core.MaxBatchMessages(1),
-		core.ReconnectBackoff(time.Minute, time.Minute), core.ErrorHandler(func(error) {}))
+	clk := clock.NewManual(time.Unix(1_000_000, 0))
+	errs := &testkit.ErrLog{}
+	p, err := core.New(d, core.Name("leaky"), core.WithClock(clk), core.SendTimeout(300*time.Millisecond), core.MaxBatchMessages(1),
+		core.ReconnectBackoff(time.Minute, time.Minute), core.Heartbeat(time.Hour), core.ErrorHandler(errs.Add))
 	require.NoError(t, err)
 	defer func() {
 		testkit.CloseProducer(t, p, time.Second)
@@ -343,9 +355,29 @@ func TestFailingTopicsLeaveTheWindow(t *testing.T) {
 				}))
 		}
 	}
+	// The broker ends both topics, on their first frame's Append, before
+	// any deadline passes.
+	waitUntil(t, "both failing topics ended by the broker", func() bool {
+		ended := 0
+		for _, err := range errs.Snapshot() {
+			var re *wire.RemoteError
+			if errors.As(err, &re) && re.Code == wire.CodeStore {
+				ended++
+			}
+		}
+		return ended >= 2
+	})
 	done := make(chan struct{})
 	go func() { failed.Wait(); close(done) }()
-	testkit.WaitChan(t, done, "the failing topics' messages to time out")
+	waitUntil(t, "the failing topics' messages to time out", func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+			clk.Advance(100 * time.Millisecond) // the sweeper may arm its timer after an Advance
+			return false
+		}
+	})
 
 	// The next store retry of the bad topics is a minute away: what is in
 	// flight now is only the healthy topic's.

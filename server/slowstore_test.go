@@ -56,7 +56,11 @@ func TestSlowStoreDoesNotStallOtherProducers(t *testing.T) {
 	d, err := tcp.NewDialer(srv.Addr().String())
 	require.NoError(t, err)
 
-	const heartbeat = 300 * time.Millisecond // 10 intervals in the block
+	// Four intervals in the block: a blocked reader would miss two of them
+	// well before it ends, and a PONG has half an interval or more to come
+	// back (at 300ms, 150ms: on a loaded host under -race a PONG, or the
+	// heartbeat's own wake-up, can be late by that much).
+	const heartbeat = 750 * time.Millisecond
 	opts := []core.Option{core.Heartbeat(heartbeat), core.SendTimeout(time.Minute)}
 	slow, slowLog := testkit.NewProducer(t, d, d.Close, "slow", opts...)
 	fast, fastLog := testkit.NewProducer(t, d, func() error { return nil }, "fast", opts...)
