@@ -24,12 +24,11 @@
 //
 // Large runs (Linux): a WriteFrame or WriteFrames of 512 KiB or more, as a
 // producer of large messages at full speed writes, goes to the connection's
-// writer goroutine
-// instead, and so does every frame after it while the writer holds any: it
-// writes them through a duplicate of the socket's descriptor that is on the
-// runtime's poller (a full socket parks it in the Go scheduler) and
-// releases each buffer once the socket has taken it, while the producer's
-// pump builds its next frames. The socket gets the frames in the order they
+// writer goroutine instead, and so does every frame after it while the
+// writer holds any: it writes them through a duplicate of the socket's
+// descriptor that is on the runtime's poller (a full socket parks it in the
+// Go scheduler) and releases each buffer once the socket has taken it,
+// while the producer's pump builds its next frames. The socket gets the frames in the order they
 // were handed over: only one of the three ways holds bytes at a time. Once
 // the connection is closed the writer starts no write; one it is in (up to
 // the rest of its batch, or until the socket is full) may still finish, as
