@@ -575,10 +575,15 @@ func (r *Ring[T]) MarkWritten(upto uint64) {
 // Acked that someone then moves. Pins placed later do not hold AckThrough
 // up, so a stream of resolutions cannot starve it.
 func (r *Ring[T]) AckThrough(upto uint64) {
-	for cur := r.ackedTo.Load(); cur < upto && !r.ackedTo.CompareAndSwap(cur, upto); cur = r.ackedTo.Load() {
-	}
+	raise(&r.ackedTo, upto)
 	r.waitUnpinned(0, upto)
-	for cur := r.acked.Load(); cur < upto && !r.acked.CompareAndSwap(cur, upto); cur = r.acked.Load() {
+	raise(&r.acked, upto)
+}
+
+// raise moves c up to to, unless it is there or beyond already; c never
+// goes back, whoever else raises it meanwhile.
+func raise(c *atomic.Uint64, to uint64) {
+	for cur := c.Load(); cur < to && !c.CompareAndSwap(cur, to); cur = c.Load() {
 	}
 }
 
