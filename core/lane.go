@@ -45,7 +45,6 @@ type lane struct {
 	pos       uint64   // next position to write
 	endPos    uint64   // first position whose sequence ID would pass wire.MaxSeq
 	inFlight  []flight // the frames written and not acknowledged, oldest first
-	weight    int      // of inFlight: 2 a frame, 1 one the byte limit closed (see flight)
 	counted   int      // its frames counted in conn.flying (see session.flying)
 	roomy     bool     // in conn.roomWait
 	admitted  bool     // taken from conn.roomWait: a place in conn's window is kept for it (conn.reserved) until its next serve
@@ -82,6 +81,16 @@ func (f flight) weight() int {
 		return 1
 	}
 	return 2
+}
+
+// weight is what l's frames in flight take of its window, of 2n (at most
+// 2n frames to add up).
+func (l *lane) weight() int {
+	w := 0
+	for _, f := range l.inFlight {
+		w += f.weight()
+	}
+	return w
 }
 
 // used records that l was sent to at now (producer ns). It writes only

@@ -484,7 +484,7 @@ const (
 func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPool, now int64) served {
 	if l.conn != s {
 		l.conn, l.state, l.pos, l.counted, l.roomy, l.admitted = s, undeclared, 0, 0, false, false
-		l.inFlight, l.weight = l.inFlight[:0], 0
+		l.inFlight = l.inFlight[:0]
 	}
 	// A place kept for l (see admit) is its to use at this serve, or
 	// lost: a lane that has nothing to write, or waits for something
@@ -533,7 +533,7 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 	if !admitted {
 		full = full || s.flying+s.reserved >= s.window || len(s.roomWait) > 0
 	}
-	if full && l.weight+2 < 2*p.cfg.framesInFlight {
+	if full && l.weight()+2 < 2*p.cfg.framesInFlight {
 		// No room, or lanes wait for it and l did not: it waits behind
 		// them. First come, first served: a lane whose frame was just
 		// acknowledged would otherwise take every place that opens, with
@@ -572,9 +572,7 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 		s.fail(err)
 		return dead
 	}
-	f := flight{end: l.pos, full: closed}
-	l.inFlight = append(l.inFlight, f)
-	l.weight += f.weight()
+	l.inFlight = append(l.inFlight, flight{end: l.pos, full: closed})
 	p.count(s, l)
 	return keep
 }
@@ -622,7 +620,6 @@ func (p *Producer) idleLane(s *session, l *lane) served {
 func (p *Producer) windowOpen(s *session, l *lane) bool {
 	done, upto := 0, l.led.resendFrom()
 	for done < len(l.inFlight) && l.inFlight[done].end <= upto {
-		l.weight -= l.inFlight[done].weight()
 		done++
 	}
 	if done > 0 {
@@ -633,7 +630,7 @@ func (p *Producer) windowOpen(s *session, l *lane) bool {
 }
 
 // windowFull reports whether l's frames in flight fill its own window.
-func (p *Producer) windowFull(l *lane) bool { return l.weight >= 2*p.cfg.framesInFlight }
+func (p *Producer) windowFull(l *lane) bool { return l.weight() >= 2*p.cfg.framesInFlight }
 
 // count brings l's share of s.flying up to date: its frames in flight,
 // none while its own window is full (a lane the broker holds back does not
@@ -684,7 +681,7 @@ func (p *Producer) answered(s *session, a topicAnswer) *lane {
 	}
 	if a.err != nil {
 		l.state, l.pos = undeclared, 0
-		l.inFlight, l.weight = l.inFlight[:0], 0
+		l.inFlight = l.inFlight[:0]
 		p.count(s, l) // its frames were dropped: they take no room any more
 		if a.err.kind == ErrUnauthorized || a.err.kind == ErrFenced {
 			// It cannot heal by waiting: the topic's messages fail now;
