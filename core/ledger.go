@@ -724,8 +724,9 @@ func (l *ledger) ackThrough(seq uint64) {
 	}
 	l.ring.AckThrough(upto)
 	if l.waits.Load() != nil { // a Send has run: one may wait for a position here
+		pg := l.ring.Pager()
 		for pos := from; pos < upto; pos++ {
-			if l.ring.State(pos) == ringbuf.Acked {
+			if pg.State(pos) == ringbuf.Acked {
 				l.notify(pos, ringbuf.Acked)
 			}
 		}
