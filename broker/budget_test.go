@@ -118,7 +118,7 @@ func TestAppendChunks(t *testing.T) {
 			if tc.name == "many headers" {
 				assert.Len(t, recs[tc.n-1].Headers, wire.MaxHeaders)
 			}
-			st := statsAfter(t, b, 1)
+			st := testkit.StatsAfter(t, b, 1)
 			assert.Equal(t, uint64(tc.n), st.Stored)
 			assert.Equal(t, uint64(1), st.Batches)
 			assert.Zero(t, st.BufferedBytes, "the frame memory given back")

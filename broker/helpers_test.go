@@ -76,16 +76,6 @@ func waitUntil(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-// statsAfter returns b's Stats once it counts at least batches BATCH
-// frames. A frame is counted just after its receipt was handed on (see
-// runTopic), by the topic's goroutine: a test that holds the last receipt
-// may otherwise read Stats before that goroutine counted its frame.
-func statsAfter(t testing.TB, b *broker.Broker, batches uint64) broker.Stats {
-	t.Helper()
-	waitUntil(t, fmt.Sprintf("%d batches counted", batches), func() bool { return b.Stats().Batches >= batches })
-	return b.Stats()
-}
-
 // waitSent waits until n frames were sent and not taken yet.
 func (p *fakePeer) waitSent(t testing.TB, n int) {
 	t.Helper()

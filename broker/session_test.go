@@ -139,7 +139,7 @@ func TestDedup(t *testing.T) {
 		assert.Equal(t, string(payload(firstGen[r.Seq], r.Seq)), string(r.Payload), "seq %d", r.Seq)
 	}
 
-	st := statsAfter(t, b, uint64(len(steps)))
+	st := testkit.StatsAfter(t, b, uint64(len(steps)))
 	assert.Equal(t, uint64(len(steps)), st.Batches)
 	assert.Equal(t, uint64(len(want)), st.Stored)
 	assert.Equal(t, uint64(6+10+1+2+17), st.Duplicates)
@@ -159,7 +159,7 @@ func TestDedupBrief(t *testing.T) {
 	}
 	assert.Equal(t, []uint64{10, 15, 15, 25}, receipts)
 	assert.Equal(t, append(seqRange(1, 15), seqRange(20, 25)...), seqs(store, "p"))
-	st := statsAfter(t, b, 4)
+	st := testkit.StatsAfter(t, b, 4)
 	assert.Equal(t, broker.Stats{Sessions: 1, Topics: 1, Batches: 4, Stored: 21, Duplicates: 16}, st)
 }
 
@@ -281,7 +281,7 @@ func TestStoreFailure(t *testing.T) {
 	require.Equal(t, uint64(5), c.topic(t, 0, dflt))
 	require.Equal(t, uint64(9), c.send(t, 1, 4, 6))
 	assert.Equal(t, seqRange(1, 9), seqs(store, "p"))
-	st := statsAfter(t, b, 2)
+	st := testkit.StatsAfter(t, b, 2)
 	assert.Equal(t, uint64(5+4), st.Stored)
 	assert.Equal(t, uint64(2), st.Duplicates)
 	assert.Equal(t, uint64(2), st.Batches, "the failed batch is not counted")

@@ -40,7 +40,7 @@ func TestManyTopicsOneConnection(t *testing.T) {
 	for i := range topics {
 		assert.Equal(t, seqRange(1, 6), topicSeqs(store, topicName(i), "p"))
 	}
-	st := statsAfter(t, b, 3*topics)
+	st := testkit.StatsAfter(t, b, 3*topics)
 	assert.Equal(t, int64(topics), st.Topics)
 	assert.Equal(t, uint64(3*topics), st.Batches)
 	c.Close()

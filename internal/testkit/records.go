@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -113,4 +114,14 @@ func ReadDir(t testing.TB, dir string) map[string]string {
 		out[e.Name()] = string(b)
 	}
 	return out
+}
+
+// StatsAfter returns b's Stats once they count at least batches BATCH
+// frames, failing the test after 10 s. The broker counts a frame just
+// after it handed the frame's receipt on, on the topic's goroutine: a test
+// that holds the last receipt may otherwise read Stats before the count.
+func StatsAfter(t testing.TB, b *broker.Broker, batches uint64) broker.Stats {
+	t.Helper()
+	WaitUntil(t, fmt.Sprintf("%d batches counted", batches), func() bool { return b.Stats().Batches >= batches })
+	return b.Stats()
 }

@@ -369,16 +369,16 @@ func TestFaults(t *testing.T) {
 		// A broker counts a frame in Batches just after it handed the
 		// frame's receipt on, on the topic's goroutine: a receipt can
 		// arrive before its frame is counted.
-		batchesReach(t, b2, 1)
+		testkit.StatsAfter(t, b2, 1)
 		assert.Equal(t, uint64(1), b2.Stats().Batches)
 		assert.Equal(t, uint64(2), b2.Stats().Duplicates)
-		batchesReach(t, e.broker, 1)
+		testkit.StatsAfter(t, e.broker, 1)
 		assert.Equal(t, uint64(1), e.broker.Stats().Batches)
 
 		// The open connection keeps its broker.
 		write(t, c1, batchFrame(1, 1))
 		r1.waitFrames(t, 3)
-		batchesReach(t, e.broker, 2)
+		testkit.StatsAfter(t, e.broker, 2)
 		assert.Equal(t, uint64(2), e.broker.Stats().Batches)
 		assert.Equal(t, uint64(1), b2.Stats().Batches)
 

@@ -33,14 +33,6 @@ func waitUntil(t testing.TB, cond func() bool, format string, args ...any) {
 	}
 }
 
-// batchesReach waits until b counts at least n BATCH frames in its Stats.
-// A frame is counted just after its receipt was handed on, by the topic's
-// goroutine: a test that holds the receipt may be ahead of the count.
-func batchesReach(t testing.TB, b *broker.Broker, n uint64) {
-	t.Helper()
-	waitUntil(t, func() bool { return b.Stats().Batches >= n }, "%d batches counted", n)
-}
-
 // event is one Handler call: a frame, or the close.
 type event struct {
 	frame  []byte // copy; nil for the close
