@@ -74,7 +74,7 @@ func openFranz(linger0 bool) func(testing.TB, *tracker) client {
 
 // send allocates a Record per message: kgo owns it (sets its partition,
 // offset, timestamp) until the promise has run.
-func (c *franzClient) send(payload []byte) error {
+func (c *franzClient) send(_ int, payload []byte) error {
 	c.cl.Produce(context.Background(), &kgo.Record{Value: payload}, c.promise)
 	return nil
 }

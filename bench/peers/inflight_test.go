@@ -2,6 +2,7 @@ package peers
 
 import (
 	"context"
+	"flag"
 	"testing"
 	"time"
 
@@ -11,16 +12,19 @@ import (
 )
 
 // inflightClient is an inflight Producer with its defaults (MaxPending
-// 32768, MaxPendingBytes 64 MiB, natural batching, no compression) against
-// a broker that counts what it stores.
+// 65536, MaxPendingBytes 64 MiB, natural batching, no compression; frames
+// as -peers.batchbytes and -peers.batchmessages say) against a broker that
+// counts what it stores.
 //
-// One Message is reused for every send: the producer only reads it and the
+// It makes one Message per payload of the run, at its first send, and
+// sends it again for every later send of that payload (with one payload,
+// one Message over and over): the producer only reads a Message and the
 // payload is never modified, which the API allows (see core.Message).
 // Other clients need a fresh record per message; inflight does not.
 type inflightClient struct {
-	p   *core.Producer
-	msg *core.Message // made by the first send: a run sends one payload
-	cb  core.Callback
+	p    *core.Producer
+	msgs []*core.Message // by the payload's index in the run
+	cb   core.Callback
 }
 
 func openInflightMem(tb testing.TB, t *tracker) client { return openInflight(tb, t, "mem") }
@@ -41,8 +45,20 @@ func openInflight(tb testing.TB, t *tracker, name string) client {
 	return newInflight(tb, t, env.Dialer)
 }
 
+var (
+	batchBytes    = flag.Int("peers.batchbytes", 0, "inflight's MaxBatchBytes; 0: its default")
+	batchMessages = flag.Int("peers.batchmessages", 0, "inflight's MaxBatchMessages; 0: its default")
+)
+
 func newInflight(tb testing.TB, t *tracker, d transport.Dialer) *inflightClient {
-	p, err := core.New(d, core.Name("peers"))
+	opts := []core.Option{core.Name("peers")}
+	if *batchBytes != 0 {
+		opts = append(opts, core.MaxBatchBytes(*batchBytes))
+	}
+	if *batchMessages != 0 {
+		opts = append(opts, core.MaxBatchMessages(*batchMessages))
+	}
+	p, err := core.New(d, opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -62,11 +78,14 @@ func newInflight(tb testing.TB, t *tracker, d transport.Dialer) *inflightClient 
 	return c
 }
 
-func (c *inflightClient) send(payload []byte) error {
-	if c.msg == nil {
-		c.msg = &core.Message{Payload: payload}
+func (c *inflightClient) send(i int, payload []byte) error {
+	if i >= len(c.msgs) {
+		c.msgs = append(c.msgs, make([]*core.Message, i+1-len(c.msgs))...)
 	}
-	return c.p.SendAsync(context.Background(), c.msg, c.cb)
+	if c.msgs[i] == nil {
+		c.msgs[i] = &core.Message{Payload: payload}
+	}
+	return c.p.SendAsync(context.Background(), c.msgs[i], c.cb)
 }
 
 func (c *inflightClient) flush(ctx context.Context) error { return c.p.Flush(ctx) }

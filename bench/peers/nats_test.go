@@ -101,7 +101,7 @@ func openNATSWindow(tb testing.TB, t *tracker, pending int) *natsClient {
 	return &natsClient{js: js}
 }
 
-func (c *natsClient) send(payload []byte) error {
+func (c *natsClient) send(_ int, payload []byte) error {
 	var since time.Time
 	for {
 		_, err := c.js.PublishAsync(natsSubject, payload, c.opts...)

@@ -14,6 +14,7 @@ var (
 	sizesFlag  = flag.String("peers.sizes", "100,1024,16384", "comma-separated payload sizes in bytes")
 	sampleFlag = flag.Int("peers.sample", 16, "time every n-th message, n a power of two (1: every message)")
 	rateFlag   = flag.Int("peers.rate", 0, "offered load in msgs/s; 0: as fast as each client accepts")
+	distinct   = flag.Bool("peers.distinct", false, "send distinct payloads in turn (64 MiB of them), not one payload over and over")
 )
 
 // warmup is how many messages each client sends and has acknowledged before
@@ -58,10 +59,13 @@ func BenchmarkPeers(b *testing.B) {
 }
 
 func runPeer(b *testing.B, sys system, size int) {
-	payload := workload.Payload(size)
+	payloads := [][]byte{workload.Payload(size)}
+	if *distinct {
+		payloads = workload.Payloads(size, workload.PoolSize(size))
+	}
 	t := newTracker(*sampleFlag)
 	c := sys.open(b, t)
-	if err := warm(c, t, payload); err != nil {
+	if err := warm(c, t, payloads[0]); err != nil {
 		b.Fatal(err)
 	}
 
@@ -75,7 +79,8 @@ func runPeer(b *testing.B, sys system, size int) {
 		if err := t.sending(n); err != nil {
 			b.Fatal(err)
 		}
-		if err := c.send(payload); err != nil {
+		i := int(n % uint64(len(payloads)))
+		if err := c.send(i, payloads[i]); err != nil {
 			b.Fatal(err)
 		}
 		n++
@@ -94,7 +99,7 @@ func runPeer(b *testing.B, sys system, size int) {
 // warm sends the warm-up messages and waits for their acknowledgements.
 func warm(c client, t *tracker, payload []byte) error {
 	for range warmup {
-		if err := c.send(payload); err != nil {
+		if err := c.send(0, payload); err != nil {
 			return fmt.Errorf("warm-up: %w", err)
 		}
 	}

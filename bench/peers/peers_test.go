@@ -68,7 +68,7 @@ func sendAll(t *testing.T, c client, tr *tracker, payload []byte, n uint64) {
 		if err := tr.sending(i); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.send(payload); err != nil {
+		if err := c.send(0, payload); err != nil {
 			t.Fatal(err)
 		}
 	}

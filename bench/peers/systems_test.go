@@ -10,7 +10,9 @@ type client interface {
 	// send hands one message to the client without waiting for its
 	// acknowledgement, which reaches the tracker given to open. It may wait
 	// when the client's window is full; that is the client's backpressure.
-	send(payload []byte) error
+	// payload is the run's i-th (see -peers.distinct; 0 with one payload):
+	// a client may keep what it made for it and use it again.
+	send(i int, payload []byte) error
 	// flush waits until every message sent so far is acknowledged (or
 	// failed).
 	flush(ctx context.Context) error

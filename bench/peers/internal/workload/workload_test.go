@@ -23,6 +23,34 @@ func TestPayload(t *testing.T) {
 	}
 }
 
+func TestPayloads(t *testing.T) {
+	for _, size := range []int{1, 7, 100, 1024} {
+		ps := Payloads(size, 64)
+		if len(ps) != 64 || !bytes.Equal(ps[0], Payload(size)) {
+			t.Fatalf("Payloads(%d, 64): %d payloads, first is Payload(%d): %v", size, len(ps), size, bytes.Equal(ps[0], Payload(size)))
+		}
+		seen := map[string]bool{}
+		for i, p := range ps {
+			if len(p) != size {
+				t.Fatalf("Payloads(%d, 64)[%d] has %d bytes", size, i, len(p))
+			}
+			seen[string(p)] = true
+		}
+		// One byte has 256 values: 64 draws of it may collide.
+		if size > 1 && len(seen) != len(ps) {
+			t.Errorf("Payloads(%d, 64): %d distinct", size, len(seen))
+		}
+		if again := Payloads(size, 64); !slices.EqualFunc(ps, again, bytes.Equal) {
+			t.Errorf("Payloads(%d, 64) is not repeatable", size)
+		}
+	}
+	for size, want := range map[int]int{16: 65536, 1024: 65536, 16384: 4096, 1 << 20: 1024} {
+		if got := PoolSize(size); got != want {
+			t.Errorf("PoolSize(%d) = %d, want %d", size, got, want)
+		}
+	}
+}
+
 func TestParseSizes(t *testing.T) {
 	got, err := ParseSizes("100, 1024,16384")
 	if err != nil || !slices.Equal(got, []int{100, 1024, 16384}) {
