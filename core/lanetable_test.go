@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/inflightmq/inflight/wire"
 )
 
 // TestLaneTable adds, finds and removes lanes through growth, tombstones
@@ -96,4 +98,23 @@ func TestLaneTableConcurrentReaders(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// TestFullWeight: a frame closed by the byte limit takes its limit's share
+// of 2 MiB of a place in its lane's window, at least 1/16 and at most half.
+func TestFullWeight(t *testing.T) {
+	for limit, want := range map[int]int{
+		wire.MinMaxFrameSize: 1,
+		128 << 10:            1,
+		200 << 10:            1,
+		256 << 10:            2,
+		512 << 10:            4,
+		1 << 20:              8, // the default MaxBatchBytes: half a place, as before
+		2 << 20:              8,
+		1 << 30:              8,
+	} {
+		if got := fullWeight(limit); got != want {
+			t.Errorf("fullWeight(%d) = %d units, want %d of %d", limit, got, want, frameUnits)
+		}
+	}
 }

@@ -18,7 +18,8 @@ import (
 // until Close.
 func (p *Producer) runPump() {
 	// Buffers for frames, reused (see bufPool).
-	bufs := newBufPool(2*connWindow(p.cfg.framesInFlight, true), 4*p.cfg.framesInFlight)
+	fullFrames := frameUnits * p.cfg.framesInFlight / fullWeight(p.cfg.maxBatchBytes)
+	bufs := newBufPool(2*connWindow(p.cfg.framesInFlight, true), 2*fullFrames)
 	wait := newBackoff(p.cfg.backoffMin, p.cfg.backoffMax)
 	refusals := 0 // final refusals since the last handshake that succeeded
 	connected := false
@@ -83,9 +84,11 @@ func (p *Producer) runPump() {
 // connection's maybe late. The windows, not the pool, bound what is in
 // flight: get makes a buffer when none is back, and the pool keeps what
 // comes back up to a bound (two per frame a connection may have in
-// flight), dropping the rest, and beyond a few (four per topic window)
-// only buffers of at most 64 KiB: many topics' frames are small, and a
-// burst of large ones leaves no more than a few large buffers behind.
+// flight), dropping the rest, and beyond a few (twice the frames closed by
+// the byte limit that a topic's window holds: 16 at the default 1 MiB, 4
+// MiB per place in the window) only buffers of at most 64 KiB: many
+// topics' frames are small, and a burst of large ones leaves no more than
+// a few large buffers behind.
 //
 // get takes the buffer that came back last. Every buffer grows to the
 // size of the frames it carried, and a busy topic's frames go round the
@@ -533,7 +536,7 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 	if !admitted {
 		full = full || s.flying+s.reserved >= s.window || len(s.roomWait) > 0
 	}
-	if full && l.weight()+2 < 2*p.cfg.framesInFlight {
+	if full && l.weight()+frameUnits < frameUnits*p.cfg.framesInFlight {
 		// No room, or lanes wait for it and l did not: it waits behind
 		// them. First come, first served: a lane whose frame was just
 		// acknowledged would otherwise take every place that opens, with
@@ -572,7 +575,11 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 		s.fail(err)
 		return dead
 	}
-	l.inFlight = append(l.inFlight, flight{end: l.pos, full: closed})
+	w := frameUnits
+	if closed {
+		w = fullWeight(min(p.cfg.maxBatchBytes, s.maxFrame))
+	}
+	l.inFlight = append(l.inFlight, flight{end: l.pos, weight: w})
 	p.count(s, l)
 	return keep
 }
@@ -630,7 +637,9 @@ func (p *Producer) windowOpen(s *session, l *lane) bool {
 }
 
 // windowFull reports whether l's frames in flight fill its own window.
-func (p *Producer) windowFull(l *lane) bool { return l.weight() >= 2*p.cfg.framesInFlight }
+func (p *Producer) windowFull(l *lane) bool {
+	return l.weight() >= frameUnits*p.cfg.framesInFlight
+}
 
 // count brings l's share of s.flying up to date: its frames in flight,
 // none while its own window is full (a lane the broker holds back does not

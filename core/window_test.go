@@ -136,7 +136,7 @@ func TestProducerWindowByReceipts(t *testing.T) {
 	for _, window := range []int{1, 4} {
 		t.Run(fmt.Sprint("window=", window), func(t *testing.T) {
 			const bursts, per = 40, 100
-			most, batches := sendInBursts(t, bursts, per, 4, core.MaxFramesInFlight(window))
+			most, batches := sendInBursts(t, false, 5*time.Millisecond, bursts, per, 4, core.MaxFramesInFlight(window))
 			assert.LessOrEqual(t, most, window, "frames in flight")
 			assert.Equal(t, window, most, "the window was never full: the test did not load it")
 			// Every frame waits ~5 ms for its receipt, so at most
@@ -149,24 +149,40 @@ func TestProducerWindowByReceipts(t *testing.T) {
 	}
 }
 
-// TestWindowCountsFramesAtTheByteLimitHalf: a frame the byte limit closed
-// takes half a place in its topic's window (it cannot grow: more of them
-// in flight is what keeps the connection busy), so with receipts delayed a
-// topic of 1000-byte messages in 4 KiB frames has twice MaxFramesInFlight
-// frames in flight, and one whose frames the message limit closes has
-// MaxFramesInFlight, as before.
-func TestWindowCountsFramesAtTheByteLimitHalf(t *testing.T) {
+// TestWindowCountsFramesAtTheByteLimitByBytes: a frame the byte limit
+// closed takes its limit's share of 2 MiB of a place in its topic's window,
+// at least 1/16 and at most half a place (it cannot grow: more of them in
+// flight is what keeps the connection busy), so with receipts held back a
+// topic of such frames has 2n MiB of them in flight on a transport that
+// takes several frames at once (its connection's window is 16n frames),
+// and one whose frames the message limit closes has n. On a transport that
+// takes frames one by one the connection's window of n frames holds both
+// to n.
+func TestWindowCountsFramesAtTheByteLimitByBytes(t *testing.T) {
 	const window = 2
 	for _, tc := range []struct {
-		name string
-		opt  core.Option
-		most int
+		name      string
+		vec       bool
+		opt       core.Option
+		per, size int // per burst, of 8
+		most      int
 	}{
-		{"closed by MaxBatchBytes", core.MaxBatchBytes(4096), 2 * window},
-		{"closed by MaxBatchMessages", core.MaxBatchMessages(2), window},
+		// Frames of 4 messages (80 in all), 1/16 of a place each.
+		{"4 KiB frames", true, core.MaxBatchBytes(4096), 40, 1000, 16 * window},
+		// Frames of 2 messages (32 in all), 1/8 each.
+		{"256 KiB frames", true, core.MaxBatchBytes(256 << 10), 8, 100 << 10, 8 * window},
+		// Frames of 2 messages (16 in all), half a place each.
+		{"1 MiB frames", true, core.MaxBatchBytes(1 << 20), 4, 400 << 10, 2 * window},
+		// 16 frames of 2 messages and 8 of 4: a round trip for every
+		// two.
+		{"closed by MaxBatchMessages", true, core.MaxBatchMessages(2), 4, 1000, window},
+		{"4 KiB frames, one by one", false, core.MaxBatchBytes(4096), 4, 1000, window},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			most, batches := sendInBursts(t, 8, 40, 1000, core.MaxFramesInFlight(window), tc.opt)
+			// Every message is sent long before the first receipt comes:
+			// the window fills whatever the host's speed.
+			most, batches := sendInBursts(t, tc.vec, 200*time.Millisecond, 8, tc.per, tc.size,
+				core.MaxFramesInFlight(window), tc.opt)
 			assert.Equal(t, tc.most, most, "the most frames in flight at once (%d batches)", batches)
 		})
 	}
@@ -175,15 +191,24 @@ func TestWindowCountsFramesAtTheByteLimitHalf(t *testing.T) {
 // sendInBursts sends bursts of per messages of size bytes (at least 4),
 // the bursts a millisecond apart so that messages keep arriving while
 // frames wait for their receipts, through a producer with opts to a broker
-// whose receipts come 5 ms late; it requires every message to succeed and
-// returns the most frames that were in flight at once and the frames
+// whose receipts come delay late, over a transport that takes frames one
+// by one, or several at once (vec); it requires every message to succeed
+// and returns the most frames that were in flight at once and the frames
 // written.
-func sendInBursts(t *testing.T, bursts, per, size int, opts ...core.Option) (most, batches int) {
+func sendInBursts(t *testing.T, vec bool, delay time.Duration, bursts, per, size int, opts ...core.Option) (most, batches int) {
 	t.Helper()
 	e := newEnv(t)
-	e.dialer.DelayReceipts(5 * time.Millisecond)
-	w := &windowWatch{Dialer: e.dialer}
-	p, err := core.New(w, append([]core.Option{core.Name("windowed"),
+	e.dialer.DelayReceipts(delay)
+	var d transport.Dialer
+	var f *flights
+	if vec {
+		w := &vecWatch{Dialer: e.dialer}
+		d, f = w, &w.flights
+	} else {
+		w := &windowWatch{Dialer: e.dialer}
+		d, f = w, &w.flights
+	}
+	p, err := core.New(d, append([]core.Option{core.Name("windowed"),
 		core.ReconnectBackoff(time.Millisecond, 10*time.Millisecond)}, opts...)...)
 	require.NoError(t, err)
 	defer p.Close(context.Background())
@@ -197,9 +222,9 @@ func sendInBursts(t *testing.T, bursts, per, size int, opts ...core.Option) (mos
 		time.Sleep(time.Millisecond)
 	}
 	rec.waitSucceeded(t, bursts*per)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.most, w.batches
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.most, f.batches
 }
 
 // TestFullWindowSendsDoNotSpinThePump: while a topic's window is full (its
