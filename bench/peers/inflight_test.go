@@ -16,9 +16,9 @@ import (
 // as -peers.batchbytes and -peers.batchmessages say) against a broker that
 // counts what it stores.
 //
-// It makes one Message per payload of the run, at its first send, and
-// sends it again for every later send of that payload (with one payload,
-// one Message over and over): the producer only reads a Message and the
+// It makes one Message per payload of the run before the run (prepare),
+// and sends it for every send of that payload (with one payload, one
+// Message over and over): the producer only reads a Message and the
 // payload is never modified, which the API allows (see core.Message).
 // Other clients need a fresh record per message; inflight does not.
 type inflightClient struct {
@@ -78,6 +78,14 @@ func newInflight(tb testing.TB, t *tracker, d transport.Dialer) *inflightClient 
 	return c
 }
 
+func (c *inflightClient) prepare(payloads [][]byte) {
+	c.msgs = make([]*core.Message, len(payloads))
+	for i, p := range payloads {
+		c.msgs[i] = &core.Message{Payload: p}
+	}
+}
+
+// send sends the Message of payload i, made now if prepare did not.
 func (c *inflightClient) send(i int, payload []byte) error {
 	if i >= len(c.msgs) {
 		c.msgs = append(c.msgs, make([]*core.Message, i+1-len(c.msgs))...)

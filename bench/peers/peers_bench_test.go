@@ -65,6 +65,9 @@ func runPeer(b *testing.B, sys system, size int) {
 	}
 	t := newTracker(*sampleFlag)
 	c := sys.open(b, t)
+	if p, ok := c.(preparer); ok {
+		p.prepare(payloads)
+	}
 	if err := warm(c, t, payloads[0]); err != nil {
 		b.Fatal(err)
 	}

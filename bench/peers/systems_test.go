@@ -18,6 +18,12 @@ type client interface {
 	flush(ctx context.Context) error
 }
 
+// preparer is a client that makes what it sends for each payload of a run
+// before the run starts (see client.send), rather than at its first send.
+type preparer interface {
+	prepare(payloads [][]byte)
+}
+
 // system is a way to run a client and its broker in this process. open
 // starts both and registers their shutdown with tb.Cleanup.
 type system struct {

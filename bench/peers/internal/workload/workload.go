@@ -45,10 +45,10 @@ func Payloads(size, n int) [][]byte {
 const DistinctBytes = 64 << 20
 
 // PoolSize is how many distinct payloads of size bytes a run sends in turn:
-// DistinctBytes of them, at least 1024 and at most 65536, so that by its
+// DistinctBytes of them, at least 1024 and at most 1 << 20, so that by its
 // turn a payload has left the CPU's caches, as the payloads of a producer
 // far ahead of its broker have.
-func PoolSize(size int) int { return min(max(DistinctBytes/size, 1024), 65536) }
+func PoolSize(size int) int { return min(max(DistinctBytes/size, 1024), 1<<20) }
 
 // ParseSizes parses a comma-separated list of positive payload sizes in
 // bytes, such as "100,1024,16384".

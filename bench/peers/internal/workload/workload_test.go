@@ -44,7 +44,7 @@ func TestPayloads(t *testing.T) {
 			t.Errorf("Payloads(%d, 64) is not repeatable", size)
 		}
 	}
-	for size, want := range map[int]int{16: 65536, 1024: 65536, 16384: 4096, 1 << 20: 1024} {
+	for size, want := range map[int]int{16: 1 << 20, 100: 671088, 1024: 65536, 16384: 4096, 1 << 20: 1024} {
 		if got := PoolSize(size); got != want {
 			t.Errorf("PoolSize(%d) = %d, want %d", size, got, want)
 		}
