@@ -45,6 +45,7 @@ type lane struct {
 	pos       uint64   // next position to write
 	endPos    uint64   // first position whose sequence ID would pass wire.MaxSeq
 	inFlight  []flight // the frames written and not acknowledged, oldest first
+	weight    int      // the sum of inFlight's weights, in units (see flight); fly, land and ground keep both
 	counted   int      // its frames counted in conn.flying (see session.flying)
 	roomy     bool     // in conn.roomWait
 	admitted  bool     // taken from conn.roomWait: a place in conn's window is kept for it (conn.reserved) until its next serve
@@ -65,11 +66,12 @@ type lane struct {
 // longer gets bigger frames rather than a deeper queue of small ones. A
 // frame the byte limit closed (MaxBatchBytes, or the connection's frame
 // limit: the next record did not fit) cannot grow, and more of them in
-// flight is what keeps the connection busy then: it takes its limit's
-// share of fullFramesBytes (fullWeight). So a lane has at most n frames in
-// flight, or up to 2n MiB of frames closed by the byte limit: 2n of the
-// default 1 MiB (and of larger ones), 16n of 128 KiB, and no more than 16n
-// of smaller ones.
+// flight is what keeps the connection busy then: it takes the share of
+// fullFramesBytes that its limit, or its own size if larger (a message
+// beyond the limit travels alone), has (fullWeight). So a lane has at
+// most n frames in flight, or frames closed by the byte limit: 2n of 1
+// MiB (the default) or more, 16n of 128 KiB or less, and in between up to
+// 2n MiB of them.
 type flight struct {
 	end    uint64 // the position after its last record
 	weight int    // what it takes of its lane's window, in units
@@ -84,28 +86,48 @@ const frameUnits = 16
 // frames that is two of them, as it was before frames took their share
 // (16 KiB messages on tcp, one topic: 129-139 k msgs/s with n frames of 1
 // MiB in flight, 137-153 k with 2n; docs/performance.md, "Seventh
-// round"). Keeping the bytes
-// rather than the count is what makes smaller frames worth having: one
-// topic of 1 KiB messages on tcp with MaxBatchBytes(128 << 10) moved 1.99
-// M msgs/s with 2n such frames in flight, 2.53 M with 2n MiB of them, and
-// 1.97 M at the default 1 MiB ("Ninth round").
+// round"). Keeping the bytes rather than the count is what makes smaller
+// frames worth having: one topic of 1 KiB messages on tcp with
+// MaxBatchBytes(128 << 10) moved 1.73 M msgs/s with 2n such frames in
+// flight, 2.45 M with 2n MiB of them, and 1.89 M at the default 1 MiB
+// ("Ninth round").
 const fullFramesBytes = 2 << 20
 
-// fullWeight is what a frame closed by the byte limit, limit, takes of its
-// lane's window, in units: limit's share of fullFramesBytes, at least one
-// unit and at most half a frame.
-func fullWeight(limit int) int {
-	return min(max(frameUnits*limit/fullFramesBytes, 1), frameUnits/2)
+// fullWeight is what a frame of size bytes closed by the byte limit takes
+// of its lane's window, in units: size's share of fullFramesBytes rounded
+// up, at least one unit and at most half a frame.
+func fullWeight(size int) int {
+	const unitBytes = fullFramesBytes / frameUnits
+	return min(max((size+unitBytes-1)/unitBytes, 1), frameUnits/2)
 }
 
-// weight is what l's frames in flight take of its window, in units (at
-// most frameUnits*n frames to add up).
-func (l *lane) weight() int {
-	w := 0
-	for _, f := range l.inFlight {
-		w += f.weight
+// fly records a frame written on l's connection, which takes weight units
+// of its window, and end the position after its last record. The pump's.
+func (l *lane) fly(end uint64, weight int) {
+	l.inFlight = append(l.inFlight, flight{end: end, weight: weight})
+	l.weight += weight
+}
+
+// land drops l's frames done with: those that end at or below upto,
+// oldest first, and reports whether there were any. The pump's.
+func (l *lane) land(upto uint64) bool {
+	done, w := 0, 0
+	for done < len(l.inFlight) && l.inFlight[done].end <= upto {
+		w += l.inFlight[done].weight
+		done++
 	}
-	return w
+	if done == 0 {
+		return false
+	}
+	l.inFlight = l.inFlight[:copy(l.inFlight, l.inFlight[done:])]
+	l.weight -= w
+	return true
+}
+
+// ground drops every frame of l's in flight (its connection or its
+// declaration ended). The pump's.
+func (l *lane) ground() {
+	l.inFlight, l.weight = l.inFlight[:0], 0
 }
 
 // used records that l was sent to at now (producer ns). It writes only

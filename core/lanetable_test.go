@@ -100,21 +100,25 @@ func TestLaneTableConcurrentReaders(t *testing.T) {
 	wg.Wait()
 }
 
-// TestFullWeight: a frame closed by the byte limit takes its limit's share
-// of 2 MiB of a place in its lane's window, at least 1/16 and at most half.
+// TestFullWeight: a frame closed by the byte limit takes its size's share
+// of 2 MiB of a place in its lane's window, rounded up, at least 1/16 and
+// at most half.
 func TestFullWeight(t *testing.T) {
-	for limit, want := range map[int]int{
+	for size, want := range map[int]int{
+		1:                    1,
 		wire.MinMaxFrameSize: 1,
 		128 << 10:            1,
-		200 << 10:            1,
+		128<<10 + 1:          2,
+		200 << 10:            2,
 		256 << 10:            2,
 		512 << 10:            4,
+		1<<20 - 1:            8,
 		1 << 20:              8, // the default MaxBatchBytes: half a place, as before
 		2 << 20:              8,
 		1 << 30:              8,
 	} {
-		if got := fullWeight(limit); got != want {
-			t.Errorf("fullWeight(%d) = %d units, want %d of %d", limit, got, want, frameUnits)
+		if got := fullWeight(size); got != want {
+			t.Errorf("fullWeight(%d) = %d units, want %d of %d", size, got, want, frameUnits)
 		}
 	}
 }

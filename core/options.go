@@ -412,8 +412,8 @@ func MaxBatchMessages(n int) Option {
 // single message larger than it still travels alone in a frame. Which
 // size is fastest depends on the transport and the payloads: over tcp, one
 // topic, 128 << 10 (with MaxBatchMessages(1024)) moved 1 KiB messages
-// 12-28% faster than the defaults, and 16 KiB ones 40% faster while their
-// payloads were in the CPU's caches but 19% slower while they were not
+// 20-30% faster than the defaults, and 16 KiB ones 27% faster while their
+// payloads were in the CPU's caches but 22% slower while they were not
 // (docs/performance.md, "Ninth round").
 func MaxBatchBytes(n int) Option {
 	return optionFunc(func(c *config) error {
@@ -435,10 +435,11 @@ func MaxBatchBytes(n int) Option {
 // stays about one store round trip whatever the rate. A frame that
 // MaxBatchBytes (or the connection's frame limit) closed counts less: it
 // cannot grow, and more of them in flight is what keeps the connection busy
-// with large messages. It counts its size's share of 2 MiB, at least 1/16
-// and at most half a frame, so a topic has at most n frames in flight, or
-// 2n MiB of such full ones (2n frames of the default 1 MiB, 16n of 128
-// KiB). Like Kafka's
+// with large messages. It counts the share of 2 MiB that its limit (or its
+// own size, if larger) has, in sixteenths rounded up, at most half a
+// frame: a topic has at most n frames in flight, or of such full ones 2n
+// of 1 MiB (the default) or more, 16n of 128 KiB or less, and up to 2n MiB
+// of those between. Like Kafka's
 // max.in.flight.requests.per.connection, but frames are never reordered: a
 // connection delivers them in order, and a resend after a reconnect starts
 // at the oldest unresolved message. Heartbeat PINGs are not counted.

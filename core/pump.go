@@ -18,7 +18,7 @@ import (
 // until Close.
 func (p *Producer) runPump() {
 	// Buffers for frames, reused (see bufPool).
-	fullFrames := frameUnits * p.cfg.framesInFlight / fullWeight(p.cfg.maxBatchBytes)
+	fullFrames := frameUnits * p.cfg.framesInFlight / fullWeight(min(p.cfg.maxBatchBytes, p.cfg.maxFrameSize))
 	bufs := newBufPool(2*connWindow(p.cfg.framesInFlight, true), 2*fullFrames)
 	wait := newBackoff(p.cfg.backoffMin, p.cfg.backoffMax)
 	refusals := 0 // final refusals since the last handshake that succeeded
@@ -85,10 +85,10 @@ func (p *Producer) runPump() {
 // flight: get makes a buffer when none is back, and the pool keeps what
 // comes back up to a bound (two per frame a connection may have in
 // flight), dropping the rest, and beyond a few (twice the frames closed by
-// the byte limit that a topic's window holds: 16 at the default 1 MiB, 4
-// MiB per place in the window) only buffers of at most 64 KiB: many
-// topics' frames are small, and a burst of large ones leaves no more than
-// a few large buffers behind.
+// the byte limit that a topic's window holds: 16 at the default 1 MiB,
+// 128 at 128 KiB) only buffers of at most 64 KiB: many topics' frames are
+// small, and a burst of large ones leaves no more than a few large
+// buffers behind.
 //
 // get takes the buffer that came back last. Every buffer grows to the
 // size of the frames it carried, and a busy topic's frames go round the
@@ -487,7 +487,7 @@ const (
 func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPool, now int64) served {
 	if l.conn != s {
 		l.conn, l.state, l.pos, l.counted, l.roomy, l.admitted = s, undeclared, 0, 0, false, false
-		l.inFlight = l.inFlight[:0]
+		l.ground()
 	}
 	// A place kept for l (see admit) is its to use at this serve, or
 	// lost: a lane that has nothing to write, or waits for something
@@ -536,15 +536,18 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 	if !admitted {
 		full = full || s.flying+s.reserved >= s.window || len(s.roomWait) > 0
 	}
-	if full && l.weight()+frameUnits < frameUnits*p.cfg.framesInFlight {
+	if full && l.weight+min(frameUnits, 2*fullWeight(p.limit(s))) < frameUnits*p.cfg.framesInFlight {
 		// No room, or lanes wait for it and l did not: it waits behind
 		// them. First come, first served: a lane whose frame was just
 		// acknowledged would otherwise take every place that opens, with
 		// the few messages it has, while the lanes that waited grow big
 		// frames that never leave (small frames are what cost: on tcp a
 		// fair window took 1000 topics from frames of 40 messages to 105,
-		// and 1.5 times the throughput). A frame that fills l's own window
-		// takes no room (see count).
+		// and 1.5 times the throughput). A lane a frame, or two frames
+		// closed by the byte limit, short of filling its own window goes
+		// on: the frame that fills it takes no room (see count), and at
+		// most one more is counted beyond the connection's window until
+		// then.
 		return noRoom
 	}
 	if p.cfg.linger > 0 && !l.led.ring.Published(l.pos+uint64(p.cfg.maxBatchMessages)-1) {
@@ -577,9 +580,9 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 	}
 	w := frameUnits
 	if closed {
-		w = fullWeight(min(p.cfg.maxBatchBytes, s.maxFrame))
+		w = fullWeight(max(p.limit(s), rawLen))
 	}
-	l.inFlight = append(l.inFlight, flight{end: l.pos, weight: w})
+	l.fly(l.pos, w)
 	p.count(s, l)
 	return keep
 }
@@ -625,20 +628,19 @@ func (p *Producer) idleLane(s *session, l *lane) served {
 // (receipts are cumulative) or every message in it resolved otherwise (a
 // deadline) and was released.
 func (p *Producer) windowOpen(s *session, l *lane) bool {
-	done, upto := 0, l.led.resendFrom()
-	for done < len(l.inFlight) && l.inFlight[done].end <= upto {
-		done++
-	}
-	if done > 0 {
-		l.inFlight = l.inFlight[:copy(l.inFlight, l.inFlight[done:])]
+	if l.land(l.led.resendFrom()) {
 		p.count(s, l)
 	}
 	return !p.windowFull(l)
 }
 
+// limit is the byte limit of a frame on s: MaxBatchBytes, or the
+// connection's frame limit if lower.
+func (p *Producer) limit(s *session) int { return min(p.cfg.maxBatchBytes, s.maxFrame) }
+
 // windowFull reports whether l's frames in flight fill its own window.
 func (p *Producer) windowFull(l *lane) bool {
-	return l.weight() >= frameUnits*p.cfg.framesInFlight
+	return l.weight >= frameUnits*p.cfg.framesInFlight
 }
 
 // count brings l's share of s.flying up to date: its frames in flight,
@@ -690,7 +692,7 @@ func (p *Producer) answered(s *session, a topicAnswer) *lane {
 	}
 	if a.err != nil {
 		l.state, l.pos = undeclared, 0
-		l.inFlight = l.inFlight[:0]
+		l.ground()
 		p.count(s, l) // its frames were dropped: they take no room any more
 		if a.err.kind == ErrUnauthorized || a.err.kind == ErrFenced {
 			// It cannot heal by waiting: the topic's messages fail now;

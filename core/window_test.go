@@ -136,7 +136,7 @@ func TestProducerWindowByReceipts(t *testing.T) {
 	for _, window := range []int{1, 4} {
 		t.Run(fmt.Sprint("window=", window), func(t *testing.T) {
 			const bursts, per = 40, 100
-			most, batches := sendInBursts(t, false, 5*time.Millisecond, bursts, per, 4, core.MaxFramesInFlight(window))
+			most, batches := sendInBursts(t, bursts, per, 4, core.MaxFramesInFlight(window))
 			assert.LessOrEqual(t, most, window, "frames in flight")
 			assert.Equal(t, window, most, "the window was never full: the test did not load it")
 			// Every frame waits ~5 ms for its receipt, so at most
@@ -150,55 +150,56 @@ func TestProducerWindowByReceipts(t *testing.T) {
 }
 
 // TestWindowCountsFramesAtTheByteLimitByBytes: a frame the byte limit
-// closed takes its limit's share of 2 MiB of a place in its topic's window,
-// at least 1/16 and at most half a place (it cannot grow: more of them in
-// flight is what keeps the connection busy), so with receipts held back a
-// topic of such frames has 2n MiB of them in flight on a transport that
-// takes several frames at once (its connection's window is 16n frames),
-// and one whose frames the message limit closes has n. On a transport that
-// takes frames one by one the connection's window of n frames holds both
-// to n.
+// closed takes the share of 2 MiB of a place in its topic's window that
+// its limit, or its own size if larger, has (rounded up, at least 1/16 and
+// at most half a place: it cannot grow, and more of them in flight is what
+// keeps the connection busy), so with receipts held back a topic of such
+// frames has up to 2n MiB of them in flight on a transport that takes
+// several frames at once (its connection's window is 16n frames), and one
+// whose frames the message limit closes has n. On a transport that takes
+// frames one by one the connection's window of n frames holds both to n.
 func TestWindowCountsFramesAtTheByteLimitByBytes(t *testing.T) {
-	const window = 2
 	for _, tc := range []struct {
-		name      string
-		vec       bool
-		opt       core.Option
-		per, size int // per burst, of 8
-		most      int
+		name        string
+		vec         bool
+		n           int // MaxFramesInFlight
+		opt         core.Option
+		count, size int
+		most        int
 	}{
-		// Frames of 4 messages (80 in all), 1/16 of a place each.
-		{"4 KiB frames", true, core.MaxBatchBytes(4096), 40, 1000, 16 * window},
-		// Frames of 2 messages (32 in all), 1/8 each.
-		{"256 KiB frames", true, core.MaxBatchBytes(256 << 10), 8, 100 << 10, 8 * window},
-		// Frames of 2 messages (16 in all), half a place each.
-		{"1 MiB frames", true, core.MaxBatchBytes(1 << 20), 4, 400 << 10, 2 * window},
-		// 16 frames of 2 messages and 8 of 4: a round trip for every
-		// two.
-		{"closed by MaxBatchMessages", true, core.MaxBatchMessages(2), 4, 1000, window},
-		{"4 KiB frames, one by one", false, core.MaxBatchBytes(4096), 4, 1000, window},
+		// 80 frames of 4 messages, 1/16 of a place each.
+		{"4 KiB frames", true, 2, core.MaxBatchBytes(4096), 320, 1000, 32},
+		// 32 frames of 2 messages, 1/8 each.
+		{"256 KiB frames", true, 2, core.MaxBatchBytes(256 << 10), 64, 100 << 10, 16},
+		// 20 frames of 3 messages, 200/128 rounded up: 1/8 each.
+		{"200 KiB frames", true, 2, core.MaxBatchBytes(200 << 10), 60, 64 << 10, 16},
+		// 16 frames of 2 messages, half a place each.
+		{"1 MiB frames", true, 2, core.MaxBatchBytes(1 << 20), 32, 400 << 10, 4},
+		// 16 frames of one message each, beyond the limit: half a place
+		// each, as their size says, not 1/16 as the limit's.
+		{"1 MiB messages in 4 KiB frames", true, 2, core.MaxBatchBytes(4096), 16, 1 << 20, 4},
+		{"closed by MaxBatchMessages", true, 2, core.MaxBatchMessages(2), 32, 1000, 2},
+		{"4 KiB frames, one by one", false, 2, core.MaxBatchBytes(4096), 32, 1000, 2},
+		{"4 KiB frames, one by one, a window of one", false, 1, core.MaxBatchBytes(4096), 32, 1000, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// Every message is sent long before the first receipt comes:
-			// the window fills whatever the host's speed.
-			most, batches := sendInBursts(t, tc.vec, 200*time.Millisecond, 8, tc.per, tc.size,
-				core.MaxFramesInFlight(window), tc.opt)
+			most, batches := sendBeforeConnect(t, tc.vec, tc.count, tc.size, core.MaxFramesInFlight(tc.n), tc.opt)
 			assert.Equal(t, tc.most, most, "the most frames in flight at once (%d batches)", batches)
 		})
 	}
 }
 
-// sendInBursts sends bursts of per messages of size bytes (at least 4),
-// the bursts a millisecond apart so that messages keep arriving while
-// frames wait for their receipts, through a producer with opts to a broker
-// whose receipts come delay late, over a transport that takes frames one
-// by one, or several at once (vec); it requires every message to succeed
-// and returns the most frames that were in flight at once and the frames
-// written.
-func sendInBursts(t *testing.T, vec bool, delay time.Duration, bursts, per, size int, opts ...core.Option) (most, batches int) {
+// sendBeforeConnect sends count messages of size bytes (at least 4)
+// through a producer with opts whose first connection opens once all are
+// queued, so that its frames are as full as the limits let them be, to a
+// broker whose receipts come 100 ms late, over a transport that takes
+// frames one by one, or several at once (vec); it requires every message
+// to succeed and returns the most frames that were in flight at once and
+// the frames written.
+func sendBeforeConnect(t *testing.T, vec bool, count, size int, opts ...core.Option) (most, batches int) {
 	t.Helper()
 	e := newEnv(t)
-	e.dialer.DelayReceipts(delay)
+	e.dialer.DelayReceipts(100 * time.Millisecond)
 	var d transport.Dialer
 	var f *flights
 	if vec {
@@ -208,7 +209,51 @@ func sendInBursts(t *testing.T, vec bool, delay time.Duration, bursts, per, size
 		w := &windowWatch{Dialer: e.dialer}
 		d, f = w, &w.flights
 	}
-	p, err := core.New(d, append([]core.Option{core.Name("windowed"),
+	gate := &gatedDialer{Dialer: d, open: make(chan struct{})}
+	p, err := core.New(gate, append([]core.Option{core.Name("windowed"),
+		core.ReconnectBackoff(time.Millisecond, 10*time.Millisecond)}, opts...)...)
+	require.NoError(t, err)
+	defer p.Close(context.Background())
+	rec := newRecorder(count)
+	for k := range count {
+		msg := &core.Message{Payload: append(payload(k), make([]byte, size-4)...)}
+		require.NoError(t, p.SendAsync(context.Background(), msg, rec.cb(k)))
+	}
+	close(gate.open)
+	rec.waitSucceeded(t, count)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.most, f.batches
+}
+
+// gatedDialer dials through Dialer once open is closed, or fails when the
+// dial's context ends first.
+type gatedDialer struct {
+	transport.Dialer
+	open chan struct{}
+}
+
+func (g *gatedDialer) Dial(ctx context.Context, h transport.Handler) (transport.Conn, error) {
+	select {
+	case <-g.open:
+		return g.Dialer.Dial(ctx, h)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// sendInBursts sends bursts of per messages of size bytes (at least 4),
+// the bursts a millisecond apart so that messages keep arriving while
+// frames wait for their receipts, through a producer with opts to a broker
+// whose receipts come 5 ms late; it requires every message to succeed and
+// returns the most frames that were in flight at once and the frames
+// written.
+func sendInBursts(t *testing.T, bursts, per, size int, opts ...core.Option) (most, batches int) {
+	t.Helper()
+	e := newEnv(t)
+	e.dialer.DelayReceipts(5 * time.Millisecond)
+	w := &windowWatch{Dialer: e.dialer}
+	p, err := core.New(w, append([]core.Option{core.Name("windowed"),
 		core.ReconnectBackoff(time.Millisecond, 10*time.Millisecond)}, opts...)...)
 	require.NoError(t, err)
 	defer p.Close(context.Background())
@@ -222,9 +267,9 @@ func sendInBursts(t *testing.T, vec bool, delay time.Duration, bursts, per, size
 		time.Sleep(time.Millisecond)
 	}
 	rec.waitSucceeded(t, bursts*per)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.most, f.batches
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.most, w.batches
 }
 
 // TestFullWindowSendsDoNotSpinThePump: while a topic's window is full (its
