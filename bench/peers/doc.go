@@ -7,6 +7,12 @@
 //	make bench-peers    # from the repository root: text and a Markdown table in bench-out/
 //	go test -run=NONE -bench=Peers -benchtime=200000x .
 //
+// Flags: -peers.sizes (payload sizes), -peers.rate (a paced sender),
+// -peers.sample (which messages are timed), -peers.distinct (64 MiB of
+// distinct payloads sent in turn, out of the CPU's caches by their turn,
+// rather than one payload over and over), -peers.batchbytes and
+// -peers.batchmessages (inflight's MaxBatchBytes and MaxBatchMessages).
+//
 // Everything lives in the _test.go files and in cmd/; this file only names
 // the package.
 package peers
