@@ -33,8 +33,10 @@ func TestGroupCommitSharesFsync(t *testing.T) {
 
 	const producers, msgs = 8, 400
 	var wg sync.WaitGroup
+	ps := make([]*core.Producer, producers)
 	for i := range producers {
 		p, _ := testkit.NewProducer(t, d, d.Close, fmt.Sprint("p", i), core.SendTimeout(time.Minute))
+		ps[i] = p
 		wg.Go(func() {
 			done := make(chan error, msgs)
 			for k := range msgs {
@@ -54,7 +56,17 @@ func TestGroupCommitSharesFsync(t *testing.T) {
 	}
 	wg.Wait()
 
-	batches := b.Stats().Batches
+	// The broker counts a frame just after it handed the frame's receipt
+	// on: wait for every frame the producers wrote (none twice: no
+	// reconnects over mem) rather than read the count once.
+	var written uint64
+	for _, p := range ps {
+		pst := p.Stats()
+		require.Zero(t, pst.Reconnects)
+		written += pst.Batches
+	}
+	batches := testkit.StatsAfter(t, b, written).Batches
+	assert.Equal(t, written, batches, "every frame written counted once")
 	writes, syncs := counts.Counts()
 	st := s.Stats()
 	t.Logf("%d frames, %d Appends, %d writes, %d fsyncs: %.1f records per fsync",
