@@ -109,17 +109,20 @@ func TestRetainedMemoryBounded(t *testing.T) {
 				require.Equal(t, wire.TypePong, typ)
 			}
 			// The receipt may come before the appender let go of the
-			// frame: wait until its charge is back (see budget.go).
-			settled := func() {
+			// frame: wait until its charge is back (see budget.go), and
+			// until the broker counted the frames, which it does just
+			// after it handed their receipts on.
+			settled := func(batches uint64) {
 				waitUntil(t, "the frame memory given back", func() bool { return b.Stats().BufferedBytes == 0 })
+				waitUntil(t, fmt.Sprint(batches, " batches counted"), func() bool { return b.Stats().Batches >= batches })
 			}
 			serve(-1) // warm up: the decoder, the pools, the listener
-			settled()
+			settled(1)
 			before := liveBytes()
 			for i := range tc.conns {
 				serve(i)
 			}
-			settled()
+			settled(uint64(tc.conns + 1))
 			after := liveBytes()
 			require.Equal(t, tc.conns+1, e.server.Stats().Conns)
 			per := (after - min(after, before)) / uint64(tc.conns)
