@@ -72,7 +72,13 @@ func runAsync(t *testing.T, ctx context.Context, stdout, stderr io.Writer, args 
 		case code := <-done:
 			return code
 		case <-time.After(30 * time.Second):
-			t.Fatalf("inflight %s did not exit", strings.Join(args, " "))
+			stacks := make([]byte, 1<<20)
+			stacks = stacks[:runtime.Stack(stacks, true)]
+			var output string
+			if w, ok := stdout.(*watchWriter); ok {
+				output = w.String()
+			}
+			t.Fatalf("inflight %s did not exit; output:\n%s\ngoroutines:\n%s", strings.Join(args, " "), output, stacks)
 			return -1
 		}
 	}
