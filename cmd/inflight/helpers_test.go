@@ -64,6 +64,15 @@ func (w *watchWriter) wait(t *testing.T, re *regexp.Regexp, limit time.Duration)
 // waits (bounded) for its exit code.
 func runAsync(t *testing.T, ctx context.Context, stdout, stderr io.Writer, args ...string) func() int {
 	t.Helper()
+	return runAsyncWithin(t, 30*time.Second, ctx, stdout, stderr, args...)
+}
+
+// runAsyncWithin is runAsync whose returned function waits up to limit;
+// if the command has not exited by then it fails the test, showing what
+// the command wrote to stdout (if a watchWriter) and every goroutine's
+// stack.
+func runAsyncWithin(t *testing.T, limit time.Duration, ctx context.Context, stdout, stderr io.Writer, args ...string) func() int {
+	t.Helper()
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, args, strings.NewReader(""), stdout, stderr) }()
 	return func() int {
@@ -71,14 +80,14 @@ func runAsync(t *testing.T, ctx context.Context, stdout, stderr io.Writer, args 
 		select {
 		case code := <-done:
 			return code
-		case <-time.After(30 * time.Second):
+		case <-time.After(limit):
 			stacks := make([]byte, 1<<20)
 			stacks = stacks[:runtime.Stack(stacks, true)]
 			var output string
 			if w, ok := stdout.(*watchWriter); ok {
 				output = w.String()
 			}
-			t.Fatalf("inflight %s did not exit; output:\n%s\ngoroutines:\n%s", strings.Join(args, " "), output, stacks)
+			t.Fatalf("inflight %s did not exit within %v; output:\n%s\ngoroutines:\n%s", strings.Join(args, " "), limit, output, stacks)
 			return -1
 		}
 	}

@@ -128,7 +128,13 @@ func TestDemoNATSEngineRepeated(t *testing.T) {
 	for run := range 2 {
 		out := newWatchWriter()
 		var errOut strings.Builder
-		wait := runAsync(t, context.Background(), out, &errOut, "demo", "-engine=nats", "-duration=1500ms", "-kill-every=500ms", "-down-for=100ms",
+		// A run normally takes a few seconds, within budgets of its own
+		// (30 s to set the stream up, 10 s to close, a read-back stall of
+		// 30 s) that sum to more than runAsync's 30 s: on a loaded
+		// two-core host under -race one run took over 30 s. The bound
+		// stays below readBackLimit, so a read-back that runs to it (the
+		// bug above) still fails here.
+		wait := runAsyncWithin(t, 90*time.Second, context.Background(), out, &errOut, "demo", "-engine=nats", "-duration=1500ms", "-kill-every=500ms", "-down-for=100ms",
 			"-timeout=5s", "-progress=200ms", "-max-pending=8192")
 		require.Equal(t, exitOK, wait(), "run %d:\n%s\n%s", run, out, errOut.String())
 		report := out.String()
