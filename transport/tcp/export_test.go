@@ -22,12 +22,8 @@ func ViaWriter(c transport.Conn) (bool, int64) {
 	return cc.viaWriter, cc.toWriter
 }
 
-// HandOffBytes is the smallest run of frames that goes to the writer, and
-// WriterGoroutine whether one runs on this platform.
-const (
-	HandOffBytes    = handOffBytes
-	WriterGoroutine = writerGoroutine
-)
+// HandOffBytes is the smallest run of frames that goes to the writer.
+const HandOffBytes = handOffBytes
 
 // WriterWaits reports how many times c's writer found the socket full and
 // waited for it, 0 if c has no writer.

@@ -11,10 +11,6 @@ import (
 	"github.com/inflightmq/inflight/transport"
 )
 
-// writerGoroutine: runs of handOffBytes or more go to a writer goroutine
-// here.
-const writerGoroutine = true
-
 // handOffBytes is the smallest run of frames (one WriteFrame or WriteFrames
 // call) that goes to the connection's writer rather than to the socket from
 // the caller's goroutine. The kernel takes some 150 µs or more to copy a

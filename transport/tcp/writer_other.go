@@ -4,9 +4,6 @@ package tcp
 
 import "github.com/inflightmq/inflight/transport"
 
-// writerGoroutine: no writer goroutine here.
-const writerGoroutine = false
-
 // handOffBytes: no run of frames goes to a writer goroutine here (see
 // writer_linux.go); frames are written as doc.go says.
 const handOffBytes = 512 << 10
