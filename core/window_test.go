@@ -210,20 +210,14 @@ func sendBeforeConnect(t *testing.T, vec bool, count, size int, opts ...core.Opt
 		d, f = w, &w.flights
 	}
 	gate := &gatedDialer{Dialer: d, open: make(chan struct{})}
-	p, err := core.New(gate, append([]core.Option{core.Name("windowed"),
-		core.ReconnectBackoff(time.Millisecond, 10*time.Millisecond)}, opts...)...)
-	require.NoError(t, err)
-	defer p.Close(context.Background())
+	p := newWindowed(t, gate, opts...)
 	rec := newRecorder(count)
 	for k := range count {
-		msg := &core.Message{Payload: append(payload(k), make([]byte, size-4)...)}
-		require.NoError(t, p.SendAsync(context.Background(), msg, rec.cb(k)))
+		require.NoError(t, p.SendAsync(context.Background(), sized(k, size), rec.cb(k)))
 	}
 	close(gate.open)
 	rec.waitSucceeded(t, count)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.most, f.batches
+	return f.counts()
 }
 
 // gatedDialer dials through Dialer once open is closed, or fails when the
@@ -253,23 +247,42 @@ func sendInBursts(t *testing.T, bursts, per, size int, opts ...core.Option) (mos
 	e := newEnv(t)
 	e.dialer.DelayReceipts(5 * time.Millisecond)
 	w := &windowWatch{Dialer: e.dialer}
-	p, err := core.New(w, append([]core.Option{core.Name("windowed"),
-		core.ReconnectBackoff(time.Millisecond, 10*time.Millisecond)}, opts...)...)
-	require.NoError(t, err)
-	defer p.Close(context.Background())
+	p := newWindowed(t, w, opts...)
 	rec := newRecorder(bursts * per)
 	for b := range bursts {
 		for i := range per {
 			k := b*per + i
-			msg := &core.Message{Payload: append(payload(k), make([]byte, size-4)...)}
-			require.NoError(t, p.SendAsync(context.Background(), msg, rec.cb(k)))
+			require.NoError(t, p.SendAsync(context.Background(), sized(k, size), rec.cb(k)))
 		}
 		time.Sleep(time.Millisecond)
 	}
 	rec.waitSucceeded(t, bursts*per)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.most, w.batches
+	return w.counts()
+}
+
+// newWindowed returns a producer named "windowed" with opts through d,
+// closed when the test ends.
+func newWindowed(t *testing.T, d transport.Dialer, opts ...core.Option) *core.Producer {
+	t.Helper()
+	p, err := core.New(d, append([]core.Option{core.Name("windowed"),
+		core.ReconnectBackoff(time.Millisecond, 10*time.Millisecond)}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Close(context.Background()) })
+	return p
+}
+
+// sized is message k (its payload starts with payload(k)) of size bytes,
+// at least 4.
+func sized(k, size int) *core.Message {
+	return &core.Message{Payload: append(payload(k), make([]byte, size-4)...)}
+}
+
+// counts returns the most frames that were in flight at once and the
+// frames written.
+func (f *flights) counts() (most, batches int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.most, f.batches
 }
 
 // TestFullWindowSendsDoNotSpinThePump: while a topic's window is full (its
