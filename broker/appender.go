@@ -34,6 +34,25 @@ func (a *appendScratch) reset() {
 	a.rr.Reset()
 }
 
+// grow makes room in a.recs, empty, for the records of frames that one
+// Append takes (at most maxAppendIndex of them) with one allocation, not a
+// chain of them: append grows a large slice by a quarter at a time, which
+// allocates and copies about five times the final size, and a fresh
+// scratch (one per busy topic, at every Append for frames of many records)
+// would pay that each time.
+func (a *appendScratch) grow(frames []queuedFrame) {
+	n := 0
+	for i := range frames {
+		if f := &frames[i]; f.hasRecords() {
+			n += int(f.batch.Count) - f.skip
+		}
+	}
+	n = min(n, int(maxAppendIndex/recordIndex))
+	if len(a.recs) == 0 && cap(a.recs) < n {
+		a.recs = make([]Record, 0, n)
+	}
+}
+
 // large reports whether a holds more than keepScratch.
 func (a *appendScratch) large() bool {
 	return int64(cap(a.recs))*recordIndex+a.maxHdr > keepScratch
@@ -60,6 +79,7 @@ func (b *Broker) putScratch(a *appendScratch) {
 // wrapping ErrFenced if the Store holds a newer epoch, or ErrStore wrapping
 // any other Store error.
 func (s *Session) appendFrames(t *topic, frames []queuedFrame, a *appendScratch) (stored, skipped int, err error) {
+	a.grow(frames)
 	for i := range frames {
 		f := &frames[i]
 		if !f.hasRecords() {

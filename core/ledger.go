@@ -640,6 +640,7 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 			pos++
 			more = k == writeRun // a full run: there may be more
 		}
+		bb.Grow(size-bb.Size(), limit) // the run's bytes
 		for _, slot := range run[:k] {
 			if e := &slot.Value; int(slot.Size()) == e.n {
 				bb.Add(e.payload()) // no metadata (see config.validate): msg stays unread

@@ -378,3 +378,38 @@ func TestRecordLengthSpellings(t *testing.T) {
 		t.Fatalf("read %d of %d records, Err %v", i, len(want), err)
 	}
 }
+
+// TestBatchBuilderGrow: after Grow(n, limit), n bytes of records fit
+// without another allocation; growing at least doubles the capacity, up to
+// the limit, and a need beyond the limit still fits.
+func TestBatchBuilderGrow(t *testing.T) {
+	var bb wire.BatchBuilder
+	bb.Reset(make([]byte, 0, 100), 0, 1)
+	rec := make([]byte, 997) // 1000 bytes in the frame, with its length and flags
+	bb.Grow(1000, 1<<20)
+	if got := cap(bb.Bytes()); got != 1030 {
+		t.Errorf("cap %d after Grow(1000) from 100 bytes, want 1030 (what is needed)", got)
+	}
+	room := &bb.Bytes()[:1][0]
+	bb.Add(rec)
+	if &bb.Bytes()[0] != room || bb.Size() != 1030 {
+		t.Errorf("adding the 1000 bytes Grow made room for moved the frame (size %d)", bb.Size())
+	}
+	bb.Grow(1000, 1<<20)
+	if got := cap(bb.Bytes()); got != 2060 {
+		t.Errorf("cap %d after a second Grow(1000), want 2060 (doubled)", got)
+	}
+	bb.Grow(10000, 3000)
+	if got := cap(bb.Bytes()); got != bb.Size()+10000 {
+		t.Errorf("cap %d for a need beyond the limit, want %d", got, bb.Size()+10000)
+	}
+	bb.Reset(bb.Bytes()[:0:2000], 0, 1)
+	bb.Add(rec)
+	bb.Grow(1000, 2500)
+	if got := cap(bb.Bytes()); got != 2500 {
+		t.Errorf("cap %d, want the limit 2500 (doubling would pass it)", got)
+	}
+	if _, err := wire.DecodeBatch(bb.Finish()); err != nil {
+		t.Error(err)
+	}
+}
