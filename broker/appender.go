@@ -34,22 +34,28 @@ func (a *appendScratch) reset() {
 	a.rr.Reset()
 }
 
-// grow makes room in a.recs, empty, for the records of frames that one
-// Append takes (at most maxAppendIndex of them) with one allocation, not a
-// chain of them: append grows a large slice by a quarter at a time, which
-// allocates and copies about five times the final size, and a fresh
-// scratch (one per busy topic, at every Append for frames of many records)
-// would pay that each time.
+// grow makes room in a.recs, empty, for the Records of frames that one
+// Append takes, with one allocation where append would make several
+// (append grows a slice of more than 256 Records by about a quarter at a
+// time: some five times the final size allocated and four times copied).
+// It sizes it for what the index of one Append may hold (maxAppendIndex:
+// the Records, and the headers of every record of frames, skipped ones
+// included, which the budget charges beside them), so it never holds more
+// than the frames' charge covers; a larger need than that grows the slice
+// by append, as before. A slice too small at least doubles, so that a
+// topic whose Appends grow does not allocate at each new size.
 func (a *appendScratch) grow(frames []queuedFrame) {
-	n := 0
+	n, heads := 0, 0
 	for i := range frames {
 		if f := &frames[i]; f.hasRecords() {
 			n += int(f.batch.Count) - f.skip
+			heads += f.heads
 		}
 	}
-	n = min(n, int(maxAppendIndex/recordIndex))
+	room := max(maxAppendIndex-min(int64(heads)*headerIndex, maxAppendIndex), 0) / recordIndex
+	n = min(n, int(room))
 	if len(a.recs) == 0 && cap(a.recs) < n {
-		a.recs = make([]Record, 0, n)
+		a.recs = make([]Record, 0, max(n, min(2*cap(a.recs), int(room))))
 	}
 }
 

@@ -14,6 +14,7 @@ type queuedFrame struct {
 	keep   func()     // or the release of the transport's frame holding batch.Data (HandleKeep)
 	batch  wire.Batch // CodecNone, checked
 	skip   int        // leading records queued or stored before
+	heads  int        // headers of the frame's records, skipped ones included
 	last   uint64     // the frame's last sequence ID
 	charge int64      // what it holds of the broker's budget (see budget.go)
 }
@@ -98,7 +99,7 @@ func (s *Session) batch(frame []byte) error {
 		return s.fail(fmt.Errorf("%w: %w", ErrProtocol, err))
 	}
 	f.charge = s.b.refund(charge, &b, headers)
-	f.batch = b
+	f.batch, f.heads = b, headers
 	if b.FirstSeq <= t.queued {
 		f.skip = int(t.queued - b.FirstSeq + 1)
 	}

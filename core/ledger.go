@@ -640,7 +640,14 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 			pos++
 			more = k == writeRun // a full run: there may be more
 		}
-		bb.Grow(size-bb.Size(), limit) // the run's bytes
+		// Room for the run's bytes. A frame that fits a small buffer
+		// grows no further than bigBuffer, which the pool keeps any number
+		// of (see bufPool).
+		grow := limit
+		if size <= bigBuffer {
+			grow = min(limit, bigBuffer)
+		}
+		bb.Grow(size-bb.Size(), grow)
 		for _, slot := range run[:k] {
 			if e := &slot.Value; int(slot.Size()) == e.n {
 				bb.Add(e.payload()) // no metadata (see config.validate): msg stays unread

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -669,4 +670,58 @@ func TestLateNotifierLeavesAnotherSendsWaiter(t *testing.T) {
 	}
 	assert.NotEqual(t, uint64(notified), w.ticket.Load(), "b's Send still waits")
 	assert.Same(t, w, b.l.waitRef(pos, false).Load())
+}
+
+// TestNextBatchGrowsItsBufferByDoubling: a frame of 1 MiB built in an
+// empty buffer takes a handful of allocations (the buffer doubles, run by
+// run, from what the first run needs), not the score append alone makes;
+// a frame that fits a small buffer grows no further than bigBuffer, which
+// the pump's pool keeps any number of; and what was copied before each
+// growth is in the frame, byte for byte.
+func TestNextBatchGrowsItsBufferByDoubling(t *testing.T) {
+	const size = 1021 // records of 1 KiB with their length and flags
+	l, _, err := newTestLedger(4096, 4<<20, ledgerTimeout, nil, false)
+	require.NoError(t, err)
+	_, err = l.handshake(0, true)
+	require.NoError(t, err)
+	r := &ledgerRig{t: t, l: l}
+	for i := range 2000 {
+		pos, err := r.claim(size)
+		require.NoError(t, err)
+		m := &Message{Payload: bytes.Repeat([]byte{byte(i)}, size)}
+		r.l.publish(pos, []*Message{m}, func(MessageID, *Message, error) {}, nil, 1<<40, nil)
+	}
+	build := func(from uint64, limit int) (int, float64, uint64) {
+		var n int
+		var next uint64
+		allocs := testing.AllocsPerRun(1, func() {
+			r.bb = wire.BatchBuilder{} // an empty buffer each time
+			next, n, _ = r.l.nextBatch(&r.bb, from, batchLimits{messages: 4096, bytes: limit, frame: wire.DefaultMaxFrameSize, end: math.MaxUint64}, 0)
+		})
+		return n, allocs, next
+	}
+
+	n, allocs, next := build(0, 1<<20)
+	t.Logf("%v allocations for a frame of %d records", allocs, n)
+	require.Equal(t, (1<<20-wire.BatchHeaderSize)/(size+wire.RecordOverhead(size)), n)
+	assert.LessOrEqual(t, allocs, 7.0, "allocations for a frame of 1 MiB from an empty buffer")
+	b, err := wire.DecodeBatch(r.bb.Finish())
+	require.NoError(t, err)
+	it, err := b.Records()
+	require.NoError(t, err)
+	for i := 0; ; i++ {
+		raw, ok := it.Next()
+		if !ok {
+			require.NoError(t, it.Err())
+			require.Equal(t, n, i)
+			break
+		}
+		p, plain := wire.PlainPayload(raw)
+		require.True(t, plain)
+		require.Equal(t, bytes.Repeat([]byte{byte(i)}, size), p, "record %d", i)
+	}
+
+	n, _, _ = build(next, 40<<10) // 39 records
+	require.Equal(t, 39, n)
+	assert.LessOrEqual(t, cap(r.bb.Bytes()), bigBuffer, "a frame of 40 KiB kept within bigBuffer")
 }

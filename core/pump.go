@@ -91,11 +91,13 @@ func (p *Producer) runPump() {
 // buffers behind.
 //
 // get takes the buffer that came back last. Every buffer grows to the
-// size of the frames it carried, and a busy topic's frames go round the
-// few its window needs, which stay in the caches; taken in the order
-// they came back, every buffer the pool holds would go round (16 frames of
-// 4096 records on mem are 8 MB: each had left the caches by its turn, and
-// the pump's copies of records into them took three times as long).
+// size of the frames it carried (up to twice that: nextBatch doubles a
+// buffer too small, within bigBuffer for a frame that fits it), and a
+// busy topic's frames go round the few its window needs, which stay in
+// the caches; taken in the order they came back, every buffer the pool
+// holds would go round (16 frames of 4096 records on mem are 8 MB: each
+// had left the caches by its turn, and the pump's copies of records into
+// them took three times as long).
 type bufPool struct {
 	back  chan *transport.Buffer
 	stack []*transport.Buffer // came back, the last on top; at most cap(back)

@@ -381,17 +381,18 @@ func TestRecordLengthSpellings(t *testing.T) {
 
 // TestBatchBuilderGrow: after Grow(n, limit), n bytes of records fit
 // without another allocation; growing at least doubles the capacity, up to
-// the limit, and a need beyond the limit still fits.
+// the limit, a need beyond the limit still fits, and the records added
+// before each growth are in the frame, byte for byte.
 func TestBatchBuilderGrow(t *testing.T) {
 	var bb wire.BatchBuilder
 	bb.Reset(make([]byte, 0, 100), 0, 1)
-	rec := make([]byte, 997) // 1000 bytes in the frame, with its length and flags
+	rec := func(i int) []byte { return bytes.Repeat([]byte{byte(i + 1)}, 997) } // 1000 bytes in the frame, with its length and flags
 	bb.Grow(1000, 1<<20)
 	if got := cap(bb.Bytes()); got != 1030 {
 		t.Errorf("cap %d after Grow(1000) from 100 bytes, want 1030 (what is needed)", got)
 	}
 	room := &bb.Bytes()[:1][0]
-	bb.Add(rec)
+	bb.Add(rec(0))
 	if &bb.Bytes()[0] != room || bb.Size() != 1030 {
 		t.Errorf("adding the 1000 bytes Grow made room for moved the frame (size %d)", bb.Size())
 	}
@@ -399,17 +400,36 @@ func TestBatchBuilderGrow(t *testing.T) {
 	if got := cap(bb.Bytes()); got != 2060 {
 		t.Errorf("cap %d after a second Grow(1000), want 2060 (doubled)", got)
 	}
+	bb.Add(rec(1))
 	bb.Grow(10000, 3000)
 	if got := cap(bb.Bytes()); got != bb.Size()+10000 {
 		t.Errorf("cap %d for a need beyond the limit, want %d", got, bb.Size()+10000)
 	}
-	bb.Reset(bb.Bytes()[:0:2000], 0, 1)
-	bb.Add(rec)
+	bb.Add(rec(2))
+	bb.Grow(10000, 1<<20)
+	if got, want := cap(bb.Bytes()), 2*(2030+10000); got != want {
+		t.Errorf("cap %d, want %d (doubled)", got, want)
+	}
+	bb.Add(rec(3))
+	b, err := wire.DecodeBatch(bb.Finish())
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := b.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 4; i++ {
+		raw, ok := it.Next()
+		if p, plain := wire.PlainPayload(raw); !ok || !plain || !bytes.Equal(p, rec(i)) {
+			t.Fatalf("record %d after the growths: %x", i, raw)
+		}
+	}
+
+	bb.Reset(make([]byte, 0, 2000), 0, 1)
+	bb.Add(rec(0))
 	bb.Grow(1000, 2500)
 	if got := cap(bb.Bytes()); got != 2500 {
 		t.Errorf("cap %d, want the limit 2500 (doubling would pass it)", got)
-	}
-	if _, err := wire.DecodeBatch(bb.Finish()); err != nil {
-		t.Error(err)
 	}
 }
