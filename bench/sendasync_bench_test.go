@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/internal/cpuclock"
 	"github.com/inflightmq/inflight/internal/loopback"
 	"github.com/inflightmq/inflight/wire"
 )
@@ -46,7 +47,7 @@ func runBatch(b *testing.B, env *loopback.Env, msgs []*core.Message, batch int, 
 	before := p.Stats()
 	b.SetBytes(int64(len(msgs[0].Payload)))
 	b.ReportAllocs()
-	cpu0, haveCPU := processCPU()
+	cpu0, haveCPU := cpuclock.Process()
 	start := time.Now()
 	if batch > 0 {
 		for i := 0; i < b.N; i += batch {
@@ -69,7 +70,7 @@ func runBatch(b *testing.B, env *loopback.Env, msgs []*core.Message, batch int, 
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
-	if cpu1, ok := processCPU(); ok && haveCPU {
+	if cpu1, ok := cpuclock.Process(); ok && haveCPU {
 		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/msg")
 	}
 	st := p.Stats()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/inflightmq/inflight/bench/peers/internal/workload"
+	"github.com/inflightmq/inflight/internal/cpuclock"
 )
 
 var (
@@ -38,7 +39,12 @@ const warmup = 2000
 // -peers.rate paces the sender to compare latency at equal load instead.
 //
 // allocs/op and B/op count the whole process during the send loop: the
-// in-process broker's allocations are part of them.
+// in-process broker's allocations are part of them. cpu-ns/msg is the CPU
+// time of the whole process, client and in-process broker, from the first
+// send to the last acknowledgement, per message: what a message costs the
+// machine, which varies less than the rate on a host whose speed does
+// (compare it between builds of one client; a client whose broker runs
+// elsewhere would not count the broker's share).
 //
 // b.Loop sizes a run from how fast sends were accepted at first; a client
 // that buffers a lot before it pushes back (kgo: 50,000 records) gets a
@@ -72,6 +78,7 @@ func runPeer(b *testing.B, sys system, size int) {
 		b.Fatal(err)
 	}
 
+	cpu0, haveCPU := cpuclock.Process()
 	t.arm()
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
@@ -92,11 +99,15 @@ func runPeer(b *testing.B, sys system, size int) {
 		b.Fatal(err)
 	}
 	elapsed := time.Since(t.start)
+	cpu1, _ := cpuclock.Process()
 
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "msgs/s")
 	b.ReportMetric(micros(t.lat.Quantile(0.50)), "p50-µs")
 	b.ReportMetric(micros(t.lat.Quantile(0.99)), "p99-µs")
 	b.ReportMetric(micros(t.lat.Quantile(0.999)), "p999-µs")
+	if haveCPU && n > 0 {
+		b.ReportMetric(float64(cpu1-cpu0)/float64(n), "cpu-ns/msg")
+	}
 }
 
 // warm sends the warm-up messages and waits for their acknowledgements.
