@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/inflightmq/inflight/clock"
 	"github.com/inflightmq/inflight/core"
 	"github.com/inflightmq/inflight/wire"
 )
@@ -125,4 +126,38 @@ func TestCompressionOptionRejectsUnknown(t *testing.T) {
 	assert.ErrorIs(t, err, core.ErrInvalidOption)
 	_, err = core.New(e.dialer, core.Linger(-time.Second))
 	assert.ErrorIs(t, err, core.ErrInvalidOption)
+}
+
+// TestLingerWaitsForAFramesWorth: under Linger, once a topic's frame was
+// closed by its byte bound, the next frame leaves as soon as as many
+// messages as that frame held are published, without waiting out the
+// linger again for MaxBatchMessages of them (with 1 KiB messages and the
+// defaults that was 4096 before each frame of about 1000). The producer's
+// clock moves until the first frame leaves, then stands still: only a
+// frame that needs no linger can follow.
+func TestLingerWaitsForAFramesWorth(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1_000_000, 0))
+	const linger = time.Hour
+	e := newEnv(t, core.WithClock(clk), core.Linger(linger), core.MaxBatchBytes(4096),
+		core.Heartbeat(time.Hour), core.SendTimeout(24*time.Hour))
+	// Four records of 1000 B fill a frame of 4096 bytes: two frames.
+	for i := range 8 {
+		require.NoError(t, e.p.SendAsync(context.Background(), &core.Message{Payload: bytes.Repeat([]byte{byte(i)}, 1000)},
+			func(core.MessageID, *core.Message, error) {}))
+	}
+	sent := func() bool { return e.p.Stats().Batches > 0 }
+	waitUntil(t, "the first frame, after a linger", func() bool {
+		// The pump may set its linger after an Advance: again, until a
+		// frame leaves. Each Advance waits a while for it, so that one
+		// does not also pass a linger the pump set after that frame.
+		clk.Advance(linger)
+		for deadline := time.Now().Add(100 * time.Millisecond); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if sent() {
+				return true
+			}
+		}
+		return false
+	})
+	waitUntil(t, "the second frame, without a linger", func() bool { return e.p.Stats().Sent == 8 })
+	assert.Equal(t, uint64(2), e.p.Stats().Batches)
 }

@@ -52,6 +52,7 @@ type lane struct {
 	inWork    bool     // in the pump's work list
 	listed    bool     // in conn.parked
 	notBefore int64    // producer ns: not served before (linger, a refused declaration's retry)
+	fullAt    int      // records of its last frame a byte bound closed: a full frame's worth (linger); 0: none yet
 	retries   int      // declarations refused in a row (store trouble)
 
 	// The dispatcher's.
@@ -64,14 +65,16 @@ type lane struct {
 // with. A lane's window (MaxFramesInFlight, n) is frameUnits*n units. A
 // frame takes frameUnits: the window is there so that a broker that takes
 // longer gets bigger frames rather than a deeper queue of small ones. A
-// frame the byte limit closed (MaxBatchBytes, or the connection's frame
-// limit: the next record did not fit) cannot grow, and more of them in
-// flight is what keeps the connection busy then: it takes the share of
-// fullFramesBytes that its limit, or its own size if larger (a message
-// beyond the limit travels alone), has (fullWeight). So a lane has at
+// frame a byte bound closed (MaxBatchBytes, the connection's frame limit,
+// or cachedFrameBytes for mid-sized records: the next record did not fit)
+// cannot grow, and more of them in flight is what keeps the connection
+// busy then: it takes the share of fullFramesBytes that the bound, or its
+// own size if larger (a message beyond the limit travels alone), has
+// (fullWeight). So a lane has at
 // most n frames in flight, or frames closed by the byte limit: 2n of 1
 // MiB (the default) or more, 16n of 128 KiB or less, and in between up to
-// 2n MiB of them.
+// 2n MiB of them. (A topic of mid-sized records gets more frames of 128 KiB
+// in flight from a slower broker, not bigger frames.)
 type flight struct {
 	end    uint64 // the position after its last record
 	weight int    // what it takes of its lane's window, in units
@@ -81,7 +84,7 @@ type flight struct {
 // frameUnits*MaxFramesInFlight units (see flight).
 const frameUnits = 16
 
-// fullFramesBytes is how many bytes of frames closed by the byte limit
+// fullFramesBytes is how many bytes of frames closed by a byte bound
 // take one frame's place in a lane's window (see fullWeight). At 1 MiB
 // frames that is two of them, as it was before frames took their share
 // (16 KiB messages on tcp, one topic: 129-139 k msgs/s with n frames of 1
@@ -93,7 +96,7 @@ const frameUnits = 16
 // ("Ninth round").
 const fullFramesBytes = 2 << 20
 
-// fullWeight is what a frame of size bytes closed by the byte limit takes
+// fullWeight is what a frame of size bytes closed by a byte bound takes
 // of its lane's window, in units: size's share of fullFramesBytes rounded
 // up, at least one unit and at most half a frame.
 func fullWeight(size int) int {

@@ -40,7 +40,12 @@ type ledgerRig struct {
 }
 
 func newLedgerRig(t *testing.T, maxPending int) *ledgerRig {
-	l, wake, err := newTestLedger(maxPending, 1<<20, ledgerTimeout, nil, false)
+	return newLedgerRigBytes(t, maxPending, 1<<20)
+}
+
+// newLedgerRigBytes is newLedgerRig with a byte budget of maxBytes.
+func newLedgerRigBytes(t *testing.T, maxPending int, maxBytes int64) *ledgerRig {
+	l, wake, err := newTestLedger(maxPending, maxBytes, ledgerTimeout, nil, false)
 	require.NoError(t, err)
 	_, err = l.handshake(0, true) // fixes seqBase
 	require.NoError(t, err)
@@ -253,8 +258,8 @@ func TestLedgerTransitions(t *testing.T) {
 		for i := range writeRun + 7 {
 			limit += wire.RecordOverhead(1+i%50) + 1 + i%50
 		}
-		next, n, full := r.l.nextBatch(&r.bb, 0, batchLimits{messages: 1000, bytes: limit, frame: wire.DefaultMaxFrameSize, end: math.MaxUint64}, 120)
-		assert.True(t, full, "the byte limit closed the frame")
+		next, n, closedAt := r.l.nextBatch(&r.bb, 0, batchLimits{messages: 1000, bytes: limit, frame: wire.DefaultMaxFrameSize, end: math.MaxUint64}, 120)
+		assert.Equal(t, limit, closedAt, "the byte limit closed the frame")
 		assert.Equal(t, writeRun+7, n)
 		assert.Equal(t, uint64(writeRun+7), next)
 		assert.Equal(t, ringbuf.Pending, r.state(next), "the first one past the limit is left as it was")
@@ -404,14 +409,18 @@ func TestLedgerTransitions(t *testing.T) {
 // receipts, expiry, cancel, reconnect, dispatch, close) and checks the
 // ledger's invariants against a simple model after each one.
 func TestLedgerRandomOperations(t *testing.T) {
+	closedBy := map[bool]int{} // frames closed by a byte bound: the cached one (true) or the limit
 	for seed := range uint64(300) {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { ledgerProperty(t, seed) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { ledgerProperty(t, seed, closedBy) })
+	}
+	if !t.Failed() {
+		assert.NotZero(t, closedBy[false], "frames closed at the limit")
 	}
 }
 
-func ledgerProperty(t *testing.T, seed uint64) {
+func ledgerProperty(t *testing.T, seed uint64, closedBy map[bool]int) {
 	rng := rand.New(rand.NewPCG(seed, 42))
-	r := newLedgerRig(t, 1<<rng.IntN(7)+1) // up to 65: batches span writeRuns
+	r := newLedgerRig(t, 1<<rng.IntN(9)+1) // up to 257: batches span writeRuns, and reach minCachedRecords
 	var now int64
 	var writer uint64 // the pump's position on the current connection
 	cancels := map[uint64]context.CancelFunc{}
@@ -480,14 +489,25 @@ func ledgerProperty(t *testing.T, seed uint64) {
 			if rng.IntN(2) == 0 {
 				lim.messages, lim.bytes = 1+rng.IntN(3*writeRun), 64+rng.IntN(4096)
 			}
-			next, n, full := r.l.nextBatch(&r.bb, from, lim, now)
-			if full {
-				// Closed by the byte limit: the next record is there and
-				// would not have fit.
+			if rng.IntN(2) == 0 {
+				// A cached bound small enough for these frames to meet
+				// it with minCachedRecords to maxCachedRecords.
+				lim.messages, lim.cached = 3*minCachedRecords, 2048+rng.IntN(2048)
+			}
+			next, n, closedAt := r.l.nextBatch(&r.bb, from, lim, now)
+			if closedAt > 0 {
+				// Closed by a byte bound: the next record is there and
+				// would not have fit; the cached bound only with
+				// minCachedRecords to maxCachedRecords in the frame.
 				size := int(r.l.ring.Slot(next).Size())
-				if n == 0 || r.l.ring.State(next).Final() || r.bb.Size()+wire.RecordOverhead(size)+size <= min(lim.bytes, lim.frame) {
-					t.Fatalf("step %d: a frame of %d records (%d bytes) reported closed by the byte limit, the next record of %d bytes", step, n, r.bb.Size(), size)
+				limit := min(lim.bytes, lim.frame)
+				cached := lim.cached > 0 && closedAt == min(limit, lim.cached) && closedAt < limit
+				if closedAt != limit && !cached || cached && (n < minCachedRecords || n > maxCachedRecords) ||
+					n == 0 || r.l.ring.State(next).Final() || r.bb.Size()+wire.RecordOverhead(size)+size <= closedAt || n > 1 && r.bb.Size() > closedAt {
+					t.Fatalf("step %d: a frame of %d records (%d bytes) reported closed at %d bytes (limit %d, cached %d), the next record of %d bytes",
+						step, n, r.bb.Size(), closedAt, limit, lim.cached, size)
 				}
+				closedBy[cached]++
 			}
 			for pos := next - uint64(n); pos < next; pos++ {
 				written[pos] = true
@@ -679,13 +699,9 @@ func TestLateNotifierLeavesAnotherSendsWaiter(t *testing.T) {
 // the pump's pool keeps any number of; and what was copied before each
 // growth is in the frame, byte for byte.
 func TestNextBatchGrowsItsBufferByDoubling(t *testing.T) {
-	const size = 1021 // records of 1 KiB with their length and flags
-	l, _, err := newTestLedger(4096, 4<<20, ledgerTimeout, nil, false)
-	require.NoError(t, err)
-	_, err = l.handshake(0, true)
-	require.NoError(t, err)
-	r := &ledgerRig{t: t, l: l}
-	for i := range 2000 {
+	const size = 4093 // records of 4 KiB with their length and flags: frames grow to the byte limit
+	r := newLedgerRigBytes(t, 4096, 4<<20)
+	for i := range 500 {
 		pos, err := r.claim(size)
 		require.NoError(t, err)
 		m := &Message{Payload: bytes.Repeat([]byte{byte(i)}, size)}
@@ -721,7 +737,141 @@ func TestNextBatchGrowsItsBufferByDoubling(t *testing.T) {
 		require.Equal(t, bytes.Repeat([]byte{byte(i)}, size), p, "record %d", i)
 	}
 
-	n, _, _ = build(next, 40<<10) // 39 records
-	require.Equal(t, 39, n)
+	n, _, _ = build(next, 40<<10) // 9 records
+	require.Equal(t, 9, n)
 	assert.LessOrEqual(t, cap(r.bb.Bytes()), bigBuffer, "a frame of 40 KiB kept within bigBuffer")
+}
+
+// TestFramesOfMidSizedRecordsStayCached: a frame whose next record would
+// take it past cachedFrameBytes closes there when it holds from
+// minCachedRecords to maxCachedRecords; one of fewer, larger records or of
+// more, smaller ones grows to the byte limit or the message limit; a lower
+// limit, or the message limit, closes a frame first; without lim.cached (a
+// producer that compresses) every frame grows to the limit. nextBatch
+// reports the byte bound that closed a frame, 0 for none.
+func TestFramesOfMidSizedRecordsStayCached(t *testing.T) {
+	frame := func(size, n, maxMessages, maxBytes, cached int) (int, int, int) {
+		t.Helper()
+		r := newLedgerRigBytes(t, 8192, 16<<20)
+		payload := make([]byte, size)
+		for range n {
+			pos, err := r.claim(size)
+			require.NoError(t, err)
+			r.l.publish(pos, []*Message{{Payload: payload}}, func(MessageID, *Message, error) {}, nil, 1<<40, nil)
+		}
+		_, got, closedAt := r.l.nextBatch(&r.bb, 0, batchLimits{messages: maxMessages, bytes: maxBytes, frame: wire.DefaultMaxFrameSize, end: math.MaxUint64, cached: cached}, 0)
+		return got, r.bb.Size(), closedAt
+	}
+	fit := func(size, bytes int) int { // records of size that fit a frame of bytes
+		return (bytes - wire.BatchHeaderSize) / (size + wire.RecordOverhead(size))
+	}
+	sizeFor := func(records int) int { // the largest records that many of which fit cachedFrameBytes
+		return (cachedFrameBytes-wire.BatchHeaderSize)/records - 3
+	}
+	for _, tc := range []struct {
+		name                        string
+		size, maxMessages, maxBytes int
+		records, closedAt           int
+	}{
+		{"1 KiB records", 1024, 4096, 1 << 20, fit(1024, cachedFrameBytes), cachedFrameBytes},
+		{"512 B records", 512, 4096, 1 << 20, fit(512, cachedFrameBytes), cachedFrameBytes},
+		{"64 records just fit", sizeFor(64), 4096, 1 << 20, 64, cachedFrameBytes},
+		{"63 records fit: larger records", sizeFor(63), 4096, 1 << 20, fit(sizeFor(63), 1<<20), 1 << 20},
+		{"256 records just fit", sizeFor(256), 4096, 1 << 20, 256, cachedFrameBytes},
+		{"257 records fit: smaller records", sizeFor(257), 8192, 1 << 20, fit(sizeFor(257), 1<<20), 1 << 20},
+		{"100 B records", 100, 4096, 1 << 20, 4096, 0},
+		{"4 KiB records", 4096, 4096, 1 << 20, fit(4096, 1<<20), 1 << 20},
+		{"a limit under cachedFrameBytes", 1024, 4096, 64 << 10, fit(1024, 64<<10), 64 << 10},
+		{"the message limit first", 1024, 100, 1 << 20, 100, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, size, closedAt := frame(tc.size, min(2*tc.records+10, 8000), tc.maxMessages, tc.maxBytes, cachedFrameBytes)
+			assert.Equal(t, tc.records, n, "records")
+			assert.Equal(t, tc.closedAt, closedAt, "the bound that closed the frame")
+			if tc.closedAt > 0 {
+				assert.LessOrEqual(t, size, tc.closedAt, "the frame within the bound that closed it")
+			}
+		})
+	}
+	t.Run("a producer that compresses", func(t *testing.T) {
+		n, _, closedAt := frame(1024, 1100, 4096, 1<<20, 0)
+		assert.Equal(t, fit(1024, 1<<20), n, "mid-sized records grow to the limit")
+		assert.Equal(t, 1<<20, closedAt)
+	})
+}
+
+// TestCachedFramesRandomSizes: messages of random sizes around the range
+// that cachedFrameBytes takes (200 B to 3 KB), some expired, written with
+// the cached bound: each frame closed at cachedFrameBytes holds
+// minCachedRecords to maxCachedRecords records within it, each closed at
+// the limit fits the limit, and every position is written once, in order,
+// or resolved as expired.
+func TestCachedFramesRandomSizes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 42))
+	r := newLedgerRigBytes(t, 8192, 32<<20)
+	const total, now = 6000, 100
+	expired := map[uint64]bool{}
+	for i := range total {
+		// Runs of sizes around the rule's three cases: mid-sized, large,
+		// small, mid-sized, large, mid-sized.
+		c := [][2]int{{600, 1200}, {2100, 900}, {200, 300}}[[]int{0, 1, 2, 0, 1, 0}[i/1000]]
+		size := c[0] + rng.IntN(c[1])
+		pos, err := r.claim(size)
+		require.NoError(t, err)
+		d := int64(1 << 40)
+		if rng.IntN(300) == 0 {
+			d, expired[pos] = now-1, true
+		}
+		r.l.publish(pos, []*Message{{Payload: bytes.Repeat([]byte{byte(i)}, size)}}, func(MessageID, *Message, error) {}, nil, d, nil)
+	}
+	lim := batchLimits{messages: 4096, bytes: 1 << 20, frame: wire.DefaultMaxFrameSize, end: math.MaxUint64, cached: cachedFrameBytes}
+	closedBy := map[int]int{}
+	var pos uint64
+	next := 0 // the next message index expected in a frame
+	for pos < total {
+		from := pos
+		var n, closedAt int
+		pos, n, closedAt = r.l.nextBatch(&r.bb, pos, lim, now)
+		require.Greater(t, pos, from, "no progress at %d", from)
+		for next < int(pos) && expired[uint64(next)] && n == 0 {
+			next++
+		}
+		if n == 0 {
+			continue
+		}
+		size := r.bb.Size()
+		switch closedAt {
+		case cachedFrameBytes:
+			require.LessOrEqual(t, size, cachedFrameBytes)
+			require.GreaterOrEqual(t, n, minCachedRecords)
+			require.LessOrEqual(t, n, maxCachedRecords)
+		case 1 << 20:
+			require.LessOrEqual(t, size, 1<<20)
+		case 0: // an expired message, the message limit, or the end
+		default:
+			t.Fatalf("closed at %d bytes", closedAt)
+		}
+		closedBy[closedAt]++
+		b, err := wire.DecodeBatch(r.bb.Finish())
+		require.NoError(t, err)
+		it, err := b.Records()
+		require.NoError(t, err)
+		for raw, ok := it.Next(); ok; raw, ok = it.Next() {
+			for expired[uint64(next)] {
+				next++
+			}
+			p, plain := wire.PlainPayload(raw)
+			require.True(t, plain)
+			require.Equal(t, byte(next), p[0], "record for message %d", next)
+			next++
+		}
+		require.NoError(t, it.Err())
+	}
+	for next < total && expired[uint64(next)] {
+		next++
+	}
+	require.Equal(t, total, next, "every message written or expired")
+	assert.NotZero(t, closedBy[cachedFrameBytes], "frames closed at cachedFrameBytes")
+	assert.NotZero(t, closedBy[1<<20], "frames closed at the limit")
+	t.Logf("frames by the bound that closed them: %v", closedBy)
 }

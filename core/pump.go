@@ -17,9 +17,11 @@ import (
 // write batches until the connection dies, back off (see backoff), again,
 // until Close.
 func (p *Producer) runPump() {
-	// Buffers for frames, reused (see bufPool).
-	fullFrames := frameUnits * p.cfg.framesInFlight / fullWeight(min(p.cfg.maxBatchBytes, p.cfg.maxFrameSize))
-	bufs := newBufPool(2*connWindow(p.cfg.framesInFlight, true), 2*fullFrames)
+	// Buffers for frames, reused (see bufPool): large ones up to twice the
+	// bytes of the full frames a topic's window holds (n places of
+	// fullFramesBytes, or 2n frames of a larger limit).
+	bufs := newBufPool(2*connWindow(p.cfg.framesInFlight, true),
+		2*p.cfg.framesInFlight*max(fullFramesBytes, 2*min(p.cfg.maxBatchBytes, p.cfg.maxFrameSize)))
 	wait := newBackoff(p.cfg.backoffMin, p.cfg.backoffMax)
 	refusals := 0 // final refusals since the last handshake that succeeded
 	connected := false
@@ -84,11 +86,12 @@ func (p *Producer) runPump() {
 // connection's maybe late. The windows, not the pool, bound what is in
 // flight: get makes a buffer when none is back, and the pool keeps what
 // comes back up to a bound (two per frame a connection may have in
-// flight), dropping the rest, and beyond a few (twice the frames closed by
-// the byte limit that a topic's window holds: 16 at the default 1 MiB,
-// 128 at 128 KiB) only buffers of at most 64 KiB: many topics' frames are
-// small, and a burst of large ones leaves no more than a few large
-// buffers behind.
+// flight), dropping the rest, and of buffers over bigBuffer only as many
+// as take twice the bytes of the full frames a topic's window holds (16
+// MiB at the defaults: 16 frames of 1 MiB, or 128 of 128 KiB, whose
+// buffers nextBatch keeps within 128 KiB): many
+// topics' frames are small, and a burst of large ones leaves no more than
+// a few large buffers behind.
 //
 // get takes the buffer that came back last. Every buffer grows to the
 // size of the frames it carried (up to twice that: nextBatch doubles a
@@ -99,16 +102,18 @@ func (p *Producer) runPump() {
 // had left the caches by its turn, and the pump's copies of records into
 // them took three times as long).
 type bufPool struct {
-	back  chan *transport.Buffer
-	stack []*transport.Buffer // came back, the last on top; at most cap(back)
-	few   int                 // how many the stack keeps whatever their size
+	back   chan *transport.Buffer
+	stack  []*transport.Buffer // came back, the last on top; at most cap(back)
+	big    int                 // the bytes of the stack's buffers over bigBuffer
+	maxBig int                 // the most big may be
 }
 
-// bigBuffer is the size beyond which the pool keeps only a few buffers.
+// bigBuffer is the size beyond which the pool keeps buffers only up to
+// its byte bound.
 const bigBuffer = 64 << 10
 
-func newBufPool(keep, few int) *bufPool {
-	return &bufPool{back: make(chan *transport.Buffer, keep), few: few}
+func newBufPool(keep, maxBig int) *bufPool {
+	return &bufPool{back: make(chan *transport.Buffer, keep), maxBig: maxBig}
 }
 
 // get returns a buffer whose Owner is the pool. The pump's.
@@ -116,9 +121,7 @@ func (bp *bufPool) get() *transport.Buffer {
 	for more := true; more && len(bp.stack) < cap(bp.back); {
 		select {
 		case b := <-bp.back:
-			if len(bp.stack) < bp.few || cap(b.Bytes) <= bigBuffer {
-				bp.stack = append(bp.stack, b)
-			}
+			bp.push(b)
 		default:
 			more = false
 		}
@@ -127,17 +130,30 @@ func (bp *bufPool) get() *transport.Buffer {
 		b := bp.stack[n-1]
 		bp.stack[n-1] = nil
 		bp.stack = bp.stack[:n-1]
+		if c := cap(b.Bytes); c > bigBuffer {
+			bp.big -= c
+		}
 		return b
 	}
 	return &transport.Buffer{Owner: bp.back}
 }
 
-// put keeps a buffer get returned and the pump did not use. The pump's.
-func (bp *bufPool) put(b *transport.Buffer) {
-	if len(bp.stack) < cap(bp.back) {
-		bp.stack = append(bp.stack, b)
+// push keeps b on the stack if the bounds allow, or drops it.
+func (bp *bufPool) push(b *transport.Buffer) {
+	if len(bp.stack) >= cap(bp.back) {
+		return
 	}
+	if c := cap(b.Bytes); c > bigBuffer {
+		if bp.big+c > bp.maxBig {
+			return
+		}
+		bp.big += c
+	}
+	bp.stack = append(bp.stack, b)
 }
+
+// put keeps a buffer get returned and the pump did not use. The pump's.
+func (bp *bufPool) put(b *transport.Buffer) { bp.push(b) }
 
 func (p *Producer) stopping() bool {
 	select {
@@ -538,7 +554,7 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 	if !admitted {
 		full = full || s.flying+s.reserved >= s.window || len(s.roomWait) > 0
 	}
-	if full && l.weight+min(frameUnits, 2*fullWeight(p.limit(s))) < frameUnits*p.cfg.framesInFlight {
+	if full && l.weight+lookAhead(l) < frameUnits*p.cfg.framesInFlight {
 		// No room, or lanes wait for it and l did not: it waits behind
 		// them. First come, first served: a lane whose frame was just
 		// acknowledged would otherwise take every place that opens, with
@@ -546,13 +562,13 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 		// frames that never leave (small frames are what cost: on tcp a
 		// fair window took 1000 topics from frames of 40 messages to 105,
 		// and 1.5 times the throughput). A lane a frame, or two frames
-		// closed by the byte limit, short of filling its own window goes
-		// on: the frame that fills it takes no room (see count), and at
-		// most one more is counted beyond the connection's window until
-		// then.
+		// of its last frame's weight (closed by a byte bound), short of
+		// filling its own window goes on: the frame that fills it takes
+		// no room (see count), and at most one more is counted beyond the
+		// connection's window until then.
 		return noRoom
 	}
-	if p.cfg.linger > 0 && !l.led.ring.Published(l.pos+uint64(p.cfg.maxBatchMessages)-1) {
+	if p.cfg.linger > 0 && !l.led.ring.Published(l.pos+uint64(lingerFor(l, p.cfg.maxBatchMessages))-1) {
 		if l.notBefore == 0 {
 			l.notBefore = now + int64(p.cfg.linger)
 		}
@@ -563,9 +579,12 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 	l.notBefore = 0
 	buf := bufs.get()
 	lim := batchLimits{topic: l.id, messages: p.cfg.maxBatchMessages, bytes: p.cfg.maxBatchBytes, frame: s.maxFrame, end: l.endPos}
+	if p.comp == nil && s.vec != nil {
+		lim.cached = cachedFrameBytes // see cachedFrameBytes
+	}
 	var n int
-	var closed bool
-	l.pos, n, closed = l.led.nextBatch(bb, l.pos, lim, p.preciseNow())
+	var closedAt int
+	l.pos, n, closedAt = l.led.nextBatch(bb, l.pos, lim, p.preciseNow())
 	if n == 0 {
 		bufs.put(buf)
 		return keep
@@ -581,8 +600,9 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 		return dead
 	}
 	w := frameUnits
-	if closed {
-		w = fullWeight(max(p.limit(s), rawLen))
+	if closedAt > 0 {
+		w = fullWeight(max(closedAt, rawLen))
+		l.fullAt = n
 	}
 	l.fly(l.pos, w)
 	p.count(s, l)
@@ -634,6 +654,27 @@ func (p *Producer) windowOpen(s *session, l *lane) bool {
 		p.count(s, l)
 	}
 	return !p.windowFull(l)
+}
+
+// lookAhead is how close to filling its own window l may be to go on
+// while the connection's window is full (see serveLane): two frames of the
+// weight of its last one, at most a whole frame's place.
+func lookAhead(l *lane) int {
+	if n := len(l.inFlight); n > 0 {
+		return min(frameUnits, 2*l.inFlight[n-1].weight)
+	}
+	return frameUnits
+}
+
+// lingerFor is how many published records make a frame of l worth sending
+// at once under Linger: MaxBatchMessages (max), or fewer if l's frames
+// were closed by a byte bound at fewer (a frame that size would close
+// anyway, and a wait for more would only delay it).
+func lingerFor(l *lane, max int) int {
+	if l.fullAt > 0 {
+		return min(max, l.fullAt)
+	}
+	return max
 }
 
 // limit is the byte limit of a frame on s: MaxBatchBytes, or the

@@ -284,7 +284,7 @@ const framesPerWrite = 16
 // trip, and a pass's frames cost one write together: with 1000 topics on
 // tcp, 64 frames carried 1.7 times what 4 did; 16 and 256 less than 64;
 // see docs/performance.md). One topic never has more than framesInFlight
-// in flight, or more of them closed by the byte limit (see flight).
+// in flight, or more of them closed by a byte bound (see flight).
 func connWindow(framesInFlight int, vec bool) int {
 	if vec {
 		return framesInFlight * framesPerWrite

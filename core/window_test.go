@@ -178,6 +178,9 @@ func TestWindowCountsFramesAtTheByteLimitByBytes(t *testing.T) {
 		// 16 frames of one message each, beyond the limit: half a place
 		// each, as their size says, not 1/16 as the limit's.
 		{"1 MiB messages in 4 KiB frames", true, 2, core.MaxBatchBytes(4096), 16, 1 << 20, 4},
+		// 33 frames of 130 messages closed at 128 KiB (mid-sized records:
+		// see cachedFrameBytes), 1/16 each, and one of 10.
+		{"small records at the default limit", true, 2, core.MaxBatchBytes(1 << 20), 4300, 1000, 32},
 		{"closed by MaxBatchMessages", true, 2, core.MaxBatchMessages(2), 32, 1000, 2},
 		{"4 KiB frames, one by one", false, 2, core.MaxBatchBytes(4096), 32, 1000, 2},
 		{"4 KiB frames, one by one, a window of one", false, 1, core.MaxBatchBytes(4096), 32, 1000, 1},
