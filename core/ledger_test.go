@@ -52,6 +52,23 @@ func newLedgerRigBytes(t *testing.T, maxPending int, maxBytes int64) *ledgerRig 
 	return &ledgerRig{t: t, l: l, wake: wake, delivered: map[uint64]ringbuf.State{}}
 }
 
+// frameRecords decodes the records of a BATCH frame, payloads copied.
+func frameRecords(t *testing.T, frame []byte) []wire.Record {
+	t.Helper()
+	b, err := wire.DecodeBatch(frame)
+	require.NoError(t, err)
+	it, err := b.Records()
+	require.NoError(t, err)
+	var rr wire.RecordReader
+	var out []wire.Record
+	for rec, ok := it.NextRecord(&rr); ok; rec, ok = it.NextRecord(&rr) {
+		rec.Payload = slices.Clone(rec.Payload)
+		out = append(out, rec)
+	}
+	require.NoError(t, it.Err())
+	return out
+}
+
 // claim claims one position for size bytes without waiting.
 func (r *ledgerRig) claim(size int) (uint64, error) {
 	pos, _, _, err := r.l.claim(context.Background(), []int64{int64(size)}, 0, false, nil, nil)
@@ -223,20 +240,7 @@ func TestLedgerTransitions(t *testing.T) {
 			}
 			r.l.publish(pos, []*Message{msg}, func(MessageID, *Message, error) {}, nil, sent+ledgerTimeout, nil)
 		}
-		records := func() []wire.Record {
-			b, err := wire.DecodeBatch(r.bb.Finish())
-			require.NoError(t, err)
-			it, err := b.Records()
-			require.NoError(t, err)
-			var rr wire.RecordReader
-			var out []wire.Record
-			for rec, ok := it.NextRecord(&rr); ok; rec, ok = it.NextRecord(&rr) {
-				rec.Payload = slices.Clone(rec.Payload)
-				out = append(out, rec)
-			}
-			require.NoError(t, it.Err())
-			return out
-		}
+		records := func() []wire.Record { return frameRecords(t, r.bb.Finish()) }
 		check := func(from uint64, recs []wire.Record) {
 			t.Helper()
 			assert.Equal(t, r.l.seq(from), r.bb.FirstSeq())
@@ -721,20 +725,10 @@ func TestNextBatchGrowsItsBufferByDoubling(t *testing.T) {
 	t.Logf("%v allocations for a frame of %d records", allocs, n)
 	require.Equal(t, (1<<20-wire.BatchHeaderSize)/(size+wire.RecordOverhead(size)), n)
 	assert.LessOrEqual(t, allocs, 7.0, "allocations for a frame of 1 MiB from an empty buffer")
-	b, err := wire.DecodeBatch(r.bb.Finish())
-	require.NoError(t, err)
-	it, err := b.Records()
-	require.NoError(t, err)
-	for i := 0; ; i++ {
-		raw, ok := it.Next()
-		if !ok {
-			require.NoError(t, it.Err())
-			require.Equal(t, n, i)
-			break
-		}
-		p, plain := wire.PlainPayload(raw)
-		require.True(t, plain)
-		require.Equal(t, bytes.Repeat([]byte{byte(i)}, size), p, "record %d", i)
+	recs := frameRecords(t, r.bb.Finish())
+	require.Len(t, recs, n)
+	for i, rec := range recs {
+		require.Equal(t, bytes.Repeat([]byte{byte(i)}, size), rec.Payload, "record %d", i)
 	}
 
 	n, _, _ = build(next, 40<<10) // 9 records
@@ -852,20 +846,13 @@ func TestCachedFramesRandomSizes(t *testing.T) {
 			t.Fatalf("closed at %d bytes", closedAt)
 		}
 		closedBy[closedAt]++
-		b, err := wire.DecodeBatch(r.bb.Finish())
-		require.NoError(t, err)
-		it, err := b.Records()
-		require.NoError(t, err)
-		for raw, ok := it.Next(); ok; raw, ok = it.Next() {
+		for _, rec := range frameRecords(t, r.bb.Finish()) {
 			for expired[uint64(next)] {
 				next++
 			}
-			p, plain := wire.PlainPayload(raw)
-			require.True(t, plain)
-			require.Equal(t, byte(next), p[0], "record for message %d", next)
+			require.Equal(t, byte(next), rec.Payload[0], "record for message %d", next)
 			next++
 		}
-		require.NoError(t, it.Err())
 	}
 	for next < total && expired[uint64(next)] {
 		next++
