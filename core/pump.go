@@ -89,9 +89,9 @@ func (p *Producer) runPump() {
 // flight), dropping the rest, and of buffers over bigBuffer only as many
 // as take twice the bytes of the full frames a topic's window holds (16
 // MiB at the defaults: 16 frames of 1 MiB, or 128 of 128 KiB, whose
-// buffers nextBatch keeps within 128 KiB): many
-// topics' frames are small, and a burst of large ones leaves no more than
-// a few large buffers behind.
+// buffers nextBatch keeps within 128 KiB): many topics' frames are small,
+// and a burst of large ones leaves no more than a few large buffers
+// behind.
 //
 // get takes the buffer that came back last. Every buffer grows to the
 // size of the frames it carried (up to twice that: nextBatch doubles a
@@ -603,6 +603,8 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 	if closedAt > 0 {
 		w = fullWeight(max(closedAt, rawLen))
 		l.fullAt = n
+	} else if n >= p.cfg.maxBatchMessages {
+		l.fullAt = 0 // full by its count: Linger waits for MaxBatchMessages again
 	}
 	l.fly(l.pos, w)
 	p.count(s, l)
