@@ -602,10 +602,8 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 	w := frameUnits
 	if closedAt > 0 {
 		w = fullWeight(max(closedAt, rawLen))
-		l.fullAt = n
-	} else if n >= p.cfg.maxBatchMessages {
-		l.fullAt = 0 // full by its count: Linger waits for MaxBatchMessages again
 	}
+	l.noteFrame(n, closedAt, p.cfg.maxBatchMessages)
 	l.fly(l.pos, w)
 	p.count(s, l)
 	return keep
@@ -669,14 +667,27 @@ func lookAhead(l *lane) int {
 }
 
 // lingerFor is how many published records make a frame of l worth sending
-// at once under Linger: MaxBatchMessages (max), or fewer if l's frames
-// were closed by a byte bound at fewer (a frame that size would close
+// at once under Linger: MaxBatchMessages (max), or fewer if l's last full
+// frame was closed by a byte bound at fewer (a frame that size would close
 // anyway, and a wait for more would only delay it).
 func lingerFor(l *lane, max int) int {
 	if l.fullAt > 0 {
 		return min(max, l.fullAt)
 	}
 	return max
+}
+
+// noteFrame records how l's frame of n records, closed at the byte bound
+// closedAt (0: none), ended, for lingerFor: a frame a byte bound closed is a
+// full frame's worth; one that reached maxMessages means the records got
+// smaller, and a full frame is maxMessages again. The pump's.
+func (l *lane) noteFrame(n, closedAt, maxMessages int) {
+	switch {
+	case closedAt > 0:
+		l.fullAt = n
+	case n >= maxMessages:
+		l.fullAt = 0
+	}
 }
 
 // limit is the byte limit of a frame on s: MaxBatchBytes, or the
