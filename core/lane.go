@@ -52,7 +52,8 @@ type lane struct {
 	inWork    bool     // in the pump's work list
 	listed    bool     // in conn.parked
 	notBefore int64    // producer ns: not served before (linger, a refused declaration's retry)
-	fullAt    int      // records of its last frame a byte bound closed: a full frame's worth (linger); 0: none since one MaxBatchMessages closed
+	fullAt    int      // records of its last frame a byte bound closed: a full frame's worth (linger, see noteFrame); 0: none
+	fullBytes int      // that frame's size
 	retries   int      // declarations refused in a row (store trouble)
 
 	// The dispatcher's.

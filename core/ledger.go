@@ -558,9 +558,9 @@ const writeRun = 32 // at most 32: nextBatch marks a run's resent positions in a
 // short enough for the pump to write itself (transport/tcp hands runs of
 // 512 KiB or more to a writer goroutine). On the 2-vCPU host of
 // docs/performance.md ("Tenth round"), one topic over tcp: 1 KiB messages
-// 23-35% faster (10-19% less CPU per message), 512 B 10-20%. Not for
+// 23-35% faster (9-19% less CPU per message), 512 B 10-20%. Not for
 // larger records: 4 KiB records in frames of 64 (256 KiB, written by the
-// pump) were 7-10% slower. Nor for smaller ones: 100 B records in frames
+// pump) were 7-15% slower (ninth and tenth rounds). Nor for smaller ones: 100 B records in frames
 // of 128 KiB cost 6-9% more CPU per message (three times the frames, and
 // their receipts), 256 B 2% less CPU but 4% slower. The pump asks for it
 // (batchLimits.cached) only on a transport that takes several frames at

@@ -472,9 +472,11 @@ func MaxFramesInFlight(n int) Option {
 // sends a batch that is not full (default 0: natural batching, which sends
 // whatever is ready at once and lets the next batch grow while the
 // connection is busy). A positive linger trades latency for bigger batches,
-// which helps compression. A batch is full at MaxBatchMessages messages, or
-// at as many as the topic's last frame held that a byte bound closed
-// (MaxBatchBytes: see there), if fewer.
+// which helps compression. A batch is full at as many messages as the
+// topic's last frame held that a byte bound closed (MaxBatchBytes: see
+// there), or at MaxBatchMessages before the first such frame and again
+// once the messages got smaller (a frame filled by MaxBatchMessages, or
+// holding that many in less than half the bytes).
 func Linger(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d < 0 {

@@ -603,7 +603,7 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 	if closedAt > 0 {
 		w = fullWeight(max(closedAt, rawLen))
 	}
-	l.noteFrame(n, closedAt, p.cfg.maxBatchMessages)
+	l.noteFrame(n, closedAt, rawLen, p.cfg.maxBatchMessages)
 	l.fly(l.pos, w)
 	p.count(s, l)
 	return keep
@@ -677,15 +677,20 @@ func lingerFor(l *lane, max int) int {
 	return max
 }
 
-// noteFrame records how l's frame of n records, closed at the byte bound
-// closedAt (0: none), ended, for lingerFor: a frame a byte bound closed is a
-// full frame's worth; one that reached maxMessages means the records got
-// smaller, and a full frame is maxMessages again. The pump's.
-func (l *lane) noteFrame(n, closedAt, maxMessages int) {
+// noteFrame records how l's frame of n records and size bytes, closed at
+// the byte bound closedAt (0: none), ended, for lingerFor. A frame a byte
+// bound closed holds a full frame's worth, unless it is a message beyond
+// the bound alone (size over it), which says nothing of the others. A
+// frame that reached maxMessages, or that held a full frame's worth of
+// records in less than half that frame's bytes, says the records got
+// smaller: a full frame is maxMessages again, until a bound closes one (so
+// that a lingered frame holds at least half a bound's bytes). The pump's.
+func (l *lane) noteFrame(n, closedAt, size, maxMessages int) {
 	switch {
+	case closedAt > 0 && size <= closedAt:
+		l.fullAt, l.fullBytes = n, size
 	case closedAt > 0:
-		l.fullAt = n
-	case n >= maxMessages:
+	case n >= maxMessages || l.fullAt > 0 && n >= l.fullAt && 2*size < l.fullBytes:
 		l.fullAt = 0
 	}
 }

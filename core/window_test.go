@@ -180,7 +180,7 @@ func TestWindowCountsFramesAtTheByteLimitByBytes(t *testing.T) {
 		{"1 MiB messages in 4 KiB frames", true, 2, core.MaxBatchBytes(4096), 16, 1 << 20, 4},
 		// 33 frames of 130 messages closed at 128 KiB (mid-sized records:
 		// see cachedFrameBytes), 1/16 each, and one of 10.
-		{"small records at the default limit", true, 2, core.MaxBatchBytes(1 << 20), 4300, 1000, 32},
+		{"mid-sized records at the default limit", true, 2, core.MaxBatchBytes(1 << 20), 4300, 1000, 32},
 		{"closed by MaxBatchMessages", true, 2, core.MaxBatchMessages(2), 32, 1000, 2},
 		{"4 KiB frames, one by one", false, 2, core.MaxBatchBytes(4096), 32, 1000, 2},
 		{"4 KiB frames, one by one, a window of one", false, 1, core.MaxBatchBytes(4096), 32, 1000, 1},
@@ -188,6 +188,28 @@ func TestWindowCountsFramesAtTheByteLimitByBytes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			most, batches := sendBeforeConnect(t, tc.vec, tc.count, tc.size, core.MaxFramesInFlight(tc.n), tc.opt)
 			assert.Equal(t, tc.most, most, "the most frames in flight at once (%d batches)", batches)
+		})
+	}
+}
+
+// TestCachedFramesOnlyUncompressedOverFramesWriters: frames of mid-sized
+// records close at 128 KiB over a transport that takes several frames at
+// once (as tcp and stdnet do), and grow to MaxBatchBytes over one that
+// takes them one by one (mem) and for a producer that compresses.
+func TestCachedFramesOnlyUncompressedOverFramesWriters(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		vec     bool
+		opts    []core.Option
+		batches int
+	}{
+		{"several at once", true, nil, 16}, // 15 frames of 130, one of 50
+		{"one by one", false, nil, 2},      // 1045 and 955
+		{"compressed", true, []core.Option{core.Compression(wire.CodecS2, wire.LevelDefault)}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, batches := sendBeforeConnect(t, tc.vec, 2000, 1000, append(tc.opts, core.MaxFramesInFlight(4))...)
+			assert.Equal(t, tc.batches, batches, "frames written")
 		})
 	}
 }
