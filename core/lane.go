@@ -71,11 +71,11 @@ type lane struct {
 // cannot grow, and more of them in flight is what keeps the connection
 // busy then: it takes the share of fullFramesBytes that the bound, or its
 // own size if larger (a message beyond the limit travels alone), has
-// (fullWeight). So a lane has at
-// most n frames in flight, or frames closed by the byte limit: 2n of 1
-// MiB (the default) or more, 16n of 128 KiB or less, and in between up to
-// 2n MiB of them. (A topic of mid-sized records gets more frames of 128 KiB
-// in flight from a slower broker, not bigger frames.)
+// (fullWeight). So a lane has at most n frames in flight, or frames closed
+// by a byte bound: 2n of 1 MiB (the default) or more, 16n of 128 KiB or
+// less, and in between up to 2n MiB of them. (A topic of mid-sized records
+// gets more frames of 128 KiB in flight from a slower broker, not bigger
+// frames.)
 type flight struct {
 	end    uint64 // the position after its last record
 	weight int    // what it takes of its lane's window, in units

@@ -695,10 +695,6 @@ func (l *lane) noteFrame(n, closedAt, size, maxMessages int) {
 	}
 }
 
-// limit is the byte limit of a frame on s: MaxBatchBytes, or the
-// connection's frame limit if lower.
-func (p *Producer) limit(s *session) int { return min(p.cfg.maxBatchBytes, s.maxFrame) }
-
 // windowFull reports whether l's frames in flight fill its own window.
 func (p *Producer) windowFull(l *lane) bool {
 	return l.weight >= frameUnits*p.cfg.framesInFlight
