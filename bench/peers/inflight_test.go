@@ -85,14 +85,8 @@ func (c *inflightClient) prepare(payloads [][]byte) {
 	}
 }
 
-// send sends the Message of payload i, made now if prepare did not.
-func (c *inflightClient) send(i int, payload []byte) error {
-	if i >= len(c.msgs) {
-		c.msgs = append(c.msgs, make([]*core.Message, i+1-len(c.msgs))...)
-	}
-	if c.msgs[i] == nil {
-		c.msgs[i] = &core.Message{Payload: payload}
-	}
+// send sends the Message prepare made for payload i.
+func (c *inflightClient) send(i int, _ []byte) error {
 	return c.p.SendAsync(context.Background(), c.msgs[i], c.cb)
 }
 

@@ -71,10 +71,7 @@ func runPeer(b *testing.B, sys system, size int) {
 	}
 	t := newTracker(*sampleFlag)
 	c := sys.open(b, t)
-	if p, ok := c.(preparer); ok {
-		p.prepare(payloads)
-	}
-	if err := warm(c, t, payloads[0]); err != nil {
+	if err := warm(c, t, payloads); err != nil {
 		b.Fatal(err)
 	}
 
@@ -110,10 +107,15 @@ func runPeer(b *testing.B, sys system, size int) {
 	}
 }
 
-// warm sends the warm-up messages and waits for their acknowledgements.
-func warm(c client, t *tracker, payload []byte) error {
+// warm has c prepare the run's payloads (if it is a preparer), sends the
+// warm-up messages (the first payload) and waits for their
+// acknowledgements.
+func warm(c client, t *tracker, payloads [][]byte) error {
+	if p, ok := c.(preparer); ok {
+		p.prepare(payloads)
+	}
 	for range warmup {
-		if err := c.send(0, payload); err != nil {
+		if err := c.send(0, payloads[0]); err != nil {
 			return fmt.Errorf("warm-up: %w", err)
 		}
 	}

@@ -60,7 +60,7 @@ func TestTrackerSampling(t *testing.T) {
 // any error.
 func sendAll(t *testing.T, c client, tr *tracker, payload []byte, n uint64) {
 	t.Helper()
-	if err := warm(c, tr, payload); err != nil {
+	if err := warm(c, tr, [][]byte{payload}); err != nil {
 		t.Fatal(err)
 	}
 	tr.arm()

@@ -19,7 +19,8 @@ type client interface {
 }
 
 // preparer is a client that makes what it sends for each payload of a run
-// before the run starts (see client.send), rather than at its first send.
+// before the run starts (see client.send): warm calls prepare with the
+// run's payloads before its first send.
 type preparer interface {
 	prepare(payloads [][]byte)
 }
