@@ -359,14 +359,7 @@ func TestRecordLengthSpellings(t *testing.T) {
 		data = append(binary.AppendUvarint(data, uint64(n)), rec...)
 		want = append(want, rec)
 	}
-	b, err := wire.DecodeBatch(rawBatch(1, uint32(len(lengths)), wire.CodecNone, uint32(len(data)), data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	it, err := b.Records()
-	if err != nil {
-		t.Fatal(err)
-	}
+	it := recordsOf(t, rawBatch(1, uint32(len(lengths)), wire.CodecNone, uint32(len(data)), data))
 	i := 0
 	for rec, ok := it.Next(); ok; rec, ok = it.Next() {
 		if i >= len(want) || !bytes.Equal(rec, want[i]) || cap(rec) != len(rec) {
@@ -411,14 +404,7 @@ func TestBatchBuilderGrow(t *testing.T) {
 		t.Errorf("cap %d, want %d (doubled)", got, want)
 	}
 	bb.Add(rec(3))
-	b, err := wire.DecodeBatch(bb.Finish())
-	if err != nil {
-		t.Fatal(err)
-	}
-	it, err := b.Records()
-	if err != nil {
-		t.Fatal(err)
-	}
+	it := recordsOf(t, bb.Finish())
 	for i := 0; i < 4; i++ {
 		raw, ok := it.Next()
 		if p, plain := wire.PlainPayload(raw); !ok || !plain || !bytes.Equal(p, rec(i)) {

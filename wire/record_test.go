@@ -44,14 +44,7 @@ func TestRecordMetaRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	b, err := wire.DecodeBatch(bb.Finish())
-	if err != nil {
-		t.Fatal(err)
-	}
-	it, err := b.Records()
-	if err != nil {
-		t.Fatal(err)
-	}
+	it := recordsOf(t, bb.Finish())
 	var rr wire.RecordReader
 	j := 0
 	for r, ok := it.NextRecord(&rr); ok; r, ok = it.NextRecord(&rr) {

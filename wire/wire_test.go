@@ -72,6 +72,21 @@ func filled(firstSeq uint64, recs [][]byte) *wire.BatchBuilder {
 // buildBatch builds a BATCH frame with a fresh BatchBuilder.
 func buildBatch(firstSeq uint64, recs ...[]byte) []byte { return filled(firstSeq, recs).Finish() }
 
+// recordsOf decodes a CodecNone BATCH frame and returns the iterator over
+// its records; it fails tb on any error.
+func recordsOf(tb testing.TB, frame []byte) wire.RecordIter {
+	tb.Helper()
+	b, err := wire.DecodeBatch(frame)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	it, err := b.Records()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return it
+}
+
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // rawBatch assembles a BATCH frame field by field, independently of the
