@@ -3,7 +3,8 @@ package wire
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
+
+	"github.com/inflightmq/inflight/internal/crc32c"
 )
 
 // BatchHeaderSize is the size of a BATCH frame before its data: the frame
@@ -33,10 +34,6 @@ const (
 	offRawLen   = offCodec + 1
 	offCRC      = offRawLen + 4
 )
-
-// castagnoli is the CRC-32C table, built once. crc32 uses the CPU's CRC32
-// instruction for this polynomial where there is one.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Batch is a decoded BATCH frame. Data aliases the frame it was decoded
 // from and is valid only as long as that frame is.
@@ -88,7 +85,7 @@ func DecodeBatch(frame []byte) (Batch, error) {
 	case bt.Codec == CodecNone && uint64(bt.RawLen) != uint64(len(bt.Data)):
 		return Batch{}, errRawLen(bt.RawLen, len(bt.Data))
 	}
-	if sum := crc32.Checksum(bt.Data, castagnoli); sum != bt.CRC {
+	if sum := crc32c.Checksum(bt.Data); sum != bt.CRC {
 		return Batch{}, fmt.Errorf("%w: computed %08x, header says %08x", ErrChecksum, sum, bt.CRC)
 	}
 	return bt, nil

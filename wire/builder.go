@@ -2,9 +2,10 @@ package wire
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 	"math/bits"
 	"time"
+
+	"github.com/inflightmq/inflight/internal/crc32c"
 )
 
 // RecordOverhead returns the bytes a record costs in a batch besides its
@@ -178,7 +179,7 @@ func putBatchHeader(f []byte, topic uint32, firstSeq uint64, count int, codec Co
 	binary.BigEndian.PutUint32(f[offCount:], uint32(count))
 	f[offCodec] = byte(codec)
 	binary.BigEndian.PutUint32(f[offRawLen:], uint32(rawLen))
-	binary.BigEndian.PutUint32(f[offCRC:], crc32.Checksum(f[BatchHeaderSize:], castagnoli))
+	binary.BigEndian.PutUint32(f[offCRC:], crc32c.Checksum(f[BatchHeaderSize:]))
 }
 
 // Take finishes the batch and hands the frame over: compressed into dst

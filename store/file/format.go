@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"math"
 	"math/bits"
@@ -13,6 +12,7 @@ import (
 	"strconv"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/internal/crc32c"
 	"github.com/inflightmq/inflight/wire"
 )
 
@@ -141,10 +141,6 @@ const (
 	controlNameFence = 2
 )
 
-// castagnoli is the CRC-32C table, built once (crc32 uses the CPU's CRC32
-// instruction for this polynomial where there is one).
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // entryReader reads entries sequentially from after the file header up to
 // end, through a bufio.Reader, into one reused body buffer.
 type entryReader struct {
@@ -205,7 +201,7 @@ func (er *entryReader) next() ([]byte, error) {
 		}
 		return nil, err
 	}
-	if crc32.Checksum(er.body, castagnoli) != binary.BigEndian.Uint32(hdr[4:]) {
+	if crc32c.Checksum(er.body) != binary.BigEndian.Uint32(hdr[4:]) {
 		return nil, &badEntryError{er.off, "checksum mismatch", tailOther}
 	}
 	er.off += entryHeaderSize + int64(n)
@@ -301,7 +297,7 @@ func appendFence(buf []byte, producer string, epoch uint64) []byte {
 	buf = binary.BigEndian.AppendUint64(buf, epoch)
 	body := buf[start+entryHeaderSize:]
 	binary.BigEndian.PutUint32(buf[start:], uint32(len(body)))
-	binary.BigEndian.PutUint32(buf[start+4:], crc32.Checksum(body, castagnoli))
+	binary.BigEndian.PutUint32(buf[start+4:], crc32c.Checksum(body))
 	return buf
 }
 
@@ -452,7 +448,7 @@ func appendEntry(buf []byte, topic, producer string, recs []broker.Record, bodyL
 		prev = r.Seq
 	}
 	binary.BigEndian.PutUint32(buf[start:], uint32(bodyLen))
-	binary.BigEndian.PutUint32(buf[start+4:], crc32.Checksum(buf[start+entryHeaderSize:], castagnoli))
+	binary.BigEndian.PutUint32(buf[start+4:], crc32c.Checksum(buf[start+entryHeaderSize:]))
 	return buf
 }
 

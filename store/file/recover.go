@@ -38,6 +38,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/inflightmq/inflight/internal/crc32c"
 )
 
 // CorruptError says where a store segment is damaged. It wraps ErrCorrupt.
@@ -164,7 +166,7 @@ func allZero(file io.ReaderAt, from, to int64) (bool, error) {
 
 // crcOf returns the CRC-32C of the bytes [from, to) of file.
 func crcOf(file io.ReaderAt, from, to int64) (uint32, error) {
-	h := crc32.New(castagnoli)
+	h := crc32.New(crc32.MakeTable(crc32.Castagnoli)) // hash/crc32 keeps this table: made once
 	if _, err := io.Copy(h, io.NewSectionReader(file, from, to-from)); err != nil {
 		return 0, err
 	}
@@ -191,7 +193,7 @@ func findEntry(file io.ReaderAt, from, size int64) (int64, error) {
 			want := binary.BigEndian.Uint32(buf[i+4:])
 			var crc uint32
 			if end := i + entryHeaderSize + int(bodyLen); end <= n {
-				crc = crc32.Checksum(buf[i+entryHeaderSize:end], castagnoli)
+				crc = crc32c.Checksum(buf[i+entryHeaderSize : end])
 			} else {
 				var err error
 				if crc, err = crcOf(file, off+entryHeaderSize, off+entryHeaderSize+bodyLen); err != nil {

@@ -7,10 +7,11 @@ import (
 	"cmp"
 	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/inflightmq/inflight/internal/crc32c"
 )
 
 // streamState is what the store knows of one (topic, producer).
@@ -132,7 +133,7 @@ func appendSnapshot(buf []byte, m *state, rolled time.Time) []byte {
 	}
 	body := buf[start+entryHeaderSize:]
 	binary.BigEndian.PutUint32(buf[start:], uint32(len(body)))
-	binary.BigEndian.PutUint32(buf[start+4:], crc32.Checksum(body, castagnoli))
+	binary.BigEndian.PutUint32(buf[start+4:], crc32c.Checksum(body))
 	return buf
 }
 
