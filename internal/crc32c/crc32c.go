@@ -1,27 +1,28 @@
 // Package crc32c computes CRC-32C (the Castagnoli polynomial), the
 // checksum of inflight's BATCH frames and of store/file's entries. It
-// gives what hash/crc32 gives with the Castagnoli table, and on amd64
-// CPUs with AVX-512 carry-less multiplication (VPCLMULQDQ) it folds
-// inputs of 256 bytes or more up to four times as fast: about 100 GB/s on
-// the 2-vCPU benchmark host, where hash/crc32's SSE4.2 code does 26
-// (BenchmarkUpdate). Anywhere else it is hash/crc32.
+// gives what hash/crc32 gives with the Castagnoli table; on amd64 CPUs
+// with AVX-512 carry-less multiplication (VPCLMULQDQ) it folds inputs of
+// foldMin bytes or more, several times as fast as hash/crc32's SSE4.2
+// code (BenchmarkUpdate; docs/performance.md has the figures). Anywhere
+// else, and with the purego build tag, it is hash/crc32.
 //
 // # Folding
 //
 // A CRC is the remainder of the message, read as a polynomial over GF(2)
 // with its first bit as the highest power, times x^32, divided by P. Two
 // blocks A and B of a message, B starting d bits after A, contribute
-// A·x^d + B to it, up to the same power of x; and A·x^d mod P has the
-// degree of A plus at most 31 bits, so it takes A's place with no change
-// to the remainder. Folding is that step done with carry-less
-// multiplications, 128 bits at a time: A's two halves times x^(d+64) and
-// x^d, both reduced mod P to 32 bits, give 96-bit products aligned with B,
-// and B is XORed in. The AVX-512 loop keeps 16 such 128-bit blocks in
+// A·x^d + B to it, up to the same power of x, and any polynomial
+// congruent to A·x^d mod P may take its place with no change to the
+// remainder. Folding is that step done with carry-less multiplications,
+// 128 bits at a time: A's two 64-bit halves times x^(d+64) mod P and
+// x^d mod P (32 bits each) give two products of at most 96 bits, aligned
+// with B, and B is XORed in. The AVX-512 loop keeps 16 such 128-bit blocks in
 // four 512-bit registers and folds each 256 bytes ahead; the end folds
 // the 16 blocks into one by 512 bits, then 128, and the block that is
-// left is the message so far: its CRC from a register of 0, the input's
-// CRC XORed into its first four bytes, is the CRC so far, which hash/crc32
-// takes on from there over the bytes the folding did not reach.
+// left is the message so far: its CRC from a register of 0, with the
+// register the input's CRC stands for (^crc) XORed into its first four
+// bytes, is the CRC so far, which hash/crc32 takes on from there over the
+// bytes the folding did not reach.
 //
 // The bits are reflected (the CRC's first bit is bit 0 of the first
 // byte), so a 64-bit half read from memory has its highest power of x in
@@ -59,10 +60,13 @@ const (
 	// foldBlock is what the folding loop takes at a time: 16 blocks of 128
 	// bits in four 512-bit registers.
 	foldBlock = 256
-	// foldMin is the shortest input folded: one block of the loop, which
-	// with the end's folds takes 9 ns where hash/crc32 takes 16
-	// (BenchmarkUpdate).
-	foldMin = foldBlock
+	// foldMin is the shortest input folded. Folding wins from one block
+	// of the loop in a tight loop (BenchmarkUpdate), but its end is a
+	// chain of dependent multiplications and the first 512-bit
+	// instructions after a pause may run slowly: as hash/crc32 does for
+	// its own AVX-512 code, it waits for 1 KiB, where it still takes less
+	// than half of hash/crc32's time.
+	foldMin = 1024
 	// polynomial is CRC-32C's P without its x^32 term, highest power first.
 	polynomial = 0x1EDC6F41
 )

@@ -5,8 +5,9 @@
 // func fold(s uint32, p []byte, k *[6]uint64) uint32
 //
 // Z0-Z3 hold the 16 blocks of 128 bits being folded, 256 bytes of p;
-// Z16 the constants for 2048 bits (k[0:2]) in each 128-bit lane, Z17
-// those for 512 (k[2:4]), X9 those for 128 (k[4:6]). VPCLMULQDQ $0x00
+// Z10 the constants for 2048 bits (k[0:2]) in each 128-bit lane, Z11
+// those for 512 (k[2:4]), X9 those for 128 (k[4:6]): all below Z16, so
+// that VZEROUPPER leaves no 512-bit state behind. VPCLMULQDQ $0x00
 // multiplies each lane's low halves (a block's first 64 bits by its
 // constant), $0x11 its high halves; VPTERNLOGD $0x96 XORs three operands.
 TEXT ·fold(SB), NOSPLIT, $0-44
@@ -22,7 +23,7 @@ TEXT ·fold(SB), NOSPLIT, $0-44
 	VMOVDQU64 192(SI), Z3
 	VMOVD     AX, X8
 	VPXORD    Z8, Z0, Z0
-	VBROADCASTI32X4 0(DX), Z16
+	VBROADCASTI32X4 0(DX), Z10
 	ADDQ $256, SI
 	SUBQ $256, CX
 
@@ -30,17 +31,17 @@ TEXT ·fold(SB), NOSPLIT, $0-44
 loop:
 	CMPQ CX, $256
 	JB   end
-	VPCLMULQDQ $0x00, Z16, Z0, Z4
-	VPCLMULQDQ $0x11, Z16, Z0, Z0
+	VPCLMULQDQ $0x00, Z10, Z0, Z4
+	VPCLMULQDQ $0x11, Z10, Z0, Z0
 	VPTERNLOGD $0x96, 0(SI), Z4, Z0
-	VPCLMULQDQ $0x00, Z16, Z1, Z5
-	VPCLMULQDQ $0x11, Z16, Z1, Z1
+	VPCLMULQDQ $0x00, Z10, Z1, Z5
+	VPCLMULQDQ $0x11, Z10, Z1, Z1
 	VPTERNLOGD $0x96, 64(SI), Z5, Z1
-	VPCLMULQDQ $0x00, Z16, Z2, Z6
-	VPCLMULQDQ $0x11, Z16, Z2, Z2
+	VPCLMULQDQ $0x00, Z10, Z2, Z6
+	VPCLMULQDQ $0x11, Z10, Z2, Z2
 	VPTERNLOGD $0x96, 128(SI), Z6, Z2
-	VPCLMULQDQ $0x00, Z16, Z3, Z7
-	VPCLMULQDQ $0x11, Z16, Z3, Z3
+	VPCLMULQDQ $0x00, Z10, Z3, Z7
+	VPCLMULQDQ $0x11, Z10, Z3, Z3
 	VPTERNLOGD $0x96, 192(SI), Z7, Z3
 	ADDQ $256, SI
 	SUBQ $256, CX
@@ -48,15 +49,15 @@ loop:
 
 	// Z0 into Z1, then into Z2 and Z3: 512 bits each.
 end:
-	VBROADCASTI32X4 16(DX), Z17
-	VPCLMULQDQ $0x00, Z17, Z0, Z4
-	VPCLMULQDQ $0x11, Z17, Z0, Z0
+	VBROADCASTI32X4 16(DX), Z11
+	VPCLMULQDQ $0x00, Z11, Z0, Z4
+	VPCLMULQDQ $0x11, Z11, Z0, Z0
 	VPTERNLOGD $0x96, Z4, Z1, Z0
-	VPCLMULQDQ $0x00, Z17, Z0, Z4
-	VPCLMULQDQ $0x11, Z17, Z0, Z0
+	VPCLMULQDQ $0x00, Z11, Z0, Z4
+	VPCLMULQDQ $0x11, Z11, Z0, Z0
 	VPTERNLOGD $0x96, Z4, Z2, Z0
-	VPCLMULQDQ $0x00, Z17, Z0, Z4
-	VPCLMULQDQ $0x11, Z17, Z0, Z0
+	VPCLMULQDQ $0x00, Z11, Z0, Z4
+	VPCLMULQDQ $0x11, Z11, Z0, Z0
 	VPTERNLOGD $0x96, Z4, Z3, Z0
 
 	// Z0's four lanes into the last: 128 bits each.
@@ -79,7 +80,7 @@ end:
 
 	// The block's CRC from a register of 0: CRC32 does CRC-32C without
 	// the inversions.
-	MOVQ    X0, AX
+	VMOVQ   X0, AX
 	VPEXTRQ $1, X0, BX
 	VZEROUPPER
 	XORL    CX, CX
