@@ -537,6 +537,7 @@ type batchLimits struct {
 	frame    int    // the connection's frame limit
 	end      uint64 // the first position whose sequence ID would be beyond wire.MaxSeq
 	cached   int    // cachedFrameBytes, or 0: frames of mid-sized records grow to the limit too
+	sum      bool   // the frame is sent as built: its CRC is taken run by run (see wire.BatchBuilder.Sum)
 }
 
 // writeRun is how many positions nextBatch takes into Writing before it
@@ -692,6 +693,9 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 			} else {
 				bb.AddRecord(e.payload(), e.msg.Key, e.msg.Headers, e.msg.EventTime)
 			}
+		}
+		if lim.sum {
+			bb.Sum() // the run's bytes into the frame's CRC while they are in the caches
 		}
 		if testHookRunCopied != nil {
 			testHookRunCopied()

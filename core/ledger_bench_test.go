@@ -51,7 +51,7 @@ func benchLedger(b *testing.B, flat bool, run, round int, size int64) {
 		sizes[i] = size
 	}
 	var bb wire.BatchBuilder
-	lim := batchLimits{messages: round, bytes: 1 << 20, frame: wire.DefaultMaxFrameSize, end: math.MaxUint64}
+	lim := batchLimits{messages: round, bytes: 1 << 20, frame: wire.DefaultMaxFrameSize, end: math.MaxUint64, sum: true}
 	var pos, next uint64
 	deliver := func(uint64, ringbuf.State) {}
 	ctx := context.Background()

@@ -491,7 +491,7 @@ func ledgerProperty(t *testing.T, seed uint64, closedBy map[bool]int) {
 			check("enqueue")
 		case 2: // the pump writes a batch
 			from := max(writer, r.l.resendFrom())
-			lim := batchLimits{messages: 1 + rng.IntN(8), bytes: 1 << 20, frame: 4096, end: math.MaxUint64}
+			lim := batchLimits{messages: 1 + rng.IntN(8), bytes: 1 << 20, frame: 4096, end: math.MaxUint64, sum: rng.IntN(2) == 0}
 			if rng.IntN(2) == 0 {
 				lim.messages, lim.bytes = 1+rng.IntN(3*writeRun), 64+rng.IntN(4096)
 			}
@@ -501,6 +501,11 @@ func ledgerProperty(t *testing.T, seed uint64, closedBy map[bool]int) {
 				lim.messages, lim.cached = 3*minCachedRecords, 2048+rng.IntN(2048)
 			}
 			next, n, closedAt := r.l.nextBatch(&r.bb, from, lim, now)
+			if n > 0 { // a valid frame, its CRC taken run by run or not
+				if b, err := wire.DecodeBatch(r.bb.Finish()); err != nil || int(b.Count) != n {
+					t.Fatalf("step %d: a frame of %d records (sum %v): %d records, %v", step, n, lim.sum, b.Count, err)
+				}
+			}
 			if closedAt > 0 {
 				// Closed by a byte bound: the next record is there and
 				// would not have fit; the cached bound only with
@@ -820,7 +825,7 @@ func TestCachedFramesRandomSizes(t *testing.T) {
 		}
 		r.l.publish(pos, []*Message{{Payload: bytes.Repeat([]byte{byte(i)}, size)}}, func(MessageID, *Message, error) {}, nil, d, nil)
 	}
-	lim := batchLimits{messages: 4096, bytes: 1 << 20, frame: wire.DefaultMaxFrameSize, end: math.MaxUint64, cached: cachedFrameBytes}
+	lim := batchLimits{messages: 4096, bytes: 1 << 20, frame: wire.DefaultMaxFrameSize, end: math.MaxUint64, cached: cachedFrameBytes, sum: true}
 	closedBy := map[int]int{}
 	var pos uint64
 	next := 0 // the next message index expected in a frame

@@ -578,7 +578,8 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 	}
 	l.notBefore = 0
 	buf := bufs.get()
-	lim := batchLimits{topic: l.id, messages: p.cfg.maxBatchMessages, bytes: p.cfg.maxBatchBytes, frame: s.maxFrame, end: l.endPos}
+	lim := batchLimits{topic: l.id, messages: p.cfg.maxBatchMessages, bytes: p.cfg.maxBatchBytes, frame: s.maxFrame, end: l.endPos,
+		sum: p.comp == nil}
 	if p.comp == nil && s.vec != nil {
 		lim.cached = cachedFrameBytes // see cachedFrameBytes
 	}
