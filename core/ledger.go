@@ -589,7 +589,8 @@ const (
 // order). Sequence IDs in one frame are consecutive.
 //
 // It works in runs of up to writeRun positions: it moves each from Pending
-// or Written to Writing (or to its failure), then copies the run into bb,
+// or Written to Writing (or to its failure), then copies the run into bb
+// (and, with lim.sum, takes it into the frame's CRC: wire.BatchBuilder.Sum),
 // then moves it to Written: the fresh ones with one store of the ring's
 // written cursor (ringbuf.Ring.MarkWritten), the resent ones each (and it
 // tells the Send of one a receipt acknowledged meanwhile: see resentBack).

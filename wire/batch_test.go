@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -417,5 +418,68 @@ func TestBatchBuilderGrow(t *testing.T) {
 	bb.Grow(1000, 2500)
 	if got := cap(bb.Bytes()); got != 2500 {
 		t.Errorf("cap %d, want the limit 2500 (doubling would pass it)", got)
+	}
+}
+
+// TestBatchBuilderSum: a frame whose CRC was taken in steps (Sum between
+// records, growths and all) is the frame built without them, byte for
+// byte, with the CRC hash/crc32 computes; Sum does nothing on an empty or
+// a taken builder, whose next batch starts afresh.
+func TestBatchBuilderSum(t *testing.T) {
+	var bb wire.BatchBuilder
+	bb.Sum() // the zero value: nothing to sum
+	bb.Reset(nil, 0, 1)
+	bb.Sum()
+	bb.Add([]byte("after a sum of nothing"))
+	checkSummed(t, bb.Finish(), [][]byte{[]byte("after a sum of nothing")})
+	frame := bb.Take(nil, nil)
+	bb.Sum() // taken: its buffer is empty
+	bb.Reset(frame, 0, 1)
+	bb.Sum()
+	bb.Add([]byte("a new batch"))
+	checkSummed(t, bb.Finish(), [][]byte{[]byte("a new batch")})
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 300 {
+		var recs [][]byte
+		bb.Reset(nil, 0, 1)
+		for range 1 + rng.IntN(40) {
+			p := make([]byte, rng.IntN(3000))
+			for i := range p {
+				p[i] = byte(rng.Uint32())
+			}
+			if rng.IntN(4) == 0 {
+				bb.Grow(rng.IntN(8000), 1<<20) // may move the frame
+			}
+			bb.Add(p)
+			recs = append(recs, p)
+			if rng.IntN(3) == 0 {
+				bb.Sum()
+			}
+		}
+		var ref wire.BatchBuilder
+		ref.Reset(nil, 0, 1)
+		for _, p := range recs {
+			ref.Add(p)
+		}
+		if got, want := bb.Finish(), ref.Finish(); !bytes.Equal(got, want) {
+			t.Fatalf("round %d: %d records summed in steps: a different frame", round, len(recs))
+		}
+		checkSummed(t, bb.Finish(), recs) // Finish again: the same
+	}
+}
+
+// checkSummed checks that frame holds recs and hash/crc32's CRC of its data.
+func checkSummed(t *testing.T, frame []byte, recs [][]byte) {
+	t.Helper()
+	if got, want := binary.BigEndian.Uint32(frame[26:]), crc32.Checksum(frame[wire.BatchHeaderSize:], castagnoli); got != want {
+		t.Fatalf("CRC %08x, hash/crc32 %08x", got, want)
+	}
+	it := recordsOf(t, frame)
+	for i, want := range recs {
+		raw, ok := it.Next()
+		if p, plain := wire.PlainPayload(raw); !ok || !plain || !bytes.Equal(p, want) {
+			t.Fatalf("record %d of %d differs", i, len(recs))
+		}
 	}
 }

@@ -39,8 +39,11 @@ type BatchBuilder struct {
 	topic    uint32
 	firstSeq uint64
 	count    int
-	sum      uint32 // CRC-32C of buf[BatchHeaderSize:summed] (see Sum)
-	summed   int    // 0 (Reset): nothing summed
+	// sum is the CRC-32C of buf[BatchHeaderSize:summed] (see Sum), both 0
+	// after Reset. While len(buf) < BatchHeaderSize (after Take) they are
+	// stale: every method then resets the builder first, and Sum returns.
+	sum    uint32
+	summed int
 }
 
 // Reset starts a new batch of the topic declared as topic in buf[:0] whose
@@ -195,6 +198,7 @@ func putBatchHeader(f []byte, topic uint32, firstSeq uint64, count int, codec Co
 	putHeader(f, topic, firstSeq, count, codec, rawLen, crc32c.Checksum(f[BatchHeaderSize:]))
 }
 
+// putHeader is putBatchHeader with the CRC of f's data given.
 func putHeader(f []byte, topic uint32, firstSeq uint64, count int, codec Codec, rawLen int, sum uint32) {
 	binary.BigEndian.PutUint32(f, uint32(len(f)-prefixSize))
 	f[prefixSize] = byte(TypeBatch)
