@@ -18,8 +18,8 @@ test: vet
 		echo "== go test -race $$m"; \
 		(cd $$m && $(GO) test -race -count=1 ./...) || failed="$$failed $$m"; \
 	done; \
-	echo "== go test -tags purego ./internal/crc32c"; \
-	$(GO) test -count=1 -tags purego ./internal/crc32c || failed="$$failed internal/crc32c(purego)"; \
+	echo "== go test -tags purego ./wire/... ./store/file"; \
+	$(GO) test -count=1 -tags purego ./wire/... ./store/file || failed="$$failed purego"; \
 	if [ -n "$$failed" ]; then echo "FAIL in:$$failed"; exit 1; fi
 
 print-modules:
@@ -29,8 +29,9 @@ print-modules:
 # its users build on (CROSS_GOOS): a file for Linux only that a build
 # constraint did not keep to Linux breaks the build there, and nothing else
 # here runs on them.
-# internal/crc32c has assembly for amd64 and Go elsewhere: its other side
-# is vetted for arm64, and tested with the purego tag, which keeps it to Go.
+# wire/crc32c has assembly for amd64 and Go elsewhere: its other side
+# is vetted for arm64, and test runs wire and store/file with the purego
+# tag, which keeps it to Go.
 CROSS_GOOS = darwin windows
 vet:
 	@set -e; for m in $(MODULES); do \
@@ -41,7 +42,7 @@ vet:
 			(cd $$m && GOOS=$$os $(GO) vet ./...); \
 		done; \
 	done
-	@echo "== GOARCH=arm64 go vet ./internal/crc32c"; GOARCH=arm64 $(GO) vet ./internal/crc32c
+	@echo "== GOARCH=arm64 go vet ./wire/crc32c"; GOARCH=arm64 $(GO) vet ./wire/crc32c
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	 if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
@@ -81,7 +82,7 @@ build:
 ## fuzz: run every fuzz target for FUZZTIME each (go test runs their seed corpora always)
 FUZZTIME ?= 60s
 FUZZ_TARGETS = wire:FuzzDecode wire:FuzzBatchBuilder wire:FuzzDecompress wire:FuzzCompressRoundTrip \
-	broker:FuzzSession store/file:FuzzReplay core:FuzzProducerInbound internal/crc32c:FuzzUpdate
+	broker:FuzzSession store/file:FuzzReplay core:FuzzProducerInbound wire/crc32c:FuzzUpdate
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; \

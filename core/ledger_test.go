@@ -501,8 +501,8 @@ func ledgerProperty(t *testing.T, seed uint64, closedBy map[bool]int) {
 				lim.messages, lim.cached = 3*minCachedRecords, 2048+rng.IntN(2048)
 			}
 			next, n, closedAt := r.l.nextBatch(&r.bb, from, lim, now)
-			// A valid frame, its CRC taken after the run or not (frames of
-			// several runs summed in steps: TestCachedFramesRandomSizes).
+			// A valid frame, its CRC taken after each run or at once
+			// (TestCachedFramesRandomSizes sums frames of many runs too).
 			if n > 0 {
 				if b, err := wire.DecodeBatch(r.bb.Finish()); err != nil || int(b.Count) != n {
 					t.Fatalf("step %d: a frame of %d records (sum %v): %d records, %v", step, n, lim.sum, b.Count, err)

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/inflightmq/inflight/internal/crc32c"
+	"github.com/inflightmq/inflight/wire/crc32c"
 )
 
 // BatchHeaderSize is the size of a BATCH frame before its data: the frame

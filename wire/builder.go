@@ -5,7 +5,7 @@ import (
 	"math/bits"
 	"time"
 
-	"github.com/inflightmq/inflight/internal/crc32c"
+	"github.com/inflightmq/inflight/wire/crc32c"
 )
 
 // RecordOverhead returns the bytes a record costs in a batch besides its
@@ -39,9 +39,10 @@ type BatchBuilder struct {
 	topic    uint32
 	firstSeq uint64
 	count    int
-	// sum is the CRC-32C of buf[BatchHeaderSize:summed] (see Sum), both 0
-	// after Reset. While len(buf) < BatchHeaderSize (after Take) they are
-	// stale: every method then resets the builder first, and Sum returns.
+	// sum is the CRC-32C of the records up to summed (buf[BatchHeaderSize:
+	// summed], see Sum); summed 0 (Reset): nothing summed. While len(buf)
+	// < BatchHeaderSize (after Take) both are stale: every method then
+	// resets the builder first, and Sum returns.
 	sum    uint32
 	summed int
 }

@@ -12,8 +12,8 @@ import (
 	"strconv"
 
 	"github.com/inflightmq/inflight/broker"
-	"github.com/inflightmq/inflight/internal/crc32c"
 	"github.com/inflightmq/inflight/wire"
+	"github.com/inflightmq/inflight/wire/crc32c"
 )
 
 // The segment format. A segment file, all integers big-endian:

@@ -39,7 +39,7 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/inflightmq/inflight/internal/crc32c"
+	"github.com/inflightmq/inflight/wire/crc32c"
 )
 
 // CorruptError says where a store segment is damaged. It wraps ErrCorrupt.
@@ -166,7 +166,10 @@ func allZero(file io.ReaderAt, from, to int64) (bool, error) {
 
 // crcOf returns the CRC-32C of the bytes [from, to) of file.
 func crcOf(file io.ReaderAt, from, to int64) (uint32, error) {
-	h := crc32.New(crc32.MakeTable(crc32.Castagnoli)) // hash/crc32 keeps this table: made once
+	// A stream through hash/crc32 (the same CRC-32C as wire/crc32c gives):
+	// only a damaged file gets here, once. MakeTable returns the table
+	// hash/crc32 keeps.
+	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
 	if _, err := io.Copy(h, io.NewSectionReader(file, from, to-from)); err != nil {
 		return 0, err
 	}

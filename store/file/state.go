@@ -11,7 +11,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/inflightmq/inflight/internal/crc32c"
+	"github.com/inflightmq/inflight/wire/crc32c"
 )
 
 // streamState is what the store knows of one (topic, producer).

@@ -6,10 +6,10 @@ import "golang.org/x/sys/cpu"
 
 // canFold reports whether the CPU and the OS run fold's instructions:
 // AVX-512 Foundation with its carry-less multiplication, the 128-bit
-// PCLMULQDQ with AVX, and SSE4.2's CRC32 for the end. HasAVX512 is
-// checked too, so that GODEBUG=cpu.avx512=off turns folding off (it
-// clears only that flag).
-var canFold = cpu.X86.HasAVX512 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VPCLMULQDQ &&
+// PCLMULQDQ with AVX, and SSE4.2's CRC32 for the end.
+// GODEBUG=cpu.avx512f=off, which the runtime and x/sys/cpu both know,
+// turns folding off.
+var canFold = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VPCLMULQDQ &&
 	cpu.X86.HasPCLMULQDQ && cpu.X86.HasAVX && cpu.X86.HasSSE42
 
 // fold folds p, whose length is a positive multiple of foldBlock, with s
