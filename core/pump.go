@@ -121,7 +121,7 @@ func (bp *bufPool) get() *transport.Buffer {
 	for more := true; more && len(bp.stack) < cap(bp.back); {
 		select {
 		case b := <-bp.back:
-			bp.push(b)
+			bp.put(b)
 		default:
 			more = false
 		}
@@ -138,8 +138,10 @@ func (bp *bufPool) get() *transport.Buffer {
 	return &transport.Buffer{Owner: bp.back}
 }
 
-// push keeps b on the stack if the bounds allow, or drops it.
-func (bp *bufPool) push(b *transport.Buffer) {
+// put keeps b on the stack if the bounds allow, or drops it: a buffer that
+// came back (see get), or one get returned and the pump did not use. The
+// pump's.
+func (bp *bufPool) put(b *transport.Buffer) {
 	if len(bp.stack) >= cap(bp.back) {
 		return
 	}
@@ -151,9 +153,6 @@ func (bp *bufPool) push(b *transport.Buffer) {
 	}
 	bp.stack = append(bp.stack, b)
 }
-
-// put keeps a buffer get returned and the pump did not use. The pump's.
-func (bp *bufPool) put(b *transport.Buffer) { bp.push(b) }
 
 func (p *Producer) stopping() bool {
 	select {
@@ -578,9 +577,10 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 	}
 	l.notBefore = 0
 	buf := bufs.get()
+	asBuilt := p.comp == nil // frames go as nextBatch builds them
 	lim := batchLimits{topic: l.id, messages: p.cfg.maxBatchMessages, bytes: p.cfg.maxBatchBytes, frame: s.maxFrame, end: l.endPos,
-		sum: p.comp == nil}
-	if p.comp == nil && s.vec != nil {
+		sum: asBuilt}
+	if asBuilt && s.vec != nil {
 		lim.cached = cachedFrameBytes // see cachedFrameBytes
 	}
 	var n int
@@ -668,14 +668,14 @@ func lookAhead(l *lane) int {
 }
 
 // lingerFor is how many published records make a frame of l worth sending
-// at once under Linger: MaxBatchMessages (max), or fewer if l's last full
-// frame was closed by a byte bound at fewer (a frame that size would close
-// anyway, and a wait for more would only delay it).
-func lingerFor(l *lane, max int) int {
+// at once under Linger: maxMessages (MaxBatchMessages), or fewer if l's
+// last full frame was closed by a byte bound at fewer (a frame that size
+// would close anyway, and a wait for more would only delay it).
+func lingerFor(l *lane, maxMessages int) int {
 	if l.fullAt > 0 {
-		return min(max, l.fullAt)
+		return min(maxMessages, l.fullAt)
 	}
-	return max
+	return maxMessages
 }
 
 // noteFrame records how l's frame of n records and size bytes, closed at

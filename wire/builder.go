@@ -144,7 +144,7 @@ func (b *BatchBuilder) Finish() []byte {
 		b.Reset(b.buf, b.topic, b.firstSeq)
 	}
 	b.Sum()
-	putHeader(b.buf, b.topic, b.firstSeq, b.count, CodecNone, len(b.buf)-BatchHeaderSize, b.sum)
+	putBatchHeader(b.buf, b.topic, b.firstSeq, b.count, CodecNone, len(b.buf)-BatchHeaderSize, b.sum)
 	return b.buf
 }
 
@@ -185,7 +185,7 @@ func (b *BatchBuilder) FinishCompressed(c *Compressor, dst []byte) (frame []byte
 	if len(data) > len(raw)-len(raw)/8 {
 		return b.Finish(), false
 	}
-	putBatchHeader(f, b.topic, b.firstSeq, b.count, c.codec, len(raw))
+	putBatchHeader(f, b.topic, b.firstSeq, b.count, c.codec, len(raw), crc32c.Checksum(data))
 	return f, true
 }
 
@@ -194,13 +194,8 @@ func (b *BatchBuilder) FinishCompressed(c *Compressor, dst []byte) (frame []byte
 const minCompress = 64
 
 // putBatchHeader fills the header of the BATCH frame f, whose data follows
-// BatchHeaderSize, CRC included.
-func putBatchHeader(f []byte, topic uint32, firstSeq uint64, count int, codec Codec, rawLen int) {
-	putHeader(f, topic, firstSeq, count, codec, rawLen, crc32c.Checksum(f[BatchHeaderSize:]))
-}
-
-// putHeader is putBatchHeader with the CRC of f's data given.
-func putHeader(f []byte, topic uint32, firstSeq uint64, count int, codec Codec, rawLen int, sum uint32) {
+// BatchHeaderSize and has the CRC-32C sum.
+func putBatchHeader(f []byte, topic uint32, firstSeq uint64, count int, codec Codec, rawLen int, sum uint32) {
 	binary.BigEndian.PutUint32(f, uint32(len(f)-prefixSize))
 	f[prefixSize] = byte(TypeBatch)
 	binary.BigEndian.PutUint32(f[offTopic:], topic)

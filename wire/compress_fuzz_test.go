@@ -10,6 +10,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/inflightmq/inflight/wire/crc32c"
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 )
@@ -23,7 +24,7 @@ const fuzzLimit = 1 << 20
 func batchFrame(codec Codec, count, rawLen int, data []byte) []byte {
 	f := make([]byte, BatchHeaderSize, BatchHeaderSize+len(data))
 	f = append(f, data...)
-	putBatchHeader(f, 0, 1, count, codec, rawLen)
+	putBatchHeader(f, 0, 1, count, codec, rawLen, crc32c.Checksum(data))
 	return f
 }
 
