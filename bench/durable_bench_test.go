@@ -11,6 +11,7 @@ import (
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/internal/cpuclock"
 	"github.com/inflightmq/inflight/metrics/hist"
 	"github.com/inflightmq/inflight/server"
 	"github.com/inflightmq/inflight/store/file"
@@ -204,6 +205,7 @@ func runProducers(b *testing.B, e *durableEnv, n int) {
 	per := max(b.N/n, 1)
 	b.SetBytes(100)
 	b.ReportAllocs()
+	cpu0, haveCPU := cpuclock.Process()
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for _, p := range ps {
@@ -222,6 +224,10 @@ func runProducers(b *testing.B, e *durableEnv, n int) {
 	wg.Wait()
 	b.StopTimer()
 	b.ReportMetric(float64(per*n)/b.Elapsed().Seconds(), "msgs/s")
+	if cpu1, ok := cpuclock.Process(); ok && haveCPU {
+		// With the rate: how many of the host's cores the run kept busy.
+		b.ReportMetric(float64(cpu1-cpu0)/float64(per*n), "cpu-ns/msg")
+	}
 	e.reportStore(b, before, frames0)
 }
 
