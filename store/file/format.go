@@ -397,32 +397,8 @@ func (e *entry) nextRecord(rr *wire.RecordReader) broker.Record {
 	return r
 }
 
-// entryBodyLen returns the size of a version 2 body holding recs, or an
-// error for metadata over a limit or a body over maxEntryBody.
-func entryBodyLen(topic, producer string, recs []broker.Record) (int, error) {
-	n := int64(1 + 1 + len(topic) + 1 + len(producer) + 8 + 4)
-	prev := recs[0].Seq - 1
-	for i := range recs {
-		r := &recs[i]
-		body := len(r.Raw) // checked by the broker when it read the frame
-		if r.Raw == nil {
-			meta, err := wire.CheckMeta(r.Key, r.Headers, r.EventTime)
-			if err != nil {
-				return 0, fmt.Errorf("record %d: %w", r.Seq, err)
-			}
-			body = 1 + meta + len(r.Payload)
-		}
-		n += int64(uvarintLen(r.Seq-prev-1) + uvarintLen(uint64(body)) + body)
-		if n > maxEntryBody {
-			return 0, fmt.Errorf("entry of %d records over %d bytes", len(recs), maxEntryBody)
-		}
-		prev = r.Seq
-	}
-	return int(n), nil
-}
-
 // appendEntry appends one version 2 entry (header and body of bodyLen
-// bytes, as entryBodyLen returned) holding recs to buf and returns it.
+// bytes, as planEntries sized it) holding recs to buf and returns it.
 func appendEntry(buf []byte, topic, producer string, recs []broker.Record, bodyLen int) []byte {
 	buf = slices.Grow(buf, entryHeaderSize+bodyLen)
 	start := len(buf)
@@ -441,7 +417,7 @@ func appendEntry(buf []byte, topic, producer string, recs []broker.Record, bodyL
 			buf = binary.AppendUvarint(buf, uint64(len(r.Raw)))
 			buf = append(buf, r.Raw...)
 		} else {
-			meta, _ := wire.CheckMeta(r.Key, r.Headers, r.EventTime) // checked by entryBodyLen
+			meta, _ := wire.CheckMeta(r.Key, r.Headers, r.EventTime) // checked by planEntries
 			buf = binary.AppendUvarint(buf, uint64(1+meta+len(r.Payload)))
 			buf = wire.AppendRecordBody(buf, r.Payload, r.Key, r.Headers, r.EventTime)
 		}

@@ -122,7 +122,7 @@ func (f *Store) scanSegment(file io.ReaderAt, end int64, path string, sealed boo
 				return nil
 			})
 		if bad != nil {
-			// Each entry holds at most one producer frame (see frameEntries):
+			// Each entry holds at most one producer frame (see planEntries):
 			// past the damage, the next entry whose length and CRC check out
 			// is where the reading can go on.
 			next, err := findEntry(file, bad.off+1, end)

@@ -244,23 +244,18 @@ func (f *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 	}
 	// Encoded without the lock: the entries do not depend on where they
 	// go, and the Appends of different producers encode at the same time.
-	// One entry per producer frame (see frameEntries).
-	total := 0
-	err = frameEntries(recs, func(part []broker.Record) error {
-		bodyLen, err := entryBodyLen(topic, producer, part)
-		total += entryHeaderSize + bodyLen
-		return err
-	})
+	// One entry per producer frame (see planEntries): one walk over recs
+	// sizes the entries, one encodes them.
+	var room [16]entryPart // most Appends carry a few frames
+	parts, total, unordered, err := planEntries(room[:0], topic, producer, recs)
 	if err != nil {
 		return fmt.Errorf("inflight/file: Store.Append: %w", err)
 	}
 	buf := f.bufs.get(total)
 	*buf = (*buf)[:0]
-	_ = frameEntries(recs, func(part []broker.Record) error {
-		bodyLen, _ := entryBodyLen(topic, producer, part) // checked above
-		*buf = appendEntry(*buf, topic, producer, part, bodyLen)
-		return nil
-	})
+	for _, p := range parts {
+		*buf = appendEntry(*buf, topic, producer, recs[p.start:p.end], p.body)
+	}
 	size := int64(len(*buf))
 
 	k := stream{topic, producer}
@@ -269,7 +264,7 @@ func (f *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 	// The check marks the name seen: a roll this Append makes must not
 	// forget it.
 	check := func() error {
-		if err := f.checkLocked(k, epoch, recs); err != nil {
+		if err := f.checkLocked(k, epoch, recs, unordered); err != nil {
 			return err
 		}
 		f.st.raiseName(producer, 0, f.cfg.now().UnixNano())
@@ -295,23 +290,59 @@ func (f *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 	return err
 }
 
-// frameEntries calls fn with the records of each entry an Append writes:
-// one per producer frame, as broker.Record.FrameStart marks them, so that
-// a checksum covers at most one frame and a flipped bit costs at most
-// that frame's records (a group commit may hand over many frames at once);
-// records that did not come from frames (no FrameStart after the first)
-// make one entry. It stops at fn's first error.
-func frameEntries(recs []broker.Record, fn func(part []broker.Record) error) error {
-	start := 0
-	for i := 1; i <= len(recs); i++ {
-		if i == len(recs) || recs[i].FrameStart {
-			if err := fn(recs[start:i]); err != nil {
-				return err
+// entryPart is the records of one entry an Append writes, recs[start:end],
+// and the size of its body.
+type entryPart struct{ start, end, body int }
+
+// planEntries splits recs into the entries an Append writes, sizes their
+// bodies and appends them to parts, in one walk: one entry per producer
+// frame, as broker.Record.FrameStart marks them, so that a checksum covers
+// at most one frame and a flipped bit costs at most that frame's records
+// (a group commit may hand over many frames at once); records that did not
+// come from frames (no FrameStart after the first) make one entry. It
+// returns the entries' total size, headers included, or an error for
+// metadata over a limit or a body over maxEntryBody. A sequence ID not
+// above the one before it is no error here: it returns the first as
+// unordered, for checkLocked to report after the checks that need the
+// store's state.
+func planEntries(parts []entryPart, topic, producer string, recs []broker.Record) (_ []entryPart, total int, unordered, err error) {
+	head := int64(1 + 1 + len(topic) + 1 + len(producer) + 8 + 4)
+	start, body := 0, head
+	for i := range recs {
+		r := &recs[i]
+		gap := uint64(0) // the sequence IDs between r and the entry's record before it
+		if i > 0 {
+			switch prev := recs[i-1].Seq; {
+			case r.Seq <= prev:
+				if unordered == nil {
+					unordered = fmt.Errorf("sequence ID %d after %d", r.Seq, prev)
+				}
+			case !r.FrameStart:
+				gap = r.Seq - prev - 1
 			}
-			start = i
+			if r.FrameStart {
+				parts = append(parts, entryPart{start, i, int(body)})
+				total += entryHeaderSize + int(body)
+				start, body = i, head
+			}
+		}
+		n := len(r.Raw) // checked by the broker when it read the frame
+		if r.Raw == nil {
+			meta, err := wire.CheckMeta(r.Key, r.Headers, r.EventTime)
+			if err != nil {
+				return parts, 0, nil, fmt.Errorf("record %d: %w", r.Seq, err)
+			}
+			n = 1 + meta + len(r.Payload)
+		}
+		if body += int64(uvarintLen(gap) + uvarintLen(uint64(n)) + n); body > maxEntryBody {
+			return parts, 0, nil, fmt.Errorf("entry of %d records over %d bytes", i+1-start, maxEntryBody)
 		}
 	}
-	return nil
+	if len(recs) > 0 {
+		parts = append(parts, entryPart{start, len(recs), int(body)})
+		total += entryHeaderSize + int(body)
+	}
+	return parts, total, unordered, nil
 }
 
 // admitLocked checks an entry of size bytes with check before it is
@@ -349,8 +380,9 @@ func (f *Store) writeLocked(buf []byte) error {
 	return nil
 }
 
-// checkLocked validates Append's names, epoch and sequence IDs.
-func (f *Store) checkLocked(k stream, epoch uint64, recs []broker.Record) error {
+// checkLocked validates Append's names, epoch and sequence IDs; unordered
+// is what planEntries found of the order of recs.
+func (f *Store) checkLocked(k stream, epoch uint64, recs []broker.Record, unordered error) error {
 	if err := checkNames(k); err != nil {
 		return fmt.Errorf("inflight/file: Store.Append: %w", err)
 	}
@@ -367,10 +399,8 @@ func (f *Store) checkLocked(k stream, epoch uint64, recs []broker.Record) error 
 	case recs[0].Seq <= last:
 		err = fmt.Errorf("%q/%q first sequence ID %d not above the last stored %d", k.topic, k.producer, recs[0].Seq, last)
 	}
-	for i := 1; err == nil && i < len(recs); i++ {
-		if recs[i].Seq <= recs[i-1].Seq {
-			err = fmt.Errorf("sequence ID %d after %d", recs[i].Seq, recs[i-1].Seq)
-		}
+	if err == nil {
+		err = unordered
 	}
 	if err != nil {
 		return fmt.Errorf("inflight/file: Store.Append: %w", err)
