@@ -20,10 +20,11 @@ import (
 
 // The receiving side's benchmarks: producers over tcp to a server whose
 // broker stores into a file store in the test's temporary directory, beside
-// the cost of the disk itself (BenchmarkDiskFsync, the same directory).
-// Run them in one command so that every row meets the same disk:
+// the cost of the disk itself (BenchmarkDiskFsync and BenchmarkDiskWrite,
+// the same directory). Run them in one command so that every row meets the
+// same disk:
 //
-//	go test -run=NONE -bench='DiskFsync|Durable|SlowStore' -benchtime=2s ./bench/
+//	go test -run=NONE -bench='Disk|Durable|SlowStore' -benchtime=2s ./bench/
 
 // BenchmarkDiskFsync: what the disk costs, without inflight: append n
 // bytes to a file and fsync it, one op each, as a commit does. p50 and p99
@@ -51,6 +52,34 @@ func BenchmarkDiskFsync(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "fsyncs/s")
 			reportLatency(b, &h)
 		})
+	}
+}
+
+// BenchmarkDiskWrite: what a write costs without fsync, without inflight:
+// append 512 KiB to a file, one op each, as an Append of a few frames under
+// FsyncNone does. cpu-ns/KiB is what the kernel spends to take new bytes
+// into the page cache: the floor of a store's cost per byte when nothing is
+// fsynced. (On a virtual machine it varies run to run with how much of the
+// guest's memory the host has to hand over afresh.)
+func BenchmarkDiskWrite(b *testing.B) {
+	const size = 512 << 10
+	f, err := os.Create(filepath.Join(b.TempDir(), "raw"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, size)
+	b.SetBytes(size)
+	cpu0, haveCPU := cpuclock.Process()
+	written := int64(0)
+	for b.Loop() {
+		if _, err := f.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		written += size
+	}
+	if cpu1, ok := cpuclock.Process(); ok && haveCPU {
+		b.ReportMetric(float64(cpu1-cpu0)/float64(written>>10), "cpu-ns/KiB")
 	}
 }
 
