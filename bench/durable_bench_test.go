@@ -58,9 +58,10 @@ func BenchmarkDiskFsync(b *testing.B) {
 // BenchmarkDiskWrite: what a write costs without fsync, without inflight:
 // append 512 KiB to a file, one op each, as an Append of a few frames under
 // FsyncNone does. cpu-ns/KiB is what the kernel spends to take new bytes
-// into the page cache: the floor of a store's cost per byte when nothing is
-// fsynced. (On a virtual machine it varies run to run with how much of the
-// guest's memory the host has to hand over afresh.)
+// into the page cache, which a store pays on top of its own work when
+// nothing is fsynced. It depends on what ran before: on a virtual machine,
+// on how much of the guest's memory the host has to hand over afresh
+// (several times more than for pages the guest used lately).
 func BenchmarkDiskWrite(b *testing.B) {
 	const size = 512 << 10
 	f, err := os.Create(filepath.Join(b.TempDir(), "raw"))
@@ -217,8 +218,10 @@ func BenchmarkSlowStore(b *testing.B) {
 	}
 }
 
-// runProducers sends b.N messages of 100 B from n producers at once and
-// reports the total rate.
+// runProducers sends b.N messages of 100 B (b.N/n from each) from n
+// producers at once and reports the total rate and the process's CPU per
+// message (every goroutine's: producers, server, broker, store; not the
+// kernel's writeback).
 func runProducers(b *testing.B, e *durableEnv, n int) {
 	ps := make([]*core.Producer, n)
 	for i := range ps {

@@ -310,21 +310,20 @@ func planEntries(parts []entryPart, topic, producer string, recs []broker.Record
 	start, body := 0, head
 	for i := range recs {
 		r := &recs[i]
-		gap := uint64(0) // the sequence IDs between r and the entry's record before it
-		if i > 0 {
-			switch prev := recs[i-1].Seq; {
-			case r.Seq <= prev:
-				if unordered == nil {
-					unordered = fmt.Errorf("sequence ID %d after %d", r.Seq, prev)
-				}
-			case !r.FrameStart:
-				gap = r.Seq - prev - 1
-			}
-			if r.FrameStart {
-				parts = append(parts, entryPart{start, i, int(body)})
-				total += entryHeaderSize + int(body)
-				start, body = i, head
-			}
+		if i > 0 && r.Seq <= recs[i-1].Seq && unordered == nil {
+			unordered = fmt.Errorf("sequence ID %d after %d", r.Seq, recs[i-1].Seq)
+		}
+		if i > 0 && r.FrameStart {
+			parts = append(parts, entryPart{start, i, int(body)})
+			total += entryHeaderSize + int(body)
+			start, body = i, head
+		}
+		// The sequence IDs between r and the entry's record before it, as
+		// appendEntry writes it: wrapped around for records out of order,
+		// whose Append fails, so that the size is always exact.
+		gap := uint64(0)
+		if i > start {
+			gap = r.Seq - recs[i-1].Seq - 1
 		}
 		n := len(r.Raw) // checked by the broker when it read the frame
 		if r.Raw == nil {
@@ -335,7 +334,11 @@ func planEntries(parts []entryPart, topic, producer string, recs []broker.Record
 			n = 1 + meta + len(r.Payload)
 		}
 		if body += int64(uvarintLen(gap) + uvarintLen(uint64(n)) + n); body > maxEntryBody {
-			return parts, 0, nil, fmt.Errorf("entry of %d records over %d bytes", i+1-start, maxEntryBody)
+			end := i + 1 // the entry's records, counted to its end
+			for end < len(recs) && !recs[end].FrameStart {
+				end++
+			}
+			return parts, 0, nil, fmt.Errorf("entry of %d records over %d bytes", end-start, maxEntryBody)
 		}
 	}
 	if len(recs) > 0 {

@@ -212,6 +212,7 @@ func TestAppendRefused(t *testing.T) {
 // as the broker hands them over (Raw set), with records built from their
 // fields (Raw nil) among them and sequence IDs that skip within and
 // between frames, reads back exactly, an entry per frame, after reopening.
+// (TestPlanEntries checks the entries' sizes on random Appends.)
 func TestAppendFrames(t *testing.T) {
 	at := time.Unix(1700000000, 123456789).UTC()
 	var in []broker.Record
@@ -219,6 +220,9 @@ func TestAppendFrames(t *testing.T) {
 	for frame := range 4 {
 		for i := range 5 {
 			r := broker.Record{Seq: seq, Payload: fmt.Appendf(nil, "frame %d record %d", frame, i), FrameStart: i == 0}
+			if i == 4 {
+				r.Payload = bytes.Repeat(r.Payload, 20) // a body over 127 bytes: a length of two
+			}
 			if i%2 == 1 {
 				r.Key = []byte("k")
 				r.Headers = []wire.Header{{Key: "h", Value: []byte{byte(i)}}}
@@ -228,9 +232,9 @@ func TestAppendFrames(t *testing.T) {
 				r.Raw = wire.AppendRecordBody(nil, r.Payload, r.Key, r.Headers, r.EventTime)
 			}
 			in = append(in, r)
-			seq += []uint64{1, 2, 201, 70001, 1}[i] // gaps of 0 to 70000 IDs: 1 to 3 bytes
+			seq += []uint64{128, 129, 16384, 16385, 1}[i] // gaps of 127 to 16384 IDs: 1 to 3 bytes
 		}
-		seq += 100
+		seq += 1000 // a frame's first record is written with no gap
 	}
 	path := filepath.Join(t.TempDir(), "store")
 	s := openFileStore(t, path, file.Fsync(file.FsyncNone))
@@ -290,7 +294,7 @@ func TestAppendUnordered(t *testing.T) {
 		seqs []uint64
 		want string
 	}{
-		{"within a frame", []uint64{3, 5, 4, 6}, "sequence ID 4 after 5"},
+		{"within a frame", []uint64{3, 4, 6, 5}, "sequence ID 5 after 6"},
 		{"between frames", []uint64{3, 5, 5, 6}, "sequence ID 5 after 5"},
 		{"first of several", []uint64{7, 6, 5, 4}, "sequence ID 6 after 7"},
 	} {
