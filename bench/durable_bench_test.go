@@ -57,24 +57,42 @@ func BenchmarkDiskFsync(b *testing.B) {
 
 // BenchmarkDiskWrite: what a write costs without fsync, without inflight:
 // append 512 KiB to a file, one op each, as an Append of a few frames under
-// FsyncNone does. cpu-ns/KiB is what the kernel spends to take new bytes
-// into the page cache, which a store pays on top of its own work when
-// nothing is fsynced. It depends on what ran before: on a virtual machine,
-// on how much of the guest's memory the host has to hand over afresh
-// (several times more than for pages the guest used lately).
+// FsyncNone does, in files of 256 MiB of which it keeps the last 8, as a
+// store rolls segments and retention removes them (so that a long run does
+// not fill the disk). cpu-ns/KiB is what the kernel spends to take the
+// bytes into the page cache, which a store pays on top of its own work
+// when nothing is fsynced. It depends on what ran before; on a virtual
+// machine, likely on how much of the guest's memory the host has to hand
+// over afresh.
 func BenchmarkDiskWrite(b *testing.B) {
-	const size = 512 << 10
-	f, err := os.Create(filepath.Join(b.TempDir(), "raw"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
+	const size, perFile, keep = 512 << 10, 256 << 20, 8
+	dir := b.TempDir()
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
 	buf := make([]byte, size)
 	b.SetBytes(size)
 	cpu0, haveCPU := cpuclock.Process()
 	written := int64(0)
 	for b.Loop() {
-		if _, err := f.Write(buf); err != nil {
+		if written%perFile == 0 {
+			if len(files) == keep {
+				files[0].Close()
+				if err := os.Remove(files[0].Name()); err != nil {
+					b.Fatal(err)
+				}
+				files = files[1:]
+			}
+			f, err := os.Create(filepath.Join(dir, fmt.Sprint("raw", written/perFile)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			files = append(files, f)
+		}
+		if _, err := files[len(files)-1].Write(buf); err != nil {
 			b.Fatal(err)
 		}
 		written += size
@@ -218,10 +236,11 @@ func BenchmarkSlowStore(b *testing.B) {
 	}
 }
 
-// runProducers sends b.N messages of 100 B (b.N/n from each) from n
-// producers at once and reports the total rate and the process's CPU per
-// message (every goroutine's: producers, server, broker, store; not the
-// kernel's writeback).
+// runProducers sends about b.N messages of 100 B (max(b.N/n, 1) from each)
+// from n producers at once and reports the total rate and the process's
+// CPU per message: user and system time of all its threads (producers,
+// server, broker, store, the garbage collector, and the kernel's work in
+// their system calls), not the kernel's writeback threads.
 func runProducers(b *testing.B, e *durableEnv, n int) {
 	ps := make([]*core.Producer, n)
 	for i := range ps {

@@ -88,17 +88,35 @@ func TestPlanEntries(t *testing.T) {
 	}
 }
 
-// TestPlanEntriesTooLarge: an entry over maxEntryBody is refused, and the
-// error counts the records of the whole entry, as it always has.
+// TestPlanEntriesTooLarge: an entry of exactly maxEntryBody is taken, one a
+// byte over is refused, and the error counts the records of that whole
+// entry, as it always has, wherever the entry is in the Append.
 func TestPlanEntriesTooLarge(t *testing.T) {
+	const head = 1 + 1 + 1 + 1 + 1 + 8 + 4 // topic "t", producer "p"
 	mib := make([]byte, 1<<20)
-	recs := make([]broker.Record, 1026)
-	for i := range recs {
-		recs[i] = broker.Record{Seq: uint64(i + 1), Payload: mib, FrameStart: i == 0 || i == 1025}
+	// 1023 records of 1 MiB (1 + 3 + 1 MiB each) and a last one that
+	// fills the body to maxEntryBody exactly.
+	last := maxEntryBody - head - 1023*(1+3+1<<20) - 1 - 3
+	entry := func(first uint64, lastLen int) []broker.Record {
+		recs := make([]broker.Record, 1024)
+		for i := range recs {
+			recs[i] = broker.Record{Seq: first + uint64(i), Raw: mib, FrameStart: i == 0}
+		}
+		recs[1023].Raw = make([]byte, lastLen)
+		return recs
 	}
-	_, _, _, err := planEntries(nil, "t", "p", recs)
-	if err == nil || err.Error() != "entry of 1025 records over 1073741824 bytes" {
-		t.Fatalf("err = %v", err)
+	small := []broker.Record{{Seq: 1, Raw: []byte{0, 'a'}, FrameStart: true}, {Seq: 2, Raw: []byte{0, 'b'}}}
+
+	parts, _, _, err := planEntries(nil, "t", "p", append(small, entry(3, last)...))
+	if err != nil {
+		t.Fatalf("an entry of maxEntryBody: %v", err)
+	}
+	if len(parts) != 2 || parts[1].body != maxEntryBody {
+		t.Fatalf("parts %+v, want the second of %d bytes", parts, maxEntryBody)
+	}
+	_, _, _, err = planEntries(nil, "t", "p", append(small, entry(3, last+1)...))
+	if err == nil || err.Error() != "entry of 1024 records over 1073741824 bytes" {
+		t.Fatalf("a byte over: err = %v", err)
 	}
 }
 
