@@ -78,6 +78,15 @@ func TestTCPLargeRunsGoToTheWriterInOrder(t *testing.T) {
 func TestTCPLargeRunBehindGnetGoesToGnet(t *testing.T) {
 	r := newWriterRig(t)
 	r.fillViaLoop(16<<10, 1)
+	// A MiB more than the socket takes while the peer reads nothing (its
+	// send buffer and the peer's receive buffer, fixed small): gnet holds
+	// bytes at the large run whatever it wrote meanwhile. Without these,
+	// gnet could write its one frame as the peer's kernel took in flight
+	// bytes, and the large run went to the writer.
+	for range 64 {
+		r.write(16<<10, 1)
+	}
+	require.True(t, tcp.ViaLoop(r.conn), "gnet holds bytes")
 	r.write(tcp.HandOffBytes, 1)
 	via, runs := tcp.ViaWriter(r.conn)
 	assert.False(t, via)
