@@ -295,14 +295,8 @@ func checkBuilt(t *testing.T, frame []byte, firstSeq uint64, recs [][]byte) {
 
 // checkMeta checks that the records of frame carry metas.
 func checkMeta(t *testing.T, frame []byte, metas []wire.Record) {
-	b, err := wire.DecodeBatch(frame)
-	if err != nil {
-		t.Fatal(err)
-	}
-	it, err := b.Records()
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Helper()
+	it := recordsOf(t, frame)
 	var rr wire.RecordReader
 	i := 0
 	for r, ok := it.NextRecord(&rr); ok; r, ok = it.NextRecord(&rr) {
