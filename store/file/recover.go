@@ -33,7 +33,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -166,14 +165,19 @@ func allZero(file io.ReaderAt, from, to int64) (bool, error) {
 
 // crcOf returns the CRC-32C of the bytes [from, to) of file.
 func crcOf(file io.ReaderAt, from, to int64) (uint32, error) {
-	// A stream through hash/crc32 (the same CRC-32C as wire/crc32c gives):
-	// only a damaged file gets here, once. MakeTable returns the table
-	// hash/crc32 keeps.
-	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
-	if _, err := io.Copy(h, io.NewSectionReader(file, from, to-from)); err != nil {
+	var w crcWriter
+	if _, err := io.Copy(&w, io.NewSectionReader(file, from, to-from)); err != nil {
 		return 0, err
 	}
-	return h.Sum32(), nil
+	return uint32(w), nil
+}
+
+// crcWriter is the running CRC-32C of the bytes written to it.
+type crcWriter uint32
+
+func (w *crcWriter) Write(p []byte) (int, error) {
+	*w = crcWriter(crc32c.Update(uint32(*w), p))
+	return len(p), nil
 }
 
 // findEntry returns the offset of the first entry at or after from whose
