@@ -483,3 +483,83 @@ func checkSummed(t *testing.T, frame []byte, recs [][]byte) {
 		}
 	}
 }
+
+// TestBatchBuilderAddRef: a frame built with AddRef (payloads referenced,
+// not copied), flattened with AppendFlat, is byte for byte the frame Add
+// builds of the same records, in any mix of the two, with Sum and Grow in
+// between; Size counts the referenced bytes; the splices point into the
+// payloads themselves; TakeSplices hands them over and leaves the next
+// frame without any; a frame with splices is never compressed.
+func TestBatchBuilderAddRef(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	s2, err := wire.NewCompressor(wire.CodecS2, wire.LevelDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	var bb wire.BatchBuilder
+	var spare []wire.Splice
+	compressedAny := false
+	for round := range 300 {
+		var recs [][]byte
+		refs := 0
+		bb.Reset(bb.Bytes(), 0, 7)
+		for range 1 + rng.IntN(40) {
+			p := make([]byte, rng.IntN(3000))
+			if round%2 == 0 { // odd rounds' payloads compress
+				for i := range p {
+					p[i] = byte(rng.Uint32())
+				}
+			}
+			if rng.IntN(4) == 0 {
+				bb.Grow(rng.IntN(8000), 1<<20)
+			}
+			if round%3 != 0 && rng.IntN(2) == 0 { // every third round without
+				bb.AddRef(p)
+				refs++
+				if s := bb.Splices(); len(p) > 0 && &s[len(s)-1].Data[0] != &p[0] {
+					t.Fatalf("round %d: the splice does not refer to the payload", round)
+				}
+			} else {
+				bb.Add(p)
+			}
+			recs = append(recs, p)
+			if rng.IntN(3) == 0 {
+				bb.Sum()
+			}
+		}
+		var ref wire.BatchBuilder
+		ref.Reset(nil, 0, 7)
+		for _, p := range recs {
+			ref.Add(p)
+		}
+		want := ref.Finish()
+		if got := bb.Size(); got != len(want) {
+			t.Fatalf("round %d: Size %d, the frame has %d bytes", round, got, len(want))
+		}
+		frame, compressed := bb.FinishCompressed(s2, nil)
+		if compressed && refs > 0 {
+			t.Fatalf("round %d: a frame with splices was compressed", round)
+		}
+		if compressed {
+			compressedAny = true
+			continue
+		}
+		splices := bb.TakeSplices(spare)
+		if len(splices) != refs {
+			t.Fatalf("round %d: %d splices for %d AddRefs", round, len(splices), refs)
+		}
+		if got := wire.AppendFlat(nil, frame, splices); !bytes.Equal(got, want) {
+			t.Fatalf("round %d: %d records, %d referenced: a different frame", round, len(recs), refs)
+		}
+		checkSummed(t, wire.AppendFlat(nil, frame, splices), recs)
+		if len(bb.Splices()) != 0 {
+			t.Fatalf("round %d: splices left after TakeSplices", round)
+		}
+		clear(splices)
+		spare = splices[:0]
+	}
+	if !compressedAny {
+		t.Fatal("no frame without splices was compressed: the check above proved nothing")
+	}
+}

@@ -39,6 +39,10 @@ type BatchBuilder struct {
 	topic    uint32
 	firstSeq uint64
 	count    int
+	// splices are the payloads AddRef referenced, in order, and spliced
+	// their bytes: the frame is buf with each inserted at its At.
+	splices []Splice
+	spliced int
 	// sum is the CRC-32C of the records up to summed (buf[BatchHeaderSize:
 	// summed], see Sum); summed 0 (Reset): nothing summed. While len(buf)
 	// < BatchHeaderSize (after Take) both are stale: every method then
@@ -55,7 +59,75 @@ func (b *BatchBuilder) Reset(buf []byte, topic uint32, firstSeq uint64) {
 	var hdr [BatchHeaderSize]byte
 	// One store of the whole builder: Add, which calls Reset, then stays
 	// within the compiler's inlining budget (the pump calls it per record).
-	*b = BatchBuilder{buf: append(buf[:0], hdr[:]...), topic: topic, firstSeq: firstSeq}
+	// The splices' array is kept for the next frame (see TakeSplices).
+	*b = BatchBuilder{buf: append(buf[:0], hdr[:]...), topic: topic, firstSeq: firstSeq, splices: b.splices[:0]}
+}
+
+// Splice is part of a frame that lives outside the frame's buffer: the
+// frame's bytes are the buffer's with Data inserted before offset At (see
+// BatchBuilder.AddRef). A frame's splices are in order of At, and two may
+// have the same At.
+type Splice struct {
+	At   int
+	Data []byte
+}
+
+// AddRef appends a record without metadata as Add does, but without
+// copying payload: the frame refers to it (a Splice at the buffer's
+// current end), and whoever writes the frame reads it from there, so it
+// must not change until nothing reads the frame any more. The record's
+// length and flags are copied, and everything added so far, payload
+// included, is taken into the frame's CRC at once (see Sum): a frame
+// with splices is sent as built, never compressed (FinishCompressed and
+// Take send it uncompressed). Frames with splices are for writers that
+// write them piece by piece (transport.Splicer); Bytes alone is not the
+// frame.
+func (b *BatchBuilder) AddRef(payload []byte) {
+	if len(b.buf) < BatchHeaderSize {
+		b.Reset(b.buf, b.topic, b.firstSeq)
+	}
+	b.buf = append(binary.AppendUvarint(b.buf, uint64(len(payload))), 0) // flags 0: no metadata
+	b.Sum()
+	b.sum = crc32c.Update(b.sum, payload)
+	b.splices = append(b.splices, Splice{At: len(b.buf), Data: payload})
+	b.spliced += len(payload)
+	b.count++
+}
+
+// AppendFlat appends to dst the frame whose buffer holds frame and whose
+// splices are splices (see AddRef): frame's bytes with each splice's Data
+// inserted at its At. It is how a writer that cannot write a frame piece
+// by piece copies it whole.
+func AppendFlat(dst, frame []byte, splices []Splice) []byte {
+	at := 0
+	for _, s := range splices {
+		dst = append(dst, frame[at:s.At]...)
+		dst = append(dst, s.Data...)
+		at = s.At
+	}
+	return append(dst, frame[at:]...)
+}
+
+// Splices returns the splices of the frame under construction (see
+// AddRef), nil if it has none. The slice is the builder's until
+// TakeSplices or Reset.
+func (b *BatchBuilder) Splices() []Splice {
+	if len(b.splices) == 0 {
+		return nil
+	}
+	return b.splices
+}
+
+// TakeSplices hands the frame's splices over (nil if it has none) and
+// keeps dst's memory for the next frame's: the splices' counterpart of
+// Take's buffers. Call it after Take or Finish and before the next Reset.
+func (b *BatchBuilder) TakeSplices(dst []Splice) []Splice {
+	if len(b.splices) == 0 {
+		return dst[:0]
+	}
+	taken := b.splices
+	b.splices = dst[:0]
+	return taken
 }
 
 // Add appends a record without metadata: AddRecord(payload, nil, nil,
@@ -118,12 +190,12 @@ func (b *BatchBuilder) Grow(n, limit int) {
 func (b *BatchBuilder) Count() int { return b.count }
 
 // Size returns the size the frame would have if finished now, header
-// included.
-func (b *BatchBuilder) Size() int { return max(len(b.buf), BatchHeaderSize) }
+// and splices included.
+func (b *BatchBuilder) Size() int { return max(len(b.buf), BatchHeaderSize) + b.spliced }
 
-// Bytes returns the frame under construction, header not yet filled in. Its
-// backing array is the builder's buffer: keep it to reuse the buffer's
-// capacity in a later Reset.
+// Bytes returns the frame under construction, header not yet filled in,
+// without its splices (see AddRef). Its backing array is the builder's
+// buffer: keep it to reuse the buffer's capacity in a later Reset.
 func (b *BatchBuilder) Bytes() []byte { return b.buf }
 
 // Topic returns the topic id given to Reset.
@@ -144,7 +216,8 @@ func (b *BatchBuilder) Finish() []byte {
 		b.Reset(b.buf, b.topic, b.firstSeq)
 	}
 	b.Sum()
-	putBatchHeader(b.buf, b.topic, b.firstSeq, b.count, CodecNone, len(b.buf)-BatchHeaderSize, b.sum)
+	size := len(b.buf) + b.spliced
+	putBatchHeader(b.buf, size, b.topic, b.firstSeq, b.count, CodecNone, size-BatchHeaderSize, b.sum)
 	return b.buf
 }
 
@@ -176,7 +249,7 @@ func (b *BatchBuilder) FinishCompressed(c *Compressor, dst []byte) (frame []byte
 		b.Reset(b.buf, b.topic, b.firstSeq)
 	}
 	raw := b.buf[BatchHeaderSize:]
-	if c == nil || c.codec == CodecNone || len(raw) < minCompress {
+	if c == nil || c.codec == CodecNone || len(raw) < minCompress || b.spliced > 0 {
 		return b.Finish(), false
 	}
 	var hdr [BatchHeaderSize]byte
@@ -185,7 +258,7 @@ func (b *BatchBuilder) FinishCompressed(c *Compressor, dst []byte) (frame []byte
 	if len(data) > len(raw)-len(raw)/8 {
 		return b.Finish(), false
 	}
-	putBatchHeader(f, b.topic, b.firstSeq, b.count, c.codec, len(raw), crc32c.Checksum(data))
+	putBatchHeader(f, len(f), b.topic, b.firstSeq, b.count, c.codec, len(raw), crc32c.Checksum(data))
 	return f, true
 }
 
@@ -193,10 +266,11 @@ func (b *BatchBuilder) FinishCompressed(c *Compressor, dst []byte) (frame []byte
 // codecs' own headers eat the gain.
 const minCompress = 64
 
-// putBatchHeader fills the header of the BATCH frame f, whose data follows
-// BatchHeaderSize and has the CRC-32C sum.
-func putBatchHeader(f []byte, topic uint32, firstSeq uint64, count int, codec Codec, rawLen int, sum uint32) {
-	binary.BigEndian.PutUint32(f, uint32(len(f)-prefixSize))
+// putBatchHeader fills the header of the BATCH frame of size bytes whose
+// first bytes are f; its data follows BatchHeaderSize and has the CRC-32C
+// sum.
+func putBatchHeader(f []byte, size int, topic uint32, firstSeq uint64, count int, codec Codec, rawLen int, sum uint32) {
+	binary.BigEndian.PutUint32(f, uint32(size-prefixSize))
 	f[prefixSize] = byte(TypeBatch)
 	binary.BigEndian.PutUint32(f[offTopic:], topic)
 	binary.BigEndian.PutUint64(f[offFirstSeq:], firstSeq)

@@ -24,7 +24,7 @@ const fuzzLimit = 1 << 20
 func batchFrame(codec Codec, count, rawLen int, data []byte) []byte {
 	f := make([]byte, BatchHeaderSize, BatchHeaderSize+len(data))
 	f = append(f, data...)
-	putBatchHeader(f, 0, 1, count, codec, rawLen, crc32c.Checksum(data))
+	putBatchHeader(f, len(f), 0, 1, count, codec, rawLen, crc32c.Checksum(data))
 	return f
 }
 
