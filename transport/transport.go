@@ -13,6 +13,8 @@ package transport
 import (
 	"context"
 	"errors"
+
+	"github.com/inflightmq/inflight/wire"
 )
 
 // ErrClosed is returned by Conn.WriteFrame after the connection closed, by
@@ -63,6 +65,29 @@ type FramesWriter interface {
 	WriteFrames(bufs []*Buffer) error
 }
 
+// Splicer is a FramesWriter that writes frames with splices (see
+// Buffer.Splices) from the memory they refer to, without copying it into
+// buffers of its own while it can write it. The producer hands such frames
+// only to a Conn that is a Splicer and whose Splicing reported true, and
+// before it lets go of a message whose payload such a frame refers to (a
+// failure's callback, or Send returning) it calls Detach.
+type Splicer interface {
+	FramesWriter
+	// Splicing reports whether the connection takes frames with splices
+	// now: tcp on Linux, where its writer goroutine runs. Once true it
+	// stays true for the connection.
+	Splicing() bool
+	// Detach makes the connection stop reading the memory of the splices
+	// of frames handed to it: what it has not written of them yet it
+	// copies into memory of its own, and it returns once no write reads a
+	// splice any more. It waits only for a write in progress, never for
+	// the network. A connection that Close returned from (or that closed
+	// itself and whose writes ended) reads no splice either. Safe from any
+	// goroutine but the one that writes frames (the pump): it may wait for
+	// it.
+	Detach()
+}
+
 // Handler receives what a connection delivers. Its methods are called from a
 // goroutine owned by the transport (possibly its event loop), one call at a
 // time per connection, so they must be fast and must not block; they must not
@@ -80,6 +105,12 @@ type Handler interface {
 // The owner sets Bytes and Owner; the transport calls Release when done.
 type Buffer struct {
 	Bytes []byte
+	// Splices, when set, are parts of the frame that live outside Bytes
+	// (payloads the frame refers to rather than copies, see
+	// wire.BatchBuilder.AddRef): the frame is Bytes with each splice's
+	// Data inserted at its At (wire.AppendFlat). Only a Splicer is handed
+	// such a Buffer. Release clears them.
+	Splices []wire.Splice
 	// Owner receives the buffer on Release. It must have room (Release
 	// never blocks: if Owner is full or nil the buffer is dropped for the
 	// garbage collector).
@@ -92,6 +123,10 @@ type Buffer struct {
 // first), and for the buffers a failed WriteFrames had written whole before
 // the failure, maybe.
 func (b *Buffer) Release() {
+	if len(b.Splices) > 0 { // the payloads are their owners' again: no reference kept
+		clear(b.Splices)
+		b.Splices = b.Splices[:0]
+	}
 	if b.Owner == nil {
 		return
 	}
@@ -99,4 +134,25 @@ func (b *Buffer) Release() {
 	case b.Owner <- b:
 	default:
 	}
+}
+
+// Len returns the frame's size: its Bytes and its splices.
+func (b *Buffer) Len() int {
+	n := len(b.Bytes)
+	for _, s := range b.Splices {
+		n += len(s.Data)
+	}
+	return n
+}
+
+// Flatten copies the frame's splices into Bytes, which then holds the
+// whole frame, and drops them: for a writer that must keep or copy the
+// frame's bytes. It allocates a new Bytes when the frame has splices.
+func (b *Buffer) Flatten() {
+	if len(b.Splices) == 0 {
+		return
+	}
+	b.Bytes = wire.AppendFlat(make([]byte, 0, b.Len()), b.Bytes, b.Splices)
+	clear(b.Splices)
+	b.Splices = b.Splices[:0]
 }

@@ -74,6 +74,7 @@ type heldBuffer struct {
 // copies only what the socket does not take at once), and buf is released
 // once all its bytes have reached the socket.
 func (c *clientConn) WriteFrame(buf *transport.Buffer) error {
+	buf.Flatten() // splices go through WriteFrames (see Splicing)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -104,10 +105,17 @@ func (c *clientConn) WriteFrame(buf *transport.Buffer) error {
 // WriteFrames implements transport.FramesWriter: the frames go to the
 // socket in one vectored write (Linux; elsewhere one write each) while
 // gnet holds nothing of the connection's, the rest through gnet as
-// WriteFrame's do.
+// WriteFrame's do. Frames with splices (see Splicing) are written from
+// the splices' memory, directly or by the writer; what of them goes to
+// gnet is copied first.
 func (c *clientConn) WriteFrames(bufs []*transport.Buffer) error {
 	if len(bufs) == 0 {
 		return nil
+	}
+	if !spliceWrites {
+		for _, b := range bufs {
+			b.Flatten()
+		}
 	}
 	c.mu.Lock()
 	if c.closed {
@@ -118,10 +126,10 @@ func (c *clientConn) WriteFrames(bufs []*transport.Buffer) error {
 		c.mu.Unlock()
 		return nil
 	}
-	sent, rest := 0, bufs[0].Bytes
+	sent, off := 0, 0
 	if !c.viaLoop.Load() {
 		var err error
-		if sent, rest, err = writeAll(c.fd, &c.iov, bufs, rest); err != nil {
+		if sent, off, err = writeAll(c.fd, &c.iov, bufs, 0); err != nil {
 			release(bufs[:sent])
 			return c.failWrite(err)
 		}
@@ -132,13 +140,44 @@ func (c *clientConn) WriteFrames(bufs []*transport.Buffer) error {
 	var err error
 	for i := sent; i < len(bufs) && err == nil; i++ {
 		if i > sent {
-			rest = bufs[i].Bytes
+			off = 0
 		}
-		err = c.queue(bufs[i], rest)
+		bufs[i].Flatten() // gnet keeps what it is handed: no splice may stay in it
+		err = c.queue(bufs[i], bufs[i].Bytes[off:])
 	}
 	c.mu.Unlock()
 	release(bufs[:sent])
 	return err
+}
+
+// Splicing implements transport.Splicer: true on Linux, where frames with
+// splices are written piece by piece (writev), directly or by the writer
+// goroutine; what the socket does not take of a direct write goes to gnet
+// copied. Elsewhere false: the producer then copies payloads into its
+// frames.
+func (c *clientConn) Splicing() bool { return spliceWrites }
+
+// Detach implements transport.Splicer: the frames queued for the writer
+// are copied whole now, and the writer, if it is writing, copies what is
+// left of its own and answers; Detach waits for that answer, which comes
+// within one write (the socket is non-blocking, and a writer waiting for
+// room is woken to answer). Direct writes read splices under mu, which
+// Detach takes, and gnet never holds any.
+func (c *clientConn) Detach() {
+	c.mu.Lock()
+	w := c.w
+	if w == nil {
+		c.mu.Unlock()
+		return
+	}
+	for _, b := range w.queue {
+		b.Flatten()
+	}
+	answered := w.detach()
+	c.mu.Unlock()
+	if answered != nil {
+		<-answered
+	}
 }
 
 func release(bufs []*transport.Buffer) {
@@ -162,11 +201,19 @@ func (c *clientConn) handOff(bufs []*transport.Buffer) bool {
 	return true
 }
 
+// frameLen is b's frame size: len(b.Bytes) unless it has splices.
+func frameLen(b *transport.Buffer) int {
+	if len(b.Splices) == 0 {
+		return len(b.Bytes)
+	}
+	return b.Len()
+}
+
 // largeRun reports whether bufs hold handOffBytes or more.
 func largeRun(bufs []*transport.Buffer) bool {
 	n := 0
 	for _, b := range bufs {
-		if n += len(b.Bytes); n >= handOffBytes {
+		if n += frameLen(b); n >= handOffBytes {
 			return true
 		}
 	}
@@ -237,15 +284,21 @@ func (c *clientConn) releaseWritten(gc gnet.Conn) {
 	}
 }
 
-// Close implements transport.Conn.
+// Close implements transport.Conn. It returns once the writer goroutine,
+// if one runs, has stopped (within one write: see writer.halt), so that
+// nothing reads a frame's splices after it.
 func (c *clientConn) Close() error {
 	c.mu.Lock()
+	w := c.w
+	var err error
 	if c.closed {
 		c.mu.Unlock()
-		return nil
+	} else {
+		c.markClosed()
+		err = c.closeOnLoop() // unlocks
 	}
-	c.markClosed()
-	return c.closeOnLoop() // unlocks
+	w.wait()
+	return err
 }
 
 // closeOnLoop has the event loop close the connection, and holds the

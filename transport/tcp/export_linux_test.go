@@ -18,3 +18,21 @@ func SetSendBuffer(c transport.Conn, n int) error {
 // ShutdownWrite shuts c's socket down for writing: every later write to
 // it fails (EPIPE), while reads go on.
 func ShutdownWrite(c transport.Conn) error { return unix.Shutdown(c.(*clientConn).fd, unix.SHUT_WR) }
+
+// WriterStopped reports whether c's writer goroutine has returned (true
+// if c has none).
+func WriterStopped(c transport.Conn) bool {
+	cc := c.(*clientConn)
+	cc.mu.Lock()
+	w := cc.w
+	cc.mu.Unlock()
+	if w == nil {
+		return true
+	}
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -42,12 +43,18 @@ type writer struct {
 	stop   chan struct{}       // closed by halt
 	halted atomic.Bool         // set by halt: no writeAll starts
 	waits  atomic.Int64        // times the socket was full (for tests)
+	done   chan struct{}       // closed as run returns
+
+	// Detach's hand-shake (see detach): busy and answer under c.mu.
+	busy      bool          // the writer holds a batch taken from queue
+	answer    chan struct{} // a Detach waits for it: closed once the batch holds no splice
+	detaching atomic.Bool   // answer is set: copy the batch's splices
 
 	// The batch being written: the writer goroutine's (see write).
 	bufs []*transport.Buffer
-	sent int    // bufs written whole (and released)
-	rest []byte // what is left of bufs[sent]
-	err  error  // the socket's error
+	sent int   // bufs written whole (and released)
+	off  int   // how far into bufs[sent]'s frame it is written
+	err  error // the socket's error
 	iov  []iovec
 	more func(fd uintptr) bool // w.writeSome, made once
 }
@@ -82,7 +89,7 @@ func (c *clientConn) startWriter() bool {
 	if !ok {
 		return false
 	}
-	w := &writer{c: c, file: file, raw: raw, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	w := &writer{c: c, file: file, raw: raw, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	w.more = w.writeSome
 	c.w, c.noWriter = w, false
 	c.d.writers.Add(1)
@@ -106,11 +113,77 @@ func (w *writer) halt() {
 	_ = w.file.SetWriteDeadline(longAgo)
 }
 
+// wait returns once the writer goroutine has stopped (nil: none ran). Not
+// under c.mu, after halt.
+func (w *writer) wait() {
+	if w != nil {
+		<-w.done
+	}
+}
+
+// detach asks the writer to stop reading splices (see
+// clientConn.Detach), and returns the channel that closes once it has;
+// nil when it holds no batch. c.mu held. A writer waiting for room in the
+// socket is woken by a deadline in the past, as by halt: write then
+// answers and waits again.
+func (w *writer) detach() <-chan struct{} {
+	if !w.busy {
+		return nil
+	}
+	if w.answer == nil {
+		w.answer = make(chan struct{})
+		w.detaching.Store(true) // before the deadline: the woken writer sees it
+		_ = w.file.SetWriteDeadline(longAgo)
+	}
+	return w.answer
+}
+
+// answerDetach ends a Detach's wait, if one waits: the batch holds no
+// splice any more, or none at all. c.mu held. The deadline detach set is
+// cleared first, unless halt's must stay.
+func (w *writer) answerDetach() {
+	if w.answer == nil {
+		return
+	}
+	if !w.halted.Load() {
+		_ = w.file.SetWriteDeadline(time.Time{})
+	}
+	close(w.answer)
+	w.answer = nil
+	w.detaching.Store(false)
+}
+
+// answerBatch answers a Detach that asked: it copies the frames of the
+// batch not written whole, and ends the Detach's wait. With none asking
+// (a deadline write found without one) it clears the deadline unless halt
+// set it. The writer goroutine's, during write.
+func (w *writer) answerBatch() {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	if w.answer == nil {
+		if !w.halted.Load() {
+			_ = w.file.SetWriteDeadline(time.Time{})
+		}
+		return
+	}
+	for _, b := range w.bufs[w.sent:] {
+		b.Flatten()
+	}
+	w.answerDetach()
+}
+
 // run is the writer goroutine.
 func (w *writer) run() {
 	c := w.c
 	defer c.d.writers.Done()
+	defer close(w.done)
 	defer w.file.Close()
+	defer func() {
+		c.mu.Lock()
+		w.busy = false
+		w.answerDetach()
+		c.mu.Unlock()
+	}()
 	for {
 		select {
 		case <-w.wake:
@@ -120,6 +193,7 @@ func (w *writer) run() {
 		c.mu.Lock()
 		batch := w.queue
 		w.queue, w.spare = w.spare, nil
+		w.busy = len(batch) > 0
 		c.mu.Unlock()
 		if len(batch) == 0 {
 			continue // the signal of frames an earlier batch took
@@ -135,6 +209,8 @@ func (w *writer) run() {
 		}
 		clear(batch)
 		c.mu.Lock()
+		w.busy = false
+		w.answerDetach()
 		w.spare = batch[:0]
 		if len(w.queue) == 0 {
 			c.viaWriter = false // all written: the caller writes again
@@ -145,27 +221,39 @@ func (w *writer) run() {
 
 // write writes bufs in order, releasing each once written whole, and
 // waits in the runtime's poller whenever the socket takes no more, until
-// all are written, the socket fails, or halt.
+// all are written, the socket fails, or halt. A wait a Detach cut short
+// (see detach) goes on once writeSome answered it.
 func (w *writer) write(bufs []*transport.Buffer) error {
-	w.bufs, w.sent, w.rest, w.err = bufs, 0, bufs[0].Bytes, nil
+	w.bufs, w.sent, w.off, w.err = bufs, 0, 0, nil
 	err := w.raw.Write(w.more)
+	for err != nil && w.err == nil && errors.Is(err, os.ErrDeadlineExceeded) && !w.halted.Load() {
+		// A Detach's deadline (raw.Write checks it before writeSome
+		// too): answer it, which clears it, and go on.
+		w.answerBatch()
+		err = w.raw.Write(w.more)
+	}
 	if w.err != nil {
 		err = w.err
 	}
-	w.bufs, w.rest, w.err = nil, nil, nil
+	w.bufs, w.err = nil, nil
 	return err
 }
 
 // writeSome is raw.Write's callback: it writes what the socket takes, and
-// reports whether the batch is done (written, or failed).
+// reports whether the batch is done (written, or failed). Asked to detach,
+// it first copies the frames it has not written whole (see
+// transport.Buffer.Flatten: their offsets stay).
 func (w *writer) writeSome(fd uintptr) bool {
 	if w.halted.Load() {
 		w.err = errHalted
 		return true
 	}
-	n, rest, err := writeAll(int(fd), &w.iov, w.bufs[w.sent:], w.rest)
+	if w.detaching.Load() {
+		w.answerBatch()
+	}
+	n, off, err := writeAll(int(fd), &w.iov, w.bufs[w.sent:], w.off)
 	release(w.bufs[w.sent : w.sent+n])
-	w.sent, w.rest, w.err = w.sent+n, rest, err
+	w.sent, w.off, w.err = w.sent+n, off, err
 	if err == nil && w.sent < len(w.bufs) {
 		w.waits.Add(1) // the socket is full: raw.Write waits for room
 		return false

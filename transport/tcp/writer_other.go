@@ -11,7 +11,9 @@ const handOffBytes = 512 << 10
 // writer is not built here: startWriter never starts one.
 type writer struct{ queue []*transport.Buffer }
 
-func (c *clientConn) startWriter() bool { return false }
-func (w *writer) kick()                 {}
-func (w *writer) halt()                 {}
-func (w *writer) waited() int64         { return 0 }
+func (c *clientConn) startWriter() bool   { return false }
+func (w *writer) kick()                   {}
+func (w *writer) halt()                   {}
+func (w *writer) waited() int64           { return 0 }
+func (w *writer) wait()                   {}
+func (w *writer) detach() <-chan struct{} { return nil }

@@ -12,13 +12,16 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/inflightmq/inflight/transport"
+	"github.com/inflightmq/inflight/wire"
 )
 
 // TestWriteAllStopsAnywhere: writeAll on a socket with a small send buffer
-// stops where the socket stops taking bytes, between buffers or inside
-// one, skips empty buffers, and what it reports left is exactly what the
-// peer has not got: writing the rest later gives the peer every byte once,
-// in order. More buffers than one writev takes are split.
+// stops where the socket stops taking bytes, between buffers, inside one
+// or inside a splice, skips empty buffers and pieces, and the offset it
+// reports is exactly where the peer's bytes end: writing on from there
+// later gives the peer every byte once, in order. Frames with splices
+// (pieces at the start, the end, two at one offset, empty ones) go out as
+// their flattened bytes. More pieces than one writev takes are split.
 func TestWriteAllStopsAnywhere(t *testing.T) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
 	require.NoError(t, err)
@@ -32,8 +35,21 @@ func TestWriteAllStopsAnywhere(t *testing.T) {
 	var bufs []*transport.Buffer
 	for i := range 3000 { // over maxIovecs
 		b := bytes.Repeat([]byte{byte(i)}, (i*37)%1500) // some empty
+		buf := &transport.Buffer{Bytes: b}
+		if i%3 == 0 && len(b) > 0 {
+			// Cut out some pieces as splices: the frame stays b.
+			var head []byte
+			at := 0
+			for _, cut := range [][2]int{{0, 1}, {len(b) / 3, len(b) / 3}, {len(b) / 3, len(b) / 2}, {len(b) / 2, len(b)}} {
+				head = append(head, b[at:cut[0]]...)
+				buf.Splices = append(buf.Splices, wire.Splice{At: len(head), Data: b[cut[0]:cut[1]]})
+				at = cut[1]
+			}
+			buf.Bytes = append(head, b[at:]...)
+			require.Equal(t, b, wire.AppendFlat(nil, buf.Bytes, buf.Splices))
+		}
 		want.Write(b)
-		bufs = append(bufs, &transport.Buffer{Bytes: b})
+		bufs = append(bufs, buf)
 	}
 	got := make(chan []byte, 1)
 	go func() {
@@ -44,22 +60,25 @@ func TestWriteAllStopsAnywhere(t *testing.T) {
 	var iov []iovec
 	stops := 0
 	deadline := time.Now().Add(10 * time.Second)
-	for rest, from := bufs, bufs[0].Bytes; len(rest) > 0; {
+	inSplice := 0 // stops inside a buffer with splices
+	for rest, off := bufs, 0; len(rest) > 0; {
 		require.True(t, time.Now().Before(deadline), "the peer stopped reading")
-		sent, left, err := writeAll(fds[0], &iov, rest, from)
+		sent, at, err := writeAll(fds[0], &iov, rest, off)
 		require.NoError(t, err)
 		if sent == len(rest) {
-			assert.Empty(t, left)
+			assert.Zero(t, at)
 			break
 		}
 		stops++
-		whole := rest[sent].Bytes
-		require.True(t, bytes.HasSuffix(whole, left), "what is left is the end of the buffer it stopped in")
+		require.Less(t, at, rest[sent].Len(), "it stopped inside the buffer, not at its end")
+		if len(rest[sent].Splices) > 0 && at > 0 {
+			inSplice++
+		}
 		for i := range iov[:cap(iov)] {
 			assert.Nil(t, iov[:cap(iov)][i].Base, "no pointer into a frame kept")
 		}
 		// The rest, from where it stopped.
-		rest, from = rest[sent:], left
+		rest, off = rest[sent:], at
 		// Until the socket takes bytes again.
 		if _, err := unix.Poll([]unix.PollFd{{Fd: int32(fds[0]), Events: unix.POLLOUT}}, 1000); err != unix.EINTR {
 			require.NoError(t, err)
@@ -73,4 +92,5 @@ func TestWriteAllStopsAnywhere(t *testing.T) {
 		t.Fatal("the peer did not see the end")
 	}
 	assert.Positive(t, stops, "the socket never filled: the test did not stop a write")
+	assert.Positive(t, inSplice, "no write stopped inside a frame with splices")
 }
