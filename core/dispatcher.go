@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 
 	"github.com/inflightmq/inflight/ringbuf"
 )
@@ -22,6 +23,9 @@ type dispatcher struct {
 // across a Goexit (see call).
 type dispLanes struct {
 	work []*lane
+	// What the last detachPayloads left detached: the session, and its
+	// spliced count then.
+	detached detachMemo
 }
 
 // runDispatcher runs every callback, on this one goroutine, for every lane
@@ -174,6 +178,9 @@ func (p *Producer) deliver(l *lane, pos uint64, st ringbuf.State) {
 		e.hook.stop()
 	}
 	id, err := p.outcome(l, pos, st, e.ctx())
+	if st != ringbuf.Acked && st != ringbuf.Rejected { // a failure: its frame may be being written
+		p.detachPayloads(&p.disp.detached)
+	}
 	switch st {
 	case ringbuf.Acked:
 		// Counted by the walk, before (see ledger.walk).
@@ -210,4 +217,44 @@ func (p *Producer) call(cb Callback, id MessageID, msg *Message, err error) {
 	}()
 	cb(id, msg, err)
 	returned = true
+}
+
+// detachMemo is what a caller of detachPayloads keeps between calls: the
+// session it last detached, and that session's spliced count then.
+type detachMemo struct {
+	s *session
+	n uint64
+}
+
+// detachPayloads makes sure that no connection reads the payload of a
+// message that resolved before the call, so that its callback may run (or
+// its Send return) and its caller have the payload back (see ZeroCopyMin):
+// once the pump's pass that may hold frames not yet handed over has ended,
+// it has the current connection copy what it has not written of the
+// frames with splices it holds (transport.Splicer's Detach). Earlier
+// connections read none: the pump closed them before it made another
+// session, and Close returns once nothing reads a splice. A message that
+// resolved was written in a pass that ended before it resolved or holds
+// it (Writing), and is never written again. memo (nil: none) skips the
+// Detach when no pass handed the connection such frames since the last.
+// Not on the pump's goroutine (it waits for the pump's pass): the
+// dispatcher's, or Send's caller's.
+func (p *Producer) detachPayloads(memo *detachMemo) {
+	p.sessionMu.Lock()
+	s := p.session
+	p.sessionMu.Unlock()
+	if s == nil || s.splice == nil {
+		return
+	}
+	for s.building.Load() {
+		runtime.Gosched() // the pump's pass: short, and it never waits for this goroutine
+	}
+	n := s.spliced.Load()
+	if n == 0 || memo != nil && memo.s == s && memo.n == n {
+		return
+	}
+	s.splice.Detach()
+	if memo != nil {
+		*memo = detachMemo{s, n}
+	}
 }

@@ -538,6 +538,7 @@ type batchLimits struct {
 	end      uint64 // the first position whose sequence ID would be beyond wire.MaxSeq
 	cached   int    // cachedFrameBytes, or 0: frames of mid-sized records grow to the limit too
 	sum      bool   // the frame is sent as built: its CRC is taken run by run (see wire.BatchBuilder.Sum)
+	splice   int    // payloads of at least this many bytes (0: none) go by reference (AddRef): see ZeroCopyMin
 }
 
 // writeRun is how many positions nextBatch takes into Writing before it
@@ -609,6 +610,8 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 	for more := true; more && n < lim.messages; {
 		first, k := pos, 0 // the run: positions first to first+k-1, in Writing
 		var resent uint32  // bit i: the run's i-th position is written again
+		var refs uint32    // bit i: the run's i-th payload goes by reference
+		copied := 0        // the bytes the run adds to bb's buffer
 		more = false
 		for k < writeRun && n+k < lim.messages && pos < lim.end {
 			slot := pager.Peek(pos)
@@ -673,6 +676,18 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 			if st != ringbuf.Pending {
 				resent |= 1 << k
 			}
+			copied += after - size
+			// By reference: a payload without metadata, large enough,
+			// written for the first time. A message written again (after
+			// a reconnect) is copied: the old connection's late receipt
+			// may resolve it while the new one still holds its frame,
+			// and a success runs its callback without a Detach (see
+			// Producer.detachPayloads); a first write is acknowledged
+			// only by the connection that wrote it, after it did.
+			if lim.splice > 0 && rec >= lim.splice && st == ringbuf.Pending && rec == slot.Value.n {
+				refs |= 1 << k
+				copied -= rec
+			}
 			size = after
 			run[k] = slot
 			k++
@@ -687,9 +702,11 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 		if size <= bigBuffer {
 			grow = min(bound, bigBuffer)
 		}
-		bb.Grow(size-bb.Size(), grow)
-		for _, slot := range run[:k] {
-			if e := &slot.Value; int(slot.Size()) == e.n {
+		bb.Grow(copied, grow)
+		for i, slot := range run[:k] {
+			if e := &slot.Value; refs&(1<<i) != 0 {
+				bb.AddRef(e.payload())
+			} else if int(slot.Size()) == e.n {
 				bb.Add(e.payload()) // no metadata (see config.validate): msg stays unread
 			} else {
 				bb.AddRecord(e.payload(), e.msg.Key, e.msg.Headers, e.msg.EventTime)

@@ -195,6 +195,9 @@ func (p *Producer) connect() (*session, EventKind, error) {
 	}
 	s.conn = conn
 	s.vec, _ = conn.(transport.FramesWriter)
+	if sp, ok := conn.(transport.Splicer); ok && p.comp == nil && p.cfg.zeroCopyMin > 0 && sp.Splicing() {
+		s.splice, s.spliceMin = sp, p.cfg.zeroCopyMin
+	}
 	s.window = connWindow(p.cfg.framesInFlight, s.vec != nil)
 	p.setSession(s)
 	if err := p.handshake(s); err != nil {
@@ -351,6 +354,9 @@ func (p *Producer) writeLoop(s *session, bufs *bufPool) {
 		}
 	}
 	var answers []topicAnswer
+	if s.splice != nil {
+		defer s.endPass() // a pass the session's end cut short
+	}
 	lastForget := p.preciseNow()
 	s.parkTimer = p.clock.NewTimer(p.cfg.topicIdle)
 	defer s.parkTimer.Stop()
@@ -383,6 +389,9 @@ func (p *Producer) writeLoop(s *session, bufs *bufPool) {
 		}
 		kept := work[:0]
 		drainedAny := false // a lane left for want of published messages
+		if s.splice != nil {
+			s.building.Store(true)
+		}
 		for _, l := range work {
 			switch p.serve(s, l, &bb, bufs, now) {
 			case keep:
@@ -415,7 +424,11 @@ func (p *Producer) writeLoop(s *session, bufs *bufPool) {
 		}
 		clear(work[len(kept):])
 		work = kept
-		if err := s.flush(); err != nil {
+		err := s.flush()
+		if s.splice != nil {
+			s.endPass()
+		}
+		if err != nil {
 			s.fail(err)
 			p.leave(s, work, later)
 			return
@@ -579,7 +592,7 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 	buf := bufs.get()
 	asBuilt := p.comp == nil // frames go as nextBatch builds them
 	lim := batchLimits{topic: l.id, messages: p.cfg.maxBatchMessages, bytes: p.cfg.maxBatchBytes, frame: s.maxFrame, end: l.endPos,
-		sum: asBuilt}
+		sum: asBuilt, splice: s.spliceMin}
 	if asBuilt && s.vec != nil {
 		lim.cached = cachedFrameBytes // see cachedFrameBytes
 	}
@@ -592,10 +605,15 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 	}
 	rawLen := bb.Size()
 	buf.Bytes = bb.Take(p.comp, buf.Bytes)
+	wireLen := len(buf.Bytes)
+	if buf.Splices = bb.TakeSplices(buf.Splices); len(buf.Splices) > 0 {
+		s.splicedPass = true
+		wireLen = rawLen // sent as built
+	}
 	p.stats.sent.Add(uint64(n))
 	p.stats.batches.Add(1)
 	p.stats.bytesRaw.Add(uint64(rawLen))
-	p.stats.bytesWire.Add(uint64(len(buf.Bytes)))
+	p.stats.bytesWire.Add(uint64(wireLen))
 	if err := s.emit(buf); err != nil {
 		s.fail(err)
 		return dead

@@ -63,6 +63,9 @@ func (p *Producer) Send(ctx context.Context, msg *Message) (MessageID, error) {
 	if st == ringbuf.Acked {
 		return w.id, nil // the ID when it was acknowledged (see ledger.notify)
 	}
+	if st != ringbuf.Rejected {
+		p.detachPayloads(nil) // its frame may be being written: msg is the caller's once Send returns
+	}
 	return p.outcome(l, pos, st, ctx)
 }
 

@@ -45,6 +45,20 @@ type session struct {
 	// at once (vec; nil: each is written as it is made): out.
 	vec transport.FramesWriter
 	out []*transport.Buffer
+	// Payloads written from the Messages' memory (see ZeroCopyMin):
+	// splice is the connection when it takes frames with splices and the
+	// producer makes them (nil: payloads are copied), spliceMin the
+	// smallest payload that goes so. Set before the session is; then
+	// read by the dispatcher and Send too (detachPayloads). building is
+	// set while the pump's pass may hold such frames not yet handed to
+	// the connection, and spliced counts the passes that handed it some
+	// (before building is cleared); splicedPass is the pump's: this pass
+	// made one.
+	splice      transport.Splicer
+	spliceMin   int
+	building    atomic.Bool
+	spliced     atomic.Uint64
+	splicedPass bool
 	// Lanes that waited for room on this connection (lane.waiting), each
 	// once: leave clears their hold when the connection ends. A lane
 	// forgotten meanwhile leaves the list (see retire), at the latest
@@ -300,6 +314,17 @@ func (s *session) emit(buf *transport.Buffer) error {
 	}
 	s.out = append(s.out, buf)
 	return nil
+}
+
+// endPass ends the pump's pass on a session whose frames may have splices
+// (see session.splice): the pass's frames are the connection's now, or
+// were never handed over. The pump's.
+func (s *session) endPass() {
+	if s.splicedPass {
+		s.splicedPass = false
+		s.spliced.Add(1)
+	}
+	s.building.Store(false)
 }
 
 // flush writes the frames of the pass.

@@ -1,0 +1,320 @@
+package core_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/core"
+	"github.com/inflightmq/inflight/internal/testkit"
+	"github.com/inflightmq/inflight/transport"
+	"github.com/inflightmq/inflight/transport/mem"
+	"github.com/inflightmq/inflight/wire"
+)
+
+// spliceDialer makes transport/mem connections Splicers: frames with
+// splices are copied whole before mem hands them to the broker, and
+// while hold is set every frame written is held back (with its splices)
+// until release, as a socket that takes nothing holds them. It records
+// each BATCH frame's splices and every Detach.
+type spliceDialer struct {
+	*mem.Dialer
+	mu       sync.Mutex
+	dials    int
+	hold     bool
+	held     []heldFrame
+	frames   []splicedFrame
+	detaches atomic.Int64
+}
+
+type heldFrame struct {
+	c *spliceConn
+	b *transport.Buffer
+}
+
+// splicedFrame is a BATCH frame as the producer handed it over.
+type splicedFrame struct {
+	dial    int // 1 for the first connection
+	records int
+	splices int
+}
+
+type spliceConn struct {
+	transport.Conn
+	d    *spliceDialer
+	dial int
+}
+
+func (d *spliceDialer) Dial(ctx context.Context, h transport.Handler) (transport.Conn, error) {
+	c, err := d.Dialer.Dial(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.dials++
+	return &spliceConn{Conn: c, d: d, dial: d.dials}, nil
+}
+
+func (c *spliceConn) Splicing() bool { return true }
+
+func (c *spliceConn) WriteFrames(bufs []*transport.Buffer) error {
+	d := c.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, b := range bufs {
+		flat := wire.AppendFlat(nil, b.Bytes, b.Splices)
+		if typ, _ := wire.TypeOf(flat); typ == wire.TypeBatch {
+			if f, err := wire.DecodeBatch(flat); err == nil {
+				d.frames = append(d.frames, splicedFrame{dial: c.dial, records: int(f.Count), splices: len(b.Splices)})
+			}
+		}
+		if d.hold {
+			d.held = append(d.held, heldFrame{c, b})
+			continue
+		}
+		if err := c.write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// write hands mem a copy of b's whole frame and releases b.
+func (c *spliceConn) write(b *transport.Buffer) error {
+	flat := &transport.Buffer{Bytes: wire.AppendFlat(nil, b.Bytes, b.Splices)}
+	b.Release()
+	return c.Conn.WriteFrame(flat)
+}
+
+func (c *spliceConn) Detach() {
+	c.d.mu.Lock()
+	defer c.d.mu.Unlock()
+	for _, h := range c.d.held {
+		h.b.Flatten()
+	}
+	c.d.detaches.Add(1)
+}
+
+// holding reports how many frames are held back, and how many of them
+// still refer to memory outside their buffers.
+func (d *spliceDialer) holding() (frames, spliced int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, h := range d.held {
+		if len(h.b.Splices) > 0 {
+			spliced++
+		}
+	}
+	return len(d.held), spliced
+}
+
+// release stops holding frames back and writes those held, on the
+// connections they were written to (drop: discards them).
+func (d *spliceDialer) release(drop bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.hold = false
+	for _, h := range d.held {
+		if !drop {
+			_ = h.c.write(h.b)
+		}
+	}
+	d.held = nil
+}
+
+// splices sums the splices and records of the BATCH frames of dial (0:
+// every connection's).
+func (d *spliceDialer) splices(dial int) (splices, records int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, f := range d.frames {
+		if dial == 0 || f.dial == dial {
+			splices += f.splices
+			records += f.records
+		}
+	}
+	return splices, records
+}
+
+func newSpliceEnv(t *testing.T, opts ...core.Option) (*core.Producer, *broker.MemoryStore, *spliceDialer) {
+	t.Helper()
+	store := broker.NewMemoryStore()
+	b, err := broker.New(store)
+	require.NoError(t, err)
+	d := &spliceDialer{Dialer: mem.NewDialer(b)}
+	p, _ := testkit.NewProducer(t, d, d.Close, "zero-copy", opts...)
+	return p, store, d
+}
+
+// big returns a payload of n bytes that names i.
+func big(i, n int) []byte {
+	b := bytes.Repeat([]byte{byte(i)}, n)
+	copy(b, payload(i))
+	return b
+}
+
+// TestZeroCopyFrames: on a Splicer, payloads of ZeroCopyMin bytes or more
+// without metadata go into frames by reference, the others copied; none
+// with ZeroCopyMin(0) or Compression; the broker stores every record as
+// it was sent either way.
+func TestZeroCopyFrames(t *testing.T) {
+	msgs := []*core.Message{
+		{Payload: big(0, 100)},
+		{Payload: big(1, core.DefaultZeroCopyMin-1)},
+		{Payload: big(2, core.DefaultZeroCopyMin)},
+		{Payload: big(3, 20000)},
+		{Payload: big(4, 20000), Key: []byte("k")},
+		{Payload: big(5, 20000), Headers: []core.Header{{Key: "h", Value: []byte("v")}}},
+		{Payload: big(6, 20000), EventTime: time.Unix(1, 0)},
+	}
+	for _, tc := range []struct {
+		name string
+		opts []core.Option
+		refs int
+	}{
+		{"default", nil, 2},
+		{"ZeroCopyMin(100)", []core.Option{core.ZeroCopyMin(100)}, 4},
+		{"ZeroCopyMin(0)", []core.Option{core.ZeroCopyMin(0)}, 0},
+		{"Compression", []core.Option{core.Compression(wire.CodecS2, wire.LevelFastest)}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, store, d := newSpliceEnv(t, tc.opts...)
+			for _, m := range msgs {
+				_, err := p.Send(context.Background(), m)
+				require.NoError(t, err)
+			}
+			splices, records := d.splices(0)
+			assert.Equal(t, len(msgs), records)
+			assert.Equal(t, tc.refs, splices)
+			got := store.Records(p.Name())
+			require.Len(t, got, len(msgs))
+			for i, r := range got {
+				assert.Equal(t, msgs[i].Payload, r.Payload, "record %d", i)
+				assert.Equal(t, msgs[i].Key, r.Key, "record %d", i)
+			}
+		})
+	}
+}
+
+// TestZeroCopyDetachBeforeFailedCallback: a message whose frame the
+// connection still holds, by reference, fails (its context ends): before
+// its callback runs, the connection was asked to Detach and holds no
+// reference any more; the callback overwrites the payload, and the frame,
+// written later, carries the payload as it was sent.
+func TestZeroCopyDetachBeforeFailedCallback(t *testing.T) {
+	p, store, d := newSpliceEnv(t)
+	_, err := p.Send(context.Background(), &core.Message{Payload: []byte("declared")})
+	require.NoError(t, err)
+	d.mu.Lock()
+	d.hold = true
+	d.mu.Unlock()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	msg := &core.Message{Payload: big(7, 20000)}
+	type seen struct {
+		err              error
+		detaches, refs   int
+		scribbled, frame bool
+	}
+	got := make(chan seen, 1)
+	require.NoError(t, p.SendAsync(ctx, msg, func(_ core.MessageID, m *core.Message, err error) {
+		held, refs := d.holding()
+		s := seen{err: err, detaches: int(d.detaches.Load()), refs: refs, frame: held > 0}
+		for i := range m.Payload {
+			m.Payload[i] = 0xdd
+		}
+		got <- s
+	}))
+	waitUntil(t, "the frame to be held", func() bool { _, refs := d.holding(); return refs == 1 })
+	cancel()
+	s := testkit.WaitChan(t, got, "the callback")
+	assert.ErrorIs(t, s.err, context.Canceled)
+	assert.True(t, s.frame, "the frame was still held when the callback ran")
+	assert.Positive(t, s.detaches, "Detach before the callback")
+	assert.Zero(t, s.refs, "no held frame refers to the payload at the callback")
+
+	d.release(false)
+	waitUntil(t, "the held frame to be stored", func() bool { return store.Len(p.Name()) == 2 })
+	assert.Equal(t, big(7, 20000), store.Records(p.Name())[1].Payload, "stored as sent, not as overwritten")
+}
+
+// TestZeroCopyDetachBeforeSendReturns: Send of a message whose frame the
+// connection holds by reference returns its failure only after a Detach
+// of its own (the callback goroutine, which detaches before callbacks, is
+// held up in a callback): the payload is the caller's once Send returned.
+func TestZeroCopyDetachBeforeSendReturns(t *testing.T) {
+	p, store, d := newSpliceEnv(t)
+	inCallback, unblock := make(chan struct{}), make(chan struct{})
+	require.NoError(t, p.SendAsync(context.Background(), &core.Message{Payload: []byte("declared")}, func(core.MessageID, *core.Message, error) {
+		close(inCallback)
+		<-unblock
+	}))
+	testkit.WaitChan(t, inCallback, "the callback that holds the callback goroutine")
+	letGo := sync.OnceFunc(func() { close(unblock) })
+	defer letGo()
+	d.mu.Lock()
+	d.hold = true
+	d.mu.Unlock()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	msg := &core.Message{Payload: big(8, 20000)}
+	type result struct {
+		err        error
+		refs, dets int
+	}
+	done := make(chan result, 1)
+	go func() {
+		_, err := p.Send(ctx, msg)
+		_, refs := d.holding()
+		done <- result{err, refs, int(d.detaches.Load())}
+		for i := range msg.Payload {
+			msg.Payload[i] = 0xdd
+		}
+	}()
+	waitUntil(t, "the frame to be held", func() bool { _, refs := d.holding(); return refs == 1 })
+	cancel()
+	r := testkit.WaitChan(t, done, "Send")
+	assert.True(t, errors.Is(r.err, context.Canceled), "Send: %v", r.err)
+	assert.Positive(t, r.dets, "Detach before Send returned")
+	assert.Zero(t, r.refs)
+	letGo()
+	d.release(false)
+	waitUntil(t, "the held frame to be stored", func() bool { return store.Len(p.Name()) == 2 })
+	assert.Equal(t, big(8, 20000), store.Records(p.Name())[1].Payload)
+}
+
+// TestZeroCopyResendsCopy: a message written by reference on a connection
+// that died before its receipt is written again on the next one copied
+// (a late receipt of the old one would resolve it without a Detach).
+func TestZeroCopyResendsCopy(t *testing.T) {
+	p, store, d := newSpliceEnv(t)
+	_, err := p.Send(context.Background(), &core.Message{Payload: []byte("declared")})
+	require.NoError(t, err)
+	d.mu.Lock()
+	d.hold = true
+	d.mu.Unlock()
+	rec := newRecorder(1)
+	require.NoError(t, p.SendAsync(context.Background(), &core.Message{Payload: big(9, 20000)}, rec.cb(0)))
+	waitUntil(t, "the frame to be held", func() bool { _, refs := d.holding(); return refs == 1 })
+	d.release(true) // lost with the connection
+	d.DropConnections()
+	rec.wait(t)
+	require.NoError(t, rec.get(0).err)
+	splices, records := d.splices(2)
+	assert.Equal(t, 1, records, "written again on the second connection")
+	assert.Zero(t, splices, "copied")
+	first, _ := d.splices(1)
+	assert.Equal(t, 1, first, "by reference the first time")
+	got := store.Records(p.Name())
+	require.Len(t, got, 2)
+	assert.Equal(t, big(9, 20000), got[1].Payload)
+}
