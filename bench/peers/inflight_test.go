@@ -48,6 +48,7 @@ func openInflight(tb testing.TB, t *tracker, name string) client {
 var (
 	batchBytes    = flag.Int("peers.batchbytes", 0, "inflight's MaxBatchBytes; 0: its default")
 	batchMessages = flag.Int("peers.batchmessages", 0, "inflight's MaxBatchMessages; 0: its default")
+	zeroCopyMin   = flag.Int("peers.zerocopymin", -1, "inflight's ZeroCopyMin; -1: its default, 0: payloads copied")
 )
 
 func newInflight(tb testing.TB, t *tracker, d transport.Dialer) *inflightClient {
@@ -57,6 +58,9 @@ func newInflight(tb testing.TB, t *tracker, d transport.Dialer) *inflightClient 
 	}
 	if *batchMessages != 0 {
 		opts = append(opts, core.MaxBatchMessages(*batchMessages))
+	}
+	if *zeroCopyMin >= 0 {
+		opts = append(opts, core.ZeroCopyMin(*zeroCopyMin))
 	}
 	p, err := core.New(d, opts...)
 	if err != nil {
