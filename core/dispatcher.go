@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 
 	"github.com/inflightmq/inflight/ringbuf"
 )
@@ -178,7 +177,7 @@ func (p *Producer) deliver(l *lane, pos uint64, st ringbuf.State) {
 		e.hook.stop()
 	}
 	id, err := p.outcome(l, pos, st, e.ctx())
-	if st != ringbuf.Acked && st != ringbuf.Rejected { // a failure: its frame may be being written
+	if st != ringbuf.Acked && st != ringbuf.Rejected && e.cb != nil { // a failure: its frame may be being written (a Send detaches itself)
 		p.detachPayloads(&p.disp.detached)
 	}
 	switch st {
@@ -220,24 +219,28 @@ func (p *Producer) call(cb Callback, id MessageID, msg *Message, err error) {
 }
 
 // detachMemo is what a caller of detachPayloads keeps between calls: the
-// session it last detached, and that session's spliced count then.
+// serial of the session it last detached, and that session's spliced
+// count then.
 type detachMemo struct {
-	s *session
-	n uint64
+	serial uint64
+	n      uint64
 }
 
 // detachPayloads makes sure that no connection reads the payload of a
 // message that resolved before the call, so that its callback may run (or
 // its Send return) and its caller have the payload back (see ZeroCopyMin):
-// once the pump's pass that may hold frames not yet handed over has ended,
-// it has the current connection copy what it has not written of the
-// frames with splices it holds (transport.Splicer's Detach). Earlier
-// connections read none: the pump closed them before it made another
-// session, and Close returns once nothing reads a splice. A message that
-// resolved was written in a pass that ended before it resolved or holds
-// it (Writing), and is never written again. memo (nil: none) skips the
-// Detach when no pass handed the connection such frames since the last.
-// Not on the pump's goroutine (it waits for the pump's pass): the
+// it waits for the pump's pass that may hold frames referring to payloads
+// and not yet handed over (session.pass), then has the current connection
+// copy what it has not written of the frames with splices it holds
+// (transport.Splicer's Detach). A message that resolved was marked
+// written in a pass that then held pass (a message is resolved by others
+// only once written), and is never written by reference again (resends
+// copy): once that pass ended its frames are the connection's, or were
+// never handed over. Earlier connections read no payload: the pump closes
+// a connection before it makes another session, and Close returns once
+// nothing reads a splice. memo (nil: none) skips the Detach when no pass
+// referred to payloads since the last one on the same session; a session
+// where none did needs none. Not on the pump's goroutine: the
 // dispatcher's, or Send's caller's.
 func (p *Producer) detachPayloads(memo *detachMemo) {
 	p.sessionMu.Lock()
@@ -246,15 +249,14 @@ func (p *Producer) detachPayloads(memo *detachMemo) {
 	if s == nil || s.splice == nil {
 		return
 	}
-	for s.building.Load() {
-		runtime.Gosched() // the pump's pass: short, and it never waits for this goroutine
-	}
+	s.pass.mu.Lock() // the pass ends: it never waits for this goroutine
 	n := s.spliced.Load()
-	if n == 0 || memo != nil && memo.s == s && memo.n == n {
+	s.pass.mu.Unlock()
+	if n == 0 || memo != nil && memo.serial == s.serial && memo.n == n {
 		return
 	}
 	s.splice.Detach()
 	if memo != nil {
-		*memo = detachMemo{s, n}
+		*memo = detachMemo{s.serial, n}
 	}
 }

@@ -531,14 +531,15 @@ func (l *ledger) handshake(lastSeq uint64, fresh bool) (lost, err error) {
 
 // batchLimits are a connection's limits for nextBatch.
 type batchLimits struct {
-	topic    uint32 // the topic's id on the connection
-	messages int    // records per batch
-	bytes    int    // raw bytes per batch
-	frame    int    // the connection's frame limit
-	end      uint64 // the first position whose sequence ID would be beyond wire.MaxSeq
-	cached   int    // cachedFrameBytes, or 0: frames of mid-sized records grow to the limit too
-	sum      bool   // the frame is sent as built: its CRC is taken run by run (see wire.BatchBuilder.Sum)
-	splice   int    // payloads of at least this many bytes (0: none) go by reference (AddRef): see ZeroCopyMin
+	topic    uint32    // the topic's id on the connection
+	messages int       // records per batch
+	bytes    int       // raw bytes per batch
+	frame    int       // the connection's frame limit
+	end      uint64    // the first position whose sequence ID would be beyond wire.MaxSeq
+	cached   int       // cachedFrameBytes, or 0: frames of mid-sized records grow to the limit too
+	sum      bool      // the frame is sent as built: its CRC is taken run by run (see wire.BatchBuilder.Sum)
+	splice   int       // payloads of at least this many bytes (0: none) go by reference (AddRef): see ZeroCopyMin
+	pass     *passLock // held before a run with such payloads is marked written (see detachPayloads)
 }
 
 // writeRun is how many positions nextBatch takes into Writing before it
@@ -717,6 +718,11 @@ func (l *ledger) nextBatch(bb *wire.BatchBuilder, pos uint64, lim batchLimits, n
 		}
 		if testHookRunCopied != nil {
 			testHookRunCopied()
+		}
+		if refs != 0 {
+			// From Written on, its messages may resolve, and their
+			// callbacks wait for the pass to end (see detachPayloads).
+			lim.pass.hold()
 		}
 		// Written: the fresh ones with one store, the resent ones each.
 		l.ring.MarkWritten(first + uint64(k))

@@ -487,7 +487,13 @@ func MaxFramesInFlight(n int) Option {
 // faster (16 KiB: 25%, with 22% less CPU); payloads out of the CPU's
 // caches were level or a few percent slower, and 1 KiB ones 11% slower,
 // which is why the default stops at 4 KiB (docs/performance.md,
-// "Thirteenth round").
+// "Thirteenth round"). The copy a failure asks for covers every such frame
+// the connection holds then: a producer whose messages fail often while
+// the broker is slow to read (short deadlines, canceled contexts) pays
+// for it, and may want it off. A caller that breaks the ownership rule
+// (changes a payload before its callback) now breaks the frame's CRC: the
+// broker refuses the frame and drops the connection, and the producer
+// writes the topics' frames again, the changed payload with them.
 func ZeroCopyMin(n int) Option {
 	return optionFunc(func(c *config) error {
 		if n < 0 {

@@ -103,6 +103,9 @@ type Producer struct {
 	// from its HELLO_OK (0: none yet, or given up under WaitForName after a
 	// fence); the pump's.
 	incarnation uint64
+	// sessions counts the sessions whose payloads may go by reference
+	// (session.serial); the pump's.
+	sessions uint64
 	// instance is drawn once (see wire.Hello.Instance): it tells the
 	// broker that two HELLOs of epoch 0 come from this one Producer.
 	instance uint64

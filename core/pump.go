@@ -196,7 +196,8 @@ func (p *Producer) connect() (*session, EventKind, error) {
 	s.conn = conn
 	s.vec, _ = conn.(transport.FramesWriter)
 	if sp, ok := conn.(transport.Splicer); ok && p.comp == nil && p.cfg.zeroCopyMin > 0 && sp.Splicing() {
-		s.splice, s.spliceMin = sp, p.cfg.zeroCopyMin
+		p.sessions++
+		s.splice, s.spliceMin, s.serial = sp, p.cfg.zeroCopyMin, p.sessions
 	}
 	s.window = connWindow(p.cfg.framesInFlight, s.vec != nil)
 	p.setSession(s)
@@ -389,9 +390,6 @@ func (p *Producer) writeLoop(s *session, bufs *bufPool) {
 		}
 		kept := work[:0]
 		drainedAny := false // a lane left for want of published messages
-		if s.splice != nil {
-			s.building.Store(true)
-		}
 		for _, l := range work {
 			switch p.serve(s, l, &bb, bufs, now) {
 			case keep:
@@ -476,6 +474,8 @@ func (p *Producer) enter(work []*lane, l *lane) []*lane {
 // leave clears the pump's hold on the lanes of a session that ended: their
 // flags are set again when the next session puts them to work.
 func (p *Producer) leave(s *session, work, later []*lane) {
+	clear(s.out) // never written: no payload kept alive through them
+	s.out = s.out[:0]
 	for _, l := range s.parked {
 		if !l.listed {
 			continue // forgotten (see retire)
@@ -592,7 +592,7 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 	buf := bufs.get()
 	asBuilt := p.comp == nil // frames go as nextBatch builds them
 	lim := batchLimits{topic: l.id, messages: p.cfg.maxBatchMessages, bytes: p.cfg.maxBatchBytes, frame: s.maxFrame, end: l.endPos,
-		sum: asBuilt, splice: s.spliceMin}
+		sum: asBuilt, splice: s.spliceMin, pass: &s.pass}
 	if asBuilt && s.vec != nil {
 		lim.cached = cachedFrameBytes // see cachedFrameBytes
 	}
@@ -607,7 +607,6 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 	buf.Bytes = bb.Take(p.comp, buf.Bytes)
 	wireLen := len(buf.Bytes)
 	if buf.Splices = bb.TakeSplices(buf.Splices); len(buf.Splices) > 0 {
-		s.splicedPass = true
 		wireLen = rawLen // sent as built
 	}
 	p.stats.sent.Add(uint64(n))

@@ -49,16 +49,16 @@ type session struct {
 	// splice is the connection when it takes frames with splices and the
 	// producer makes them (nil: payloads are copied), spliceMin the
 	// smallest payload that goes so. Set before the session is; then
-	// read by the dispatcher and Send too (detachPayloads). building is
-	// set while the pump's pass may hold such frames not yet handed to
-	// the connection, and spliced counts the passes that handed it some
-	// (before building is cleared); splicedPass is the pump's: this pass
-	// made one.
-	splice      transport.Splicer
-	spliceMin   int
-	building    atomic.Bool
-	spliced     atomic.Uint64
-	splicedPass bool
+	// read by the dispatcher and Send too (detachPayloads). The pump
+	// holds pass from the first run of a pass that refers to a payload
+	// until the pass ended (endPass), and spliced counts such passes,
+	// each before its pass lets go of pass. serial tells sessions apart
+	// for detachMemo.
+	splice    transport.Splicer
+	spliceMin int
+	pass      passLock
+	spliced   atomic.Uint64
+	serial    uint64
 	// Lanes that waited for room on this connection (lane.waiting), each
 	// once: leave clears their hold when the connection ends. A lane
 	// forgotten meanwhile leaves the list (see retire), at the latest
@@ -318,13 +318,37 @@ func (s *session) emit(buf *transport.Buffer) error {
 
 // endPass ends the pump's pass on a session whose frames may have splices
 // (see session.splice): the pass's frames are the connection's now, or
-// were never handed over. The pump's.
+// were never handed over (the session died first). The pump's.
 func (s *session) endPass() {
-	if s.splicedPass {
-		s.splicedPass = false
+	if s.pass.held {
 		s.spliced.Add(1)
+		s.pass.release()
 	}
-	s.building.Store(false)
+}
+
+// passLock is held by the pump while a pass may have frames that refer
+// to payloads and that it has not handed to the connection yet: from
+// before the first such run is marked written (ledger.nextBatch), when
+// its messages may start to resolve, until endPass. detachPayloads locks
+// it to wait for the pass. The pump's pass never waits for a goroutine
+// that waits for it.
+type passLock struct {
+	mu   sync.Mutex
+	held bool // the pump's
+}
+
+// hold takes the lock for the rest of the pass, unless held. The pump's.
+func (l *passLock) hold() {
+	if !l.held {
+		l.mu.Lock()
+		l.held = true
+	}
+}
+
+// release lets it go. The pump's.
+func (l *passLock) release() {
+	l.held = false
+	l.mu.Unlock()
 }
 
 // flush writes the frames of the pass.

@@ -33,6 +33,8 @@ type spliceDialer struct {
 	held     []heldFrame
 	frames   []splicedFrame
 	detaches atomic.Int64
+	gate     chan struct{} // set: WriteFrames waits for it to close first
+	gated    atomic.Int64  // WriteFrames calls that waited for gate
 }
 
 type heldFrame struct {
@@ -68,6 +70,13 @@ func (c *spliceConn) Splicing() bool { return true }
 
 func (c *spliceConn) WriteFrames(bufs []*transport.Buffer) error {
 	d := c.d
+	d.mu.Lock()
+	gate := d.gate
+	d.mu.Unlock()
+	if gate != nil {
+		d.gated.Add(1)
+		<-gate
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, b := range bufs {
@@ -152,6 +161,14 @@ func newSpliceEnv(t *testing.T, opts ...core.Option) (*core.Producer, *broker.Me
 	require.NoError(t, err)
 	d := &spliceDialer{Dialer: mem.NewDialer(b)}
 	p, _ := testkit.NewProducer(t, d, d.Close, "zero-copy", opts...)
+	t.Cleanup(func() { // first: the producer's Close must not wait on a gate a failed test left shut
+		d.mu.Lock()
+		if d.gate != nil {
+			close(d.gate)
+			d.gate = nil
+		}
+		d.mu.Unlock()
+	})
 	return p, store, d
 }
 
@@ -205,11 +222,37 @@ func TestZeroCopyFrames(t *testing.T) {
 	}
 }
 
+// seen is what a callback found when it ran (see failHeld).
+type seen struct {
+	err            error
+	detaches, refs int
+	frame          bool
+}
+
+// failHeld sends a message of 20000 bytes naming i with ctx, whose
+// callback records what it finds (d's Detaches, the held frames that
+// still refer to payloads) and then overwrites the payload, as a caller
+// may; its outcome comes on the returned channel.
+func failHeld(t *testing.T, p *core.Producer, d *spliceDialer, ctx context.Context, i int) <-chan seen {
+	t.Helper()
+	got := make(chan seen, 1)
+	require.NoError(t, p.SendAsync(ctx, &core.Message{Payload: big(i, 20000)}, func(_ core.MessageID, m *core.Message, err error) {
+		held, refs := d.holding()
+		s := seen{err: err, detaches: int(d.detaches.Load()), refs: refs, frame: held > 0}
+		for i := range m.Payload {
+			m.Payload[i] = 0xdd
+		}
+		got <- s
+	}))
+	return got
+}
+
 // TestZeroCopyDetachBeforeFailedCallback: a message whose frame the
 // connection still holds, by reference, fails (its context ends): before
 // its callback runs, the connection was asked to Detach and holds no
 // reference any more; the callback overwrites the payload, and the frame,
-// written later, carries the payload as it was sent.
+// written later, carries the payload as it was sent. Twice, in two
+// passes: the second needs a Detach of its own.
 func TestZeroCopyDetachBeforeFailedCallback(t *testing.T) {
 	p, store, d := newSpliceEnv(t)
 	_, err := p.Send(context.Background(), &core.Message{Payload: []byte("declared")})
@@ -218,33 +261,79 @@ func TestZeroCopyDetachBeforeFailedCallback(t *testing.T) {
 	d.hold = true
 	d.mu.Unlock()
 
-	ctx, cancel := context.WithCancel(context.Background())
-	msg := &core.Message{Payload: big(7, 20000)}
-	type seen struct {
-		err              error
-		detaches, refs   int
-		scribbled, frame bool
+	for round := 1; round <= 2; round++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		got := failHeld(t, p, d, ctx, 6+round)
+		waitUntil(t, "the frame to be held", func() bool { held, refs := d.holding(); return held == round && refs == 1 })
+		cancel()
+		s := testkit.WaitChan(t, got, "the callback")
+		assert.ErrorIs(t, s.err, context.Canceled)
+		assert.True(t, s.frame, "the frame was still held when the callback ran")
+		assert.Equal(t, round, s.detaches, "a Detach before each callback")
+		assert.Zero(t, s.refs, "no held frame refers to the payload at the callback")
 	}
-	got := make(chan seen, 1)
-	require.NoError(t, p.SendAsync(ctx, msg, func(_ core.MessageID, m *core.Message, err error) {
-		held, refs := d.holding()
-		s := seen{err: err, detaches: int(d.detaches.Load()), refs: refs, frame: held > 0}
-		for i := range m.Payload {
-			m.Payload[i] = 0xdd
-		}
-		got <- s
-	}))
-	waitUntil(t, "the frame to be held", func() bool { _, refs := d.holding(); return refs == 1 })
-	cancel()
-	s := testkit.WaitChan(t, got, "the callback")
-	assert.ErrorIs(t, s.err, context.Canceled)
-	assert.True(t, s.frame, "the frame was still held when the callback ran")
-	assert.Positive(t, s.detaches, "Detach before the callback")
-	assert.Zero(t, s.refs, "no held frame refers to the payload at the callback")
 
 	d.release(false)
+	waitUntil(t, "the held frames to be stored", func() bool { return store.Len(p.Name()) == 3 })
+	for round := 1; round <= 2; round++ {
+		assert.Equal(t, big(6+round, 20000), store.Records(p.Name())[round].Payload, "stored as sent, not as overwritten")
+	}
+}
+
+// TestZeroCopyFailureWaitsForThePass: a message marked written whose
+// frame the pump has not handed over yet (the pass is in WriteFrames)
+// fails: its callback waits until the pass ended and the connection
+// detached, though the message resolved before.
+func TestZeroCopyFailureWaitsForThePass(t *testing.T) {
+	p, store, d := newSpliceEnv(t)
+	_, err := p.Send(context.Background(), &core.Message{Payload: []byte("declared")})
+	require.NoError(t, err)
+	d.mu.Lock()
+	d.hold, d.gate = true, make(chan struct{})
+	d.mu.Unlock()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	got := failHeld(t, p, d, ctx, 9)
+	waitUntil(t, "the pass to hand the frame over", func() bool { return d.gated.Load() == 1 })
+	cancel()
+	waitUntil(t, "the message to resolve", func() bool { return p.Stats().Unacked == 0 })
+	select {
+	case <-got:
+		t.Fatal("the callback ran while the pass still held its frame")
+	case <-time.After(50 * time.Millisecond): // it would run within microseconds
+	}
+	d.mu.Lock()
+	close(d.gate)
+	d.gate = nil
+	d.mu.Unlock()
+	s := testkit.WaitChan(t, got, "the callback")
+	assert.ErrorIs(t, s.err, context.Canceled)
+	assert.True(t, s.frame)
+	assert.Equal(t, 1, s.detaches)
+	assert.Zero(t, s.refs)
+	d.release(false)
 	waitUntil(t, "the held frame to be stored", func() bool { return store.Len(p.Name()) == 2 })
-	assert.Equal(t, big(7, 20000), store.Records(p.Name())[1].Payload, "stored as sent, not as overwritten")
+	assert.Equal(t, big(9, 20000), store.Records(p.Name())[1].Payload)
+}
+
+// TestZeroCopyCloseDetaches: Close with a context already ended fails a
+// message whose frame the connection holds by reference: its callback
+// (ErrClosed) finds no reference left.
+func TestZeroCopyCloseDetaches(t *testing.T) {
+	p, _, d := newSpliceEnv(t)
+	_, err := p.Send(context.Background(), &core.Message{Payload: []byte("declared")})
+	require.NoError(t, err)
+	d.mu.Lock()
+	d.hold = true
+	d.mu.Unlock()
+	got := failHeld(t, p, d, context.Background(), 10)
+	waitUntil(t, "the frame to be held", func() bool { _, refs := d.holding(); return refs == 1 })
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = p.Close(ctx)
+	s := testkit.WaitChan(t, got, "the callback")
+	assert.ErrorIs(t, s.err, core.ErrClosed)
+	assert.Zero(t, s.refs, "no held frame refers to the payload at the callback")
 }
 
 // TestZeroCopyDetachBeforeSendReturns: Send of a message whose frame the
