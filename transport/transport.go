@@ -68,23 +68,27 @@ type FramesWriter interface {
 // Splicer is a FramesWriter that writes frames with splices (see
 // Buffer.Splices) from the memory they refer to, without copying it into
 // buffers of its own while it can write it. The producer hands such frames
-// only to a Conn that is a Splicer and whose Splicing reported true, and
-// before it lets go of a message whose payload such a frame refers to (a
-// failure's callback, or Send returning) it calls Detach.
+// only to a Conn that is a Splicer and whose Splicing reported true. It
+// gives a message's payload back to its caller (a failure's callback, a
+// failed Send returning) only once no connection reads it: the current
+// one after a Detach that followed the frame's hand-over, earlier ones
+// once their Close returned. A success needs neither: it is the broker's
+// receipt, which follows the broker's read of the frame, so the
+// connection wrote it (the protocol's promise: a broker acknowledges only
+// what it received).
 type Splicer interface {
 	FramesWriter
-	// Splicing reports whether the connection takes frames with splices
-	// now: tcp on Linux, where its writer goroutine runs. Once true it
-	// stays true for the connection.
+	// Splicing reports whether the connection takes frames with splices,
+	// the same answer for the life of the connection (tcp: true on
+	// Linux).
 	Splicing() bool
 	// Detach makes the connection stop reading the memory of the splices
 	// of frames handed to it: what it has not written of them yet it
 	// copies into memory of its own, and it returns once no write reads a
-	// splice any more. It waits only for a write in progress, never for
-	// the network. A connection that Close returned from (or that closed
-	// itself and whose writes ended) reads no splice either. Safe from any
-	// goroutine but the one that writes frames (the pump): it may wait for
-	// it.
+	// splice any more. It copies every such frame the connection holds,
+	// and waits only for a write in progress, never for the network. A
+	// connection that Close returned from reads no splice either. Safe
+	// for concurrent use, from any goroutine.
 	Detach()
 }
 

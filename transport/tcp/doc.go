@@ -34,10 +34,20 @@
 // the rest of its batch, or until the socket is full) may still finish, as
 // gnet's own close flushes what gnet holds.
 //
+// Frames with splices (Linux; transport.Splicer, core.ZeroCopyMin): their
+// payloads are written from where they are, with writev, by the caller's
+// goroutine (under the connection's mutex) or by the writer; what the
+// socket does not take of a direct write goes to gnet copied, so only the
+// writer holds payloads across time. Detach copies the frames queued for
+// the writer and has it copy the rest of the batch it writes (a writer
+// waiting for room is woken by a write deadline in the past, answers, and
+// waits again): it waits for one write at most, never for the network.
+//
 // Goroutines: a Dialer owns one gnet client (its event loop and ticker),
 // started by NewDialer and stopped by Close. A connection owns its writer,
 // started by its first large run and stopped when the connection closes;
-// the Dialer's Close waits for every writer. The producer's Handler (its
+// the connection's Close waits for it (so that nothing reads a payload
+// after it), and the Dialer's Close waits for every writer. The producer's Handler (its
 // receipt resolver) runs on the event loop.
 //
 // Scheduling: gnet's event loop waits for events in epoll_wait, a system

@@ -149,6 +149,43 @@ func TestTCPCloseWaitsForTheWriter(t *testing.T) {
 	require.True(t, bytes.HasPrefix(r.want.Bytes(), got), "what the peer read is a prefix of what was written")
 }
 
+// TestTCPDetachRacesClose: Detach over and over from other goroutines
+// while the writer waits for a socket the peer does not read, then Close:
+// every call returns, and the peer reads a prefix of what was written
+// though the splices are overwritten after Close.
+func TestTCPDetachRacesClose(t *testing.T) {
+	r := newWriterRig(t)
+	var held [][]byte
+	for i := 0; tcp.WriterWaits(r.conn) == 0; i++ {
+		require.Less(t, i, 64, "the socket never filled")
+		held = append(held, r.writeSpliced(tcp.HandOffBytes, 2)...)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r.conn.(transport.Splicer).Detach()
+			}
+		})
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- r.conn.Close() }()
+	assert.NoError(t, testkit.WaitChan(t, closed, "Close while Detaches run"))
+	close(stop)
+	testkit.WaitGroup(t, &wg, "the Detaches")
+	scribble(held)
+	r.resume()
+	waitUntil(t, "the peer to see the end", func() bool { _, eof := r.read(); return eof })
+	got, _ := r.read()
+	require.True(t, bytes.HasPrefix(r.want.Bytes(), got), "what the peer read is a prefix of what was written")
+}
+
 // TestTCPDetachRacesWrites: Detach over and over from other goroutines
 // while spliced runs of every size go out to a peer that reads: every
 // frame arrives whole and in order, every buffer is released once, and no

@@ -30,7 +30,9 @@ const handOffBytes = 512 << 10
 // runtime's poller, so that while the socket takes no more it waits in the
 // Go scheduler (no thread, no P), and releases each buffer once the socket
 // has taken all of it. The connection starts it at its first hand-off and
-// stops it when it closes (markClosed); the Dialer waits for it in Close.
+// stops it when it closes (markClosed); the connection's Close and the
+// Dialer's wait for it. It is the one part of the connection that reads
+// frames' splices after WriteFrames returned, until Detach (see detach).
 // The duplicate keeps the socket open until the writer has stopped: a
 // connection with a writer uses two descriptors.
 type writer struct {
@@ -182,6 +184,8 @@ func (w *writer) run() {
 		c.mu.Lock()
 		w.busy = false
 		w.answerDetach()
+		clear(w.queue) // abandoned: no frame (nor payload) kept alive through them
+		w.queue = nil
 		c.mu.Unlock()
 	}()
 	for {
@@ -199,6 +203,7 @@ func (w *writer) run() {
 			continue // the signal of frames an earlier batch took
 		}
 		if err := w.write(batch); err != nil {
+			clear(batch)
 			c.mu.Lock()
 			if c.closed { // halted: the frames left are abandoned
 				c.mu.Unlock()

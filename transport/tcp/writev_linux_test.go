@@ -51,6 +51,18 @@ func TestWriteAllStopsAnywhere(t *testing.T) {
 		want.Write(b)
 		bufs = append(bufs, buf)
 	}
+	// One frame of more pieces than a writev takes: 1500 splices of two
+	// bytes each.
+	b := bytes.Repeat([]byte{0x5a, 0xa5}, 1500)
+	buf := &transport.Buffer{}
+	for i := 0; i < len(b); i += 2 {
+		buf.Splices = append(buf.Splices, wire.Splice{At: 0, Data: b[i : i+2]})
+	}
+	bufs = append(bufs[:1500], append([]*transport.Buffer{buf}, bufs[1500:]...)...)
+	want.Reset()
+	for _, b := range bufs {
+		want.Write(wire.AppendFlat(nil, b.Bytes, b.Splices))
+	}
 	got := make(chan []byte, 1)
 	go func() {
 		b, _ := io.ReadAll(peer)
