@@ -154,6 +154,30 @@ func (d *spliceDialer) splices(dial int) (splices, records int) {
 	return splices, records
 }
 
+// holdAfterOne sends a message on p (its topic is then declared and its
+// first frame acknowledged), and from then on d holds every frame back.
+func (d *spliceDialer) holdAfterOne(t *testing.T, p *core.Producer) {
+	t.Helper()
+	_, err := p.Send(context.Background(), &core.Message{Payload: []byte("declared")})
+	require.NoError(t, err)
+	d.mu.Lock()
+	d.hold = true
+	d.mu.Unlock()
+}
+
+// requireStoredAsSent writes the frames d held, and checks that the
+// broker stored p's first message and then want, in order: the payloads
+// as they were sent, whatever their callbacks did to them.
+func (d *spliceDialer) requireStoredAsSent(t *testing.T, p *core.Producer, store *broker.MemoryStore, want ...[]byte) {
+	t.Helper()
+	d.release(false)
+	waitUntil(t, "the held frames to be stored", func() bool { return store.Len(p.Name()) == 1+len(want) })
+	got := store.Records(p.Name())
+	for i, w := range want {
+		assert.Equal(t, w, got[1+i].Payload, "stored as sent, not as overwritten")
+	}
+}
+
 func newSpliceEnv(t *testing.T, opts ...core.Option) (*core.Producer, *broker.MemoryStore, *spliceDialer) {
 	t.Helper()
 	store := broker.NewMemoryStore()
@@ -255,11 +279,7 @@ func failHeld(t *testing.T, p *core.Producer, d *spliceDialer, ctx context.Conte
 // passes: the second needs a Detach of its own.
 func TestZeroCopyDetachBeforeFailedCallback(t *testing.T) {
 	p, store, d := newSpliceEnv(t)
-	_, err := p.Send(context.Background(), &core.Message{Payload: []byte("declared")})
-	require.NoError(t, err)
-	d.mu.Lock()
-	d.hold = true
-	d.mu.Unlock()
+	d.holdAfterOne(t, p)
 
 	for round := 1; round <= 2; round++ {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -273,11 +293,7 @@ func TestZeroCopyDetachBeforeFailedCallback(t *testing.T) {
 		assert.Zero(t, s.refs, "no held frame refers to the payload at the callback")
 	}
 
-	d.release(false)
-	waitUntil(t, "the held frames to be stored", func() bool { return store.Len(p.Name()) == 3 })
-	for round := 1; round <= 2; round++ {
-		assert.Equal(t, big(6+round, 20000), store.Records(p.Name())[round].Payload, "stored as sent, not as overwritten")
-	}
+	d.requireStoredAsSent(t, p, store, big(7, 20000), big(8, 20000))
 }
 
 // TestZeroCopyFailureWaitsForThePass: a message marked written whose
@@ -286,10 +302,9 @@ func TestZeroCopyDetachBeforeFailedCallback(t *testing.T) {
 // detached, though the message resolved before.
 func TestZeroCopyFailureWaitsForThePass(t *testing.T) {
 	p, store, d := newSpliceEnv(t)
-	_, err := p.Send(context.Background(), &core.Message{Payload: []byte("declared")})
-	require.NoError(t, err)
+	d.holdAfterOne(t, p)
 	d.mu.Lock()
-	d.hold, d.gate = true, make(chan struct{})
+	d.gate = make(chan struct{})
 	d.mu.Unlock()
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -311,9 +326,7 @@ func TestZeroCopyFailureWaitsForThePass(t *testing.T) {
 	assert.True(t, s.frame)
 	assert.Equal(t, 1, s.detaches)
 	assert.Zero(t, s.refs)
-	d.release(false)
-	waitUntil(t, "the held frame to be stored", func() bool { return store.Len(p.Name()) == 2 })
-	assert.Equal(t, big(9, 20000), store.Records(p.Name())[1].Payload)
+	d.requireStoredAsSent(t, p, store, big(9, 20000))
 }
 
 // TestZeroCopyCloseDetaches: Close with a context already ended fails a
@@ -321,11 +334,7 @@ func TestZeroCopyFailureWaitsForThePass(t *testing.T) {
 // (ErrClosed) finds no reference left.
 func TestZeroCopyCloseDetaches(t *testing.T) {
 	p, _, d := newSpliceEnv(t)
-	_, err := p.Send(context.Background(), &core.Message{Payload: []byte("declared")})
-	require.NoError(t, err)
-	d.mu.Lock()
-	d.hold = true
-	d.mu.Unlock()
+	d.holdAfterOne(t, p)
 	got := failHeld(t, p, d, context.Background(), 10)
 	waitUntil(t, "the frame to be held", func() bool { _, refs := d.holding(); return refs == 1 })
 	ctx, cancel := context.WithCancel(context.Background())
@@ -376,9 +385,7 @@ func TestZeroCopyDetachBeforeSendReturns(t *testing.T) {
 	assert.Positive(t, r.dets, "Detach before Send returned")
 	assert.Zero(t, r.refs)
 	letGo()
-	d.release(false)
-	waitUntil(t, "the held frame to be stored", func() bool { return store.Len(p.Name()) == 2 })
-	assert.Equal(t, big(8, 20000), store.Records(p.Name())[1].Payload)
+	d.requireStoredAsSent(t, p, store, big(8, 20000))
 }
 
 // TestZeroCopyResendsCopy: a message written by reference on a connection
@@ -386,11 +393,7 @@ func TestZeroCopyDetachBeforeSendReturns(t *testing.T) {
 // (a late receipt of the old one would resolve it without a Detach).
 func TestZeroCopyResendsCopy(t *testing.T) {
 	p, store, d := newSpliceEnv(t)
-	_, err := p.Send(context.Background(), &core.Message{Payload: []byte("declared")})
-	require.NoError(t, err)
-	d.mu.Lock()
-	d.hold = true
-	d.mu.Unlock()
+	d.holdAfterOne(t, p)
 	rec := newRecorder(1)
 	require.NoError(t, p.SendAsync(context.Background(), &core.Message{Payload: big(9, 20000)}, rec.cb(0)))
 	waitUntil(t, "the frame to be held", func() bool { _, refs := d.holding(); return refs == 1 })

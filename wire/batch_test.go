@@ -457,16 +457,21 @@ func TestBatchBuilderSum(t *testing.T) {
 				bb.Sum()
 			}
 		}
-		var ref wire.BatchBuilder
-		ref.Reset(nil, 0, 1)
-		for _, p := range recs {
-			ref.Add(p)
-		}
-		if got, want := bb.Finish(), ref.Finish(); !bytes.Equal(got, want) {
+		if got, want := bb.Finish(), addAll(1, recs); !bytes.Equal(got, want) {
 			t.Fatalf("round %d: %d records summed in steps: a different frame", round, len(recs))
 		}
 		checkSummed(t, bb.Finish(), recs) // Finish again: the same
 	}
+}
+
+// addAll returns the frame Add builds of recs, the first with firstSeq.
+func addAll(firstSeq uint64, recs [][]byte) []byte {
+	var bb wire.BatchBuilder
+	bb.Reset(nil, 0, firstSeq)
+	for _, p := range recs {
+		bb.Add(p)
+	}
+	return bb.Finish()
 }
 
 // checkSummed checks that frame holds recs and hash/crc32's CRC of its data.
@@ -528,12 +533,7 @@ func TestBatchBuilderAddRef(t *testing.T) {
 				bb.Sum()
 			}
 		}
-		var ref wire.BatchBuilder
-		ref.Reset(nil, 0, 7)
-		for _, p := range recs {
-			ref.Add(p)
-		}
-		want := ref.Finish()
+		want := addAll(7, recs)
 		if got := bb.Size(); got != len(want) {
 			t.Fatalf("round %d: Size %d, the frame has %d bytes", round, got, len(want))
 		}

@@ -37,6 +37,52 @@ func (r *writeRig) writeSpliced(size, per int) [][]byte {
 	return held
 }
 
+// fillWriterSpliced writes runs of HandOffBytes with splices (per frames
+// each) until the writer has waited for the socket, and returns the
+// splices' memory.
+func (r *writeRig) fillWriterSpliced(per int) [][]byte {
+	r.t.Helper()
+	var held [][]byte
+	for i := 0; tcp.WriterWaits(r.conn) == 0; i++ {
+		require.Less(r.t, i, 64, "the socket never filled")
+		held = append(held, r.writeSpliced(tcp.HandOffBytes, per)...)
+	}
+	return held
+}
+
+// requirePrefixRead lets the peer read until the end, and checks that it
+// read a prefix of what was written (the connection closed first).
+func (r *writeRig) requirePrefixRead() {
+	r.t.Helper()
+	r.resume()
+	waitUntil(r.t, "the peer to see the end", func() bool { _, eof := r.read(); return eof })
+	got, _ := r.read()
+	require.True(r.t, bytes.HasPrefix(r.want.Bytes(), got), "what the peer read is a prefix of what was written")
+}
+
+// detachOverAndOver calls c's Detach over and over on two goroutines
+// until the returned stop, which waits for them.
+func detachOverAndOver(t *testing.T, c transport.Conn) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				c.(transport.Splicer).Detach()
+			}
+		})
+	}
+	return func() {
+		close(done)
+		testkit.WaitGroup(t, &wg, "the Detaches")
+	}
+}
+
 // scribble overwrites every byte of the splices' memory, as a producer's
 // caller may once its message's callback returned.
 func scribble(held [][]byte) {
@@ -69,11 +115,7 @@ func TestTCPDetachCopiesWhatTheWriterHolds(t *testing.T) {
 	for _, per := range []int{1, 3} {
 		t.Run("frames per write="+string(rune('0'+per)), func(t *testing.T) {
 			r := newWriterRig(t)
-			var held [][]byte
-			for i := 0; tcp.WriterWaits(r.conn) == 0; i++ {
-				require.Less(t, i, 64, "the socket never filled")
-				held = append(held, r.writeSpliced(tcp.HandOffBytes, per)...)
-			}
+			held := r.fillWriterSpliced(per)
 			for range 4 { // queued behind the batch the writer holds
 				held = append(held, r.writeSpliced(tcp.HandOffBytes, per)...)
 			}
@@ -134,19 +176,12 @@ func TestTCPDetachWithoutAWriter(t *testing.T) {
 // returns at once.
 func TestTCPCloseWaitsForTheWriter(t *testing.T) {
 	r := newWriterRig(t)
-	var held [][]byte
-	for i := 0; tcp.WriterWaits(r.conn) == 0; i++ {
-		require.Less(t, i, 64, "the socket never filled")
-		held = append(held, r.writeSpliced(tcp.HandOffBytes, 2)...)
-	}
+	held := r.fillWriterSpliced(2)
 	require.NoError(t, r.conn.Close())
 	assert.True(t, tcp.WriterStopped(r.conn), "the writer stopped before Close returned")
 	r.conn.(transport.Splicer).Detach()
 	scribble(held)
-	r.resume()
-	waitUntil(t, "the peer to see the end", func() bool { _, eof := r.read(); return eof })
-	got, _ := r.read()
-	require.True(t, bytes.HasPrefix(r.want.Bytes(), got), "what the peer read is a prefix of what was written")
+	r.requirePrefixRead()
 }
 
 // TestTCPDetachRacesClose: Detach over and over from other goroutines
@@ -155,35 +190,14 @@ func TestTCPCloseWaitsForTheWriter(t *testing.T) {
 // though the splices are overwritten after Close.
 func TestTCPDetachRacesClose(t *testing.T) {
 	r := newWriterRig(t)
-	var held [][]byte
-	for i := 0; tcp.WriterWaits(r.conn) == 0; i++ {
-		require.Less(t, i, 64, "the socket never filled")
-		held = append(held, r.writeSpliced(tcp.HandOffBytes, 2)...)
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				r.conn.(transport.Splicer).Detach()
-			}
-		})
-	}
+	held := r.fillWriterSpliced(2)
+	stop := detachOverAndOver(t, r.conn)
 	closed := make(chan error, 1)
 	go func() { closed <- r.conn.Close() }()
 	assert.NoError(t, testkit.WaitChan(t, closed, "Close while Detaches run"))
-	close(stop)
-	testkit.WaitGroup(t, &wg, "the Detaches")
+	stop()
 	scribble(held)
-	r.resume()
-	waitUntil(t, "the peer to see the end", func() bool { _, eof := r.read(); return eof })
-	got, _ := r.read()
-	require.True(t, bytes.HasPrefix(r.want.Bytes(), got), "what the peer read is a prefix of what was written")
+	r.requirePrefixRead()
 }
 
 // TestTCPDetachRacesWrites: Detach over and over from other goroutines
@@ -193,25 +207,11 @@ func TestTCPDetachRacesClose(t *testing.T) {
 func TestTCPDetachRacesWrites(t *testing.T) {
 	r := newWriterRig(t)
 	r.resume()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				r.conn.(transport.Splicer).Detach()
-			}
-		})
-	}
+	stop := detachOverAndOver(t, r.conn)
 	for i := range 60 {
 		size := []int{4 << 10, 64 << 10, tcp.HandOffBytes}[i%3]
 		r.writeSpliced(size, 1+i%3)
 	}
-	close(stop)
-	wg.Wait()
+	stop()
 	r.settled()
 }
