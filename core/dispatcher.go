@@ -22,8 +22,8 @@ type dispatcher struct {
 // across a Goexit (see call).
 type dispLanes struct {
 	work []*lane
-	// What the last detachPayloads left detached: the session, and its
-	// spliced count then.
+	// What the last detachPayloads left detached: the session's serial,
+	// and its spliced count then.
 	detached detachMemo
 }
 
@@ -232,11 +232,11 @@ type detachMemo struct {
 // it waits for the pump's pass that may hold frames referring to payloads
 // and not yet handed over (session.pass), then has the current connection
 // copy what it has not written of the frames with splices it holds
-// (transport.Splicer's Detach). A message that resolved was marked
-// written in a pass that then held pass (a message is resolved by others
-// only once written), and is never written by reference again (resends
-// copy): once that pass ended its frames are the connection's, or were
-// never handed over. Earlier connections read no payload: the pump closes
+// (transport.Splicer's Detach). A message whose payload a frame refers
+// to was marked written in a pass that then held pass (until then only
+// the pump could resolve it), and is never written by reference again
+// (resends copy): once that pass ended its frames are the connection's,
+// or were never handed over. Earlier connections read no payload: the pump closes
 // a connection before it makes another session, and Close returns once
 // nothing reads a splice. memo (nil: none) skips the Detach when no pass
 // referred to payloads since the last one on the same session; a session

@@ -483,10 +483,10 @@ func MaxFramesInFlight(n int) Option {
 // (its deadline, its context, Close) while its frame was still being
 // written, it has the connection copy what it has not written yet, which
 // waits for the write in progress only, never for the network. Over tcp,
-// one topic, one payload over and over, it made 2-64 KiB messages 20-37%
-// faster (16 KiB: 25%, with 22% less CPU); payloads out of the CPU's
-// caches were level or a few percent slower, and 1 KiB ones 11% slower,
-// which is why the default stops at 4 KiB (docs/performance.md,
+// one topic, one payload over and over, it made 2-64 KiB messages 20-34%
+// faster (16 KiB: 25%, with 22% less CPU); payloads sent in turn from 64
+// MiB of them (out of the CPU's caches) were 0.91x to 1.02x, and 1 KiB
+// ones 11% slower, which is why the default stops at 4 KiB (docs/performance.md,
 // "Thirteenth round"). The copy a failure asks for covers every such frame
 // the connection holds then: a producer whose messages fail often while
 // the broker is slow to read (short deadlines, canceled contexts) pays

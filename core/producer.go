@@ -85,7 +85,7 @@ type Producer struct {
 	dispWG    sync.WaitGroup // the dispatcher goroutine, and any that replaced it
 	stats     counters
 	sessionMu sync.Mutex
-	session   *session // current connection, for Close to cut
+	session   *session // current connection, for Close to cut and detachPayloads to detach
 
 	// closingCalls counts the outcomes the dispatcher took up once closing
 	// was set, each before its callback: Close, past its context's end,
@@ -382,7 +382,8 @@ func (p *Producer) drain(ctx context.Context, l *lane, tail uint64, inCallback b
 	return true
 }
 
-// setSession records the pump's current connection so Close can cut it.
+// setSession records the pump's current connection, so that Close can cut it
+// and detachPayloads detach it.
 func (p *Producer) setSession(s *session) {
 	p.sessionMu.Lock()
 	p.session = s

@@ -104,6 +104,20 @@ func (c *spliceConn) write(b *transport.Buffer) error {
 	return c.Conn.WriteFrame(flat)
 }
 
+// Close makes the frames held for c refer to no payload any more, as a
+// Splicer's Close must (nothing reads a splice once it returned), and
+// closes c.
+func (c *spliceConn) Close() error {
+	c.d.mu.Lock()
+	for _, h := range c.d.held {
+		if h.c == c {
+			h.b.Flatten()
+		}
+	}
+	c.d.mu.Unlock()
+	return c.Conn.Close()
+}
+
 func (c *spliceConn) Detach() {
 	c.d.mu.Lock()
 	defer c.d.mu.Unlock()

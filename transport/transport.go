@@ -72,7 +72,9 @@ type FramesWriter interface {
 // gives a message's payload back to its caller (a failure's callback, a
 // failed Send returning) only once no connection reads it: the current
 // one after a Detach that followed the frame's hand-over, earlier ones
-// once their Close returned. A success needs neither: it is the broker's
+// once their Close returned. WriteFrames must not wait for the network:
+// a failure's callback waits for the producer's pass, which includes it.
+// A success needs neither: it is the broker's
 // receipt, which follows the broker's read of the frame, so the
 // connection wrote it (the protocol's promise: a broker acknowledges only
 // what it received).
@@ -106,7 +108,8 @@ type Handler interface {
 }
 
 // Buffer is an outbound frame and the hook that returns it to its owner.
-// The owner sets Bytes and Owner; the transport calls Release when done.
+// The owner sets Bytes, Splices (for a Splicer) and Owner; the transport
+// calls Release when done.
 type Buffer struct {
 	Bytes []byte
 	// Splices, when set, are parts of the frame that live outside Bytes

@@ -56,12 +56,14 @@ type BatchBuilder struct {
 // frame to be valid). It reserves BatchHeaderSize bytes for the header,
 // allocating only if buf lacks capacity.
 func (b *BatchBuilder) Reset(buf []byte, topic uint32, firstSeq uint64) {
-	var hdr [BatchHeaderSize]byte
 	// One store of the whole builder: Add, which calls Reset, then stays
 	// within the compiler's inlining budget (the pump calls it per record).
 	// The splices' array is kept for the next frame (see TakeSplices).
-	*b = BatchBuilder{buf: append(buf[:0], hdr[:]...), topic: topic, firstSeq: firstSeq, splices: b.splices[:0]}
+	*b = BatchBuilder{buf: append(buf[:0], zeroHeader[:]...), topic: topic, firstSeq: firstSeq, splices: b.splices[:0]}
 }
+
+// zeroHeader is what Reset reserves for a frame's header.
+var zeroHeader [BatchHeaderSize]byte
 
 // Splice is part of a frame that lives outside the frame's buffer: the
 // frame's bytes are the buffer's with Data inserted before offset At (see

@@ -47,8 +47,8 @@
 // started by NewDialer and stopped by Close. A connection owns its writer,
 // started by its first large run and stopped when the connection closes;
 // the connection's Close waits for it (so that nothing reads a payload
-// after it), and the Dialer's Close waits for every writer. The producer's Handler (its
-// receipt resolver) runs on the event loop.
+// after it), and the Dialer's Close waits for every writer. The
+// producer's Handler (its receipt resolver) runs on the event loop.
 //
 // Scheduling: gnet's event loop waits for events in epoll_wait, a system
 // call, and keeps its P (one of GOMAXPROCS) while it waits, until the

@@ -40,7 +40,10 @@ func TestTCPZeroCopyFailedMessagesGiveTheirPayloadsBack(t *testing.T) {
 	defer proxy.Close()
 
 	const size, n = 64 << 10, 200
-	p, log := newProducer(t, proxy.Addr(), core.MaxFramesInFlight(16),
+	// A window that small frames cannot fill: the pump may write a frame
+	// per few messages while SendAsync runs, and no receipt frees a
+	// place while the proxy stalls.
+	p, log := newProducer(t, proxy.Addr(), core.MaxFramesInFlight(256),
 		core.MaxPendingBytes(1<<30), core.MaxPendingBytesPerTopic(1<<30), core.Heartbeat(time.Minute))
 	t.Cleanup(func() {
 		if t.Failed() {
