@@ -197,7 +197,7 @@ func (p *Producer) connect() (*session, EventKind, error) {
 	s.vec, _ = conn.(transport.FramesWriter)
 	if sp, ok := conn.(transport.Splicer); ok && p.comp == nil && p.cfg.zeroCopyMin > 0 && sp.Splicing() {
 		p.sessions++
-		s.splice, s.spliceMin, s.serial = sp, p.cfg.zeroCopyMin, p.sessions
+		s.splice, s.serial = sp, p.sessions
 	}
 	s.window = connWindow(p.cfg.framesInFlight, s.vec != nil)
 	p.setSession(s)
@@ -592,9 +592,12 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 	buf := bufs.get()
 	asBuilt := p.comp == nil // frames go as nextBatch builds them
 	lim := batchLimits{topic: l.id, messages: p.cfg.maxBatchMessages, bytes: p.cfg.maxBatchBytes, frame: s.maxFrame, end: l.endPos,
-		sum: asBuilt, splice: s.spliceMin, pass: &s.pass}
+		sum: asBuilt}
 	if asBuilt && s.vec != nil {
 		lim.cached = cachedFrameBytes // see cachedFrameBytes
+	}
+	if s.splice != nil {
+		lim.splice, lim.pass = p.cfg.zeroCopyMin, &s.pass
 	}
 	var n int
 	var closedAt int
@@ -605,14 +608,11 @@ func (p *Producer) serve(s *session, l *lane, bb *wire.BatchBuilder, bufs *bufPo
 	}
 	rawLen := bb.Size()
 	buf.Bytes = bb.Take(p.comp, buf.Bytes)
-	wireLen := len(buf.Bytes)
-	if buf.Splices = bb.TakeSplices(buf.Splices); len(buf.Splices) > 0 {
-		wireLen = rawLen // sent as built
-	}
+	buf.Splices = bb.TakeSplices(buf.Splices)
 	p.stats.sent.Add(uint64(n))
 	p.stats.batches.Add(1)
 	p.stats.bytesRaw.Add(uint64(rawLen))
-	p.stats.bytesWire.Add(uint64(wireLen))
+	p.stats.bytesWire.Add(uint64(buf.Len()))
 	if err := s.emit(buf); err != nil {
 		s.fail(err)
 		return dead

@@ -47,18 +47,16 @@ type session struct {
 	out []*transport.Buffer
 	// Payloads written from the Messages' memory (see ZeroCopyMin):
 	// splice is the connection when it takes frames with splices and the
-	// producer makes them (nil: payloads are copied), spliceMin the
-	// smallest payload that goes so. Set before the session is; then
-	// read by the dispatcher and Send too (detachPayloads). The pump
-	// holds pass from the first run of a pass that refers to a payload
-	// until the pass ended (endPass), and spliced counts such passes,
-	// each before its pass lets go of pass. serial tells sessions apart
-	// for detachMemo.
-	splice    transport.Splicer
-	spliceMin int
-	pass      passLock
-	spliced   atomic.Uint64
-	serial    uint64
+	// producer makes them (nil: payloads are copied). Set before the
+	// session is; then read by the dispatcher and Send too
+	// (detachPayloads). The pump holds pass from the first run of a pass
+	// that refers to a payload until the pass ended (endPass), and
+	// spliced counts such passes, each before its pass lets go of pass.
+	// serial tells sessions apart for detachMemo.
+	splice  transport.Splicer
+	pass    passLock
+	spliced atomic.Uint64
+	serial  uint64
 	// Lanes that waited for room on this connection (lane.waiting), each
 	// once: leave clears their hold when the connection ends. A lane
 	// forgotten meanwhile leaves the list (see retire), at the latest

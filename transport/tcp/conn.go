@@ -201,19 +201,11 @@ func (c *clientConn) handOff(bufs []*transport.Buffer) bool {
 	return true
 }
 
-// frameLen is b's frame size: len(b.Bytes) unless it has splices.
-func frameLen(b *transport.Buffer) int {
-	if len(b.Splices) == 0 {
-		return len(b.Bytes)
-	}
-	return b.Len()
-}
-
 // largeRun reports whether bufs hold handOffBytes or more.
 func largeRun(bufs []*transport.Buffer) bool {
 	n := 0
 	for _, b := range bufs {
-		if n += frameLen(b); n >= handOffBytes {
+		if n += b.Len(); n >= handOffBytes {
 			return true
 		}
 	}

@@ -52,7 +52,7 @@ func writeAll(fd int, iov *[]iovec, bufs []*transport.Buffer, off int) (int, int
 		}
 		// Skip what n covers: whole buffers, then part of one.
 		for sent < len(bufs) {
-			left := frameLen(bufs[sent]) - off
+			left := bufs[sent].Len() - off
 			if n < left {
 				off += n
 				break
