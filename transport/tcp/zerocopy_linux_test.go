@@ -30,14 +30,7 @@ import (
 // message is stored with its payload as it was sent: nothing read a
 // payload after its callback ran.
 func TestTCPZeroCopyFailedMessagesGiveTheirPayloadsBack(t *testing.T) {
-	store := broker.NewMemoryStore()
-	b, _ := broker.New(store)
-	srv, err := server.New("127.0.0.1:0", b)
-	require.NoError(t, err)
-	defer srv.Close(context.Background())
-	proxy, err := faultproxy.New(srv.Addr().String())
-	require.NoError(t, err)
-	defer proxy.Close()
+	store, proxy := proxiedBroker(t)
 
 	const size, n = 64 << 10, 200
 	// A window that small frames cannot fill: the pump may write a frame
@@ -50,15 +43,14 @@ func TestTCPZeroCopyFailedMessagesGiveTheirPayloadsBack(t *testing.T) {
 			t.Logf("producer: %+v; errors: %v", p.Stats(), log.Snapshot())
 		}
 	})
-	_, err = p.Send(context.Background(), &core.Message{Payload: []byte("connected")})
+	_, err := p.Send(context.Background(), &core.Message{Payload: []byte("connected")})
 	require.NoError(t, err)
 	proxy.Stall(true)
 
 	msgs := make([]*core.Message, n)
 	for i := range msgs {
-		payload := bytes.Repeat([]byte{byte(i)}, size)
-		binary.BigEndian.PutUint32(payload, uint32(i))
-		msgs[i] = &core.Message{Payload: payload}
+		msgs[i] = &core.Message{Payload: make([]byte, size)}
+		fill(msgs[i].Payload, uint64(i))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -87,10 +79,7 @@ func TestTCPZeroCopyFailedMessagesGiveTheirPayloadsBack(t *testing.T) {
 	recs := store.Records(name)
 	require.Len(t, recs, 1+n, "every message stored once")
 	for _, r := range recs[1:] {
-		i := binary.BigEndian.Uint32(r.Payload)
-		want := bytes.Repeat([]byte{byte(i)}, size)
-		binary.BigEndian.PutUint32(want, i)
-		require.True(t, bytes.Equal(want, r.Payload), "message %d stored as it was sent", i)
+		requireAsSent(t, r)
 	}
 }
 
@@ -103,14 +92,7 @@ func TestTCPZeroCopyFailedMessagesGiveTheirPayloadsBack(t *testing.T) {
 // was built (no checksum error reaches the producer), every stored record
 // is a message as it was sent, and every success is stored.
 func TestTCPZeroCopyThroughCuts(t *testing.T) {
-	store := broker.NewMemoryStore()
-	b, _ := broker.New(store)
-	srv, err := server.New("127.0.0.1:0", b)
-	require.NoError(t, err)
-	defer srv.Close(context.Background())
-	proxy, err := faultproxy.New(srv.Addr().String())
-	require.NoError(t, err)
-	defer proxy.Close()
+	store, proxy := proxiedBroker(t)
 	p, log := newProducer(t, proxy.Addr(), core.SendTimeout(200*time.Millisecond))
 
 	const size, slots = 16 << 10, 2048 // 32 MiB: beyond the sockets, so the writer holds frames
@@ -180,11 +162,7 @@ func TestTCPZeroCopyThroughCuts(t *testing.T) {
 	recs := store.Records(p.Name())
 	stored := map[uint64]bool{}
 	for _, r := range recs {
-		idx := binary.BigEndian.Uint64(r.Payload)
-		want := make([]byte, size)
-		fill(want, idx)
-		require.True(t, bytes.Equal(want, r.Payload), "record of seq %d: a message as it was sent", r.Seq)
-		stored[idx] = true
+		stored[requireAsSent(t, r)] = true
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -194,6 +172,32 @@ func TestTCPZeroCopyThroughCuts(t *testing.T) {
 	t.Logf("%d stored, %d acknowledged, %d timed out", len(recs), len(acked), timedOut.Load())
 	assert.NotEmpty(t, acked)
 	assert.Positive(t, timedOut.Load(), "no message failed while its frame was held")
+}
+
+// proxiedBroker starts a broker on a memory store and a server for it,
+// behind a fault proxy; all stop at the end of the test.
+func proxiedBroker(t *testing.T) (*broker.MemoryStore, *faultproxy.Proxy) {
+	t.Helper()
+	store := broker.NewMemoryStore()
+	b, _ := broker.New(store)
+	srv, err := server.New("127.0.0.1:0", b)
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.Close(context.Background()) })
+	proxy, err := faultproxy.New(srv.Addr().String())
+	require.NoError(t, err)
+	t.Cleanup(func() { proxy.Close() })
+	return store, proxy
+}
+
+// requireAsSent checks that r's payload is a message's as fill made it,
+// and returns the message's index.
+func requireAsSent(t *testing.T, r broker.Record) uint64 {
+	t.Helper()
+	idx := binary.BigEndian.Uint64(r.Payload)
+	want := make([]byte, len(r.Payload))
+	fill(want, idx)
+	require.True(t, bytes.Equal(want, r.Payload), "record of seq %d: message %d as it was sent", r.Seq, idx)
+	return idx
 }
 
 // fill writes message idx's payload into b: idx, then its low byte.
