@@ -24,6 +24,7 @@ type appendScratch struct {
 	rr      wire.RecordReader // header memory of recs, as much as headers ever was
 	maxHdr  int64             // the most headers ever was
 	out     []byte
+	frames  []Frame // the frames for the next AppendFrames (see storeFrames)
 }
 
 // reset empties the chunk, zeroing the Records it used.
@@ -85,6 +86,9 @@ func (b *Broker) putScratch(a *appendScratch) {
 // wrapping ErrFenced if the Store holds a newer epoch, or ErrStore wrapping
 // any other Store error.
 func (s *Session) appendFrames(t *topic, frames []queuedFrame, a *appendScratch) (stored, skipped int, err error) {
+	if fa, ok := s.b.store.(FrameAppender); ok && whole(frames) {
+		return s.storeFrames(t, fa, frames, a)
+	}
 	a.grow(frames)
 	for i := range frames {
 		f := &frames[i]
@@ -102,6 +106,57 @@ func (s *Session) appendFrames(t *topic, frames []queuedFrame, a *appendScratch)
 	}
 	stored += len(a.recs)
 	return stored, skipped, s.storeChunk(t, a)
+}
+
+// whole reports whether none of frames begins with records stored or
+// queued before: whether they can go to a FrameAppender as they came.
+func whole(frames []queuedFrame) bool {
+	for i := range frames {
+		if frames[i].skip != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// storeFrames is appendFrames through a FrameAppender, for frames that
+// whole accepts: one AppendFrames for all of them, under the (topic, name)
+// pair's lock, with storeChunk's checks and errors.
+func (s *Session) storeFrames(t *topic, fa FrameAppender, frames []queuedFrame, a *appendScratch) (stored, skipped int, err error) {
+	defer func() { // drop the references to the frames' buffers
+		clear(a.frames)
+		a.frames = a.frames[:0]
+	}()
+	for i := range frames {
+		f := &frames[i]
+		if !f.hasRecords() {
+			skipped += int(f.batch.Count) // only a receipt to send
+			continue
+		}
+		a.frames = append(a.frames, Frame{FirstSeq: f.batch.FirstSeq, Count: int(f.batch.Count), Records: f.batch.Data})
+		stored += int(f.batch.Count)
+	}
+	if len(a.frames) == 0 {
+		return 0, skipped, nil
+	}
+	first, last := a.frames[0].FirstSeq, a.frames[len(a.frames)-1]
+	t.lock.mu.Lock()
+	defer t.lock.mu.Unlock()
+	if s.prod.owner.Load() != s {
+		return 0, skipped, ErrReplaced
+	}
+	if first <= t.last {
+		// The reader skips what is queued or stored: a bug, not the producer's.
+		return 0, skipped, fmt.Errorf("%w: records of topic %q from %d, but %d is stored", ErrStore, t.name, first, t.last)
+	}
+	if err := fa.AppendFrames(t.name, s.name, s.epoch, a.frames); err != nil {
+		if errors.Is(err, ErrFenced) {
+			return 0, skipped, err // another broker fenced this name through the Store
+		}
+		return 0, skipped, fmt.Errorf("%w: topic %q: %w", ErrStore, t.name, err)
+	}
+	t.last = last.FirstSeq + uint64(last.Count) - 1
+	return stored, skipped, nil
 }
 
 // readFrame adds the records of a checked frame, but its first f.skip, to

@@ -54,6 +54,37 @@ type Store interface {
 	Append(topic, producer string, epoch uint64, recs []Record) error
 }
 
+// FrameAppender is implemented by a Store that can take records as the
+// producer's frames carry them (store/file), so that the broker does not
+// build a Record for each one and the Store does not read them back out of
+// Records. When the Store implements it, the broker calls AppendFrames
+// instead of Append for the frames that arrived while the previous call
+// ran, unless one of them begins with records stored or queued before (a
+// resend after a reconnect): those frames go through Append.
+//
+// AppendFrames has Append's contract, errors and calling rules, for the
+// records of frames in order: every frame's records (sequence IDs FirstSeq
+// to FirstSeq+Count-1) are stored, or, with an error, none of the call's.
+// Each frame's first sequence ID is above the last of the frame before it,
+// and the first frame's above the stored last sequence ID of (topic,
+// producer). A Store that wraps another must implement it only if the
+// wrapped one does.
+type FrameAppender interface {
+	AppendFrames(topic, producer string, epoch uint64, frames []Frame) error
+}
+
+// Frame is one producer frame's records as the wire carries them: Count
+// records, of sequence IDs FirstSeq to FirstSeq+Count-1, in Records, the
+// frame's records block (uncompressed: read it with wire.RecordIter, whose
+// Next returns what Record.Raw would hold). The broker checked every record
+// (its length, its metadata) before it handed the frame over. Records is a
+// view into the broker's frame buffer, valid only during the call.
+type Frame struct {
+	FirstSeq uint64
+	Count    int
+	Records  []byte
+}
+
 // Pinner is implemented by a Store that forgets idle producer names
 // (store/file's ForgetProducersAfter). The broker pins the name of each
 // live session that holds it, from just before its HELLO_OK until the

@@ -1,0 +1,146 @@
+package broker_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/internal/testkit"
+	"github.com/inflightmq/inflight/wire"
+)
+
+// takerStore is a MemoryStore that takes frames (broker.FrameAppender): it
+// reads their records as a store of its own format would, and notes every
+// call of either kind.
+type takerStore struct {
+	*broker.MemoryStore
+	mu    sync.Mutex
+	calls []string // "append 4-7", "frames 1-5,6-6"
+}
+
+func (s *takerStore) note(call string) {
+	s.mu.Lock()
+	s.calls = append(s.calls, call)
+	s.mu.Unlock()
+}
+
+func (s *takerStore) taken() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.calls...)
+}
+
+func (s *takerStore) Append(topic, producer string, epoch uint64, recs []broker.Record) error {
+	s.note(fmt.Sprintf("append %d-%d", recs[0].Seq, recs[len(recs)-1].Seq))
+	return s.MemoryStore.Append(topic, producer, epoch, recs)
+}
+
+func (s *takerStore) AppendFrames(topic, producer string, epoch uint64, frames []broker.Frame) error {
+	call := "frames"
+	var recs []broker.Record
+	for i, f := range frames {
+		call += fmt.Sprintf("%c%d-%d", " ,"[min(i, 1)], f.FirstSeq, f.FirstSeq+uint64(f.Count)-1)
+		b := wire.Batch{FirstSeq: f.FirstSeq, Count: uint32(f.Count), RawLen: uint32(len(f.Records)), Data: f.Records}
+		it, err := b.Records()
+		if err != nil {
+			return err
+		}
+		for j, raw := 0, []byte(nil); ; j++ {
+			var ok bool
+			if raw, ok = it.Next(); !ok {
+				break
+			}
+			var rr wire.RecordReader // a reader per record: Headers are views into its memory
+			r, err := rr.Read(raw)
+			if err != nil {
+				return err
+			}
+			recs = append(recs, broker.Record{Seq: f.FirstSeq + uint64(j), Payload: r.Payload,
+				Key: r.Key, Headers: r.Headers, EventTime: r.EventTime, Raw: raw, FrameStart: j == 0})
+		}
+		if err := it.Err(); err != nil {
+			return err
+		}
+	}
+	s.note(call)
+	return s.MemoryStore.Append(topic, producer, epoch, recs)
+}
+
+// TestFrameAppenderTakesFrames: a Store that takes frames gets a producer's
+// new frames as they came, metadata and all; a resend that begins with
+// records stored before goes through Append, stored once each; a frame of
+// records all stored before reaches neither.
+func TestFrameAppenderTakesFrames(t *testing.T) {
+	store := &takerStore{MemoryStore: broker.NewMemoryStore()}
+	b, err := broker.New(store)
+	require.NoError(t, err)
+	c := newConn(t, b)
+	c.hello(t, "p")
+	require.Equal(t, uint64(5), c.send(t, 1, 1, 5))
+	assert.Equal(t, []string{"frames 1-5"}, store.taken())
+
+	require.Equal(t, uint64(8), c.send(t, 2, 4, 5)) // 4..8: 4 and 5 stored before
+	assert.Equal(t, []string{"frames 1-5", "append 6-8"}, store.taken())
+	require.Equal(t, uint64(8), c.send(t, 3, 2, 3)) // 2..4: all stored before
+	assert.Equal(t, []string{"frames 1-5", "append 6-8"}, store.taken())
+
+	var want []broker.Record
+	for seq := uint64(1); seq <= 8; seq++ {
+		gen := 1
+		if seq > 5 {
+			gen = 2
+		}
+		want = append(want, broker.Record{Seq: seq, Payload: payload(gen, seq)})
+	}
+	meta := testkit.MetaRecords()
+	var bb wire.BatchBuilder
+	bb.Reset(nil, 0, 9)
+	for i, r := range meta {
+		bb.AddRecord(r.Payload, r.Key, r.Headers, r.EventTime)
+		r.Seq = 9 + uint64(i)
+		want = append(want, r)
+	}
+	reply, err := c.handle(t, bb.Finish())
+	require.NoError(t, err)
+	require.Equal(t, uint64(8+len(meta)), receipt(t, reply))
+	assert.Equal(t, fmt.Sprintf("frames 9-%d", 8+len(meta)), store.taken()[2])
+	testkit.RequireSameRecords(t, want, store.Records("p"))
+	st := testkit.StatsAfter(t, b, 4)
+	assert.Equal(t, uint64(5+3+len(meta)), st.Stored)
+	assert.Equal(t, uint64(2+3), st.Duplicates)
+}
+
+// TestFrameAppenderFailure: an AppendFrames that fails is a failed Append:
+// a Store error ends the topic with a TOPIC_ERROR and nothing is
+// acknowledged; an error wrapping ErrFenced fences the session.
+func TestFrameAppenderFailure(t *testing.T) {
+	store := &takerStore{MemoryStore: broker.NewMemoryStore()}
+	b, err := broker.New(store)
+	require.NoError(t, err)
+	c := newConn(t, b)
+	c.hello(t, "p")
+	require.Equal(t, uint64(3), c.send(t, 0, 1, 3))
+
+	store.FailAppends(errors.New("disk full"))
+	reply, err := c.handle(t, batchFrame(1, 4, 2))
+	require.NoError(t, err)
+	e, err := wire.DecodeTopicError(reply)
+	require.NoError(t, err, "want TOPIC_ERROR, got %s", testkit.DescribeFrame(reply))
+	assert.Equal(t, wire.CodeStore, e.Code)
+	assert.Contains(t, e.Text, "disk full")
+	assert.Equal(t, seqRange(1, 3), seqs(store.MemoryStore, "p"))
+
+	store.FailAppends(fmt.Errorf("%w: a newer epoch holds the name", broker.ErrFenced))
+	require.Equal(t, uint64(3), c.topic(t, 0, dflt))
+	reply, err = c.handle(t, batchFrame(1, 4, 2))
+	require.NoError(t, err)
+	assert.Equal(t, wire.CodeFenced, errorFrame(t, reply).Code)
+	assert.True(t, c.peer.closed())
+	assert.Equal(t, seqRange(1, 3), seqs(store.MemoryStore, "p"))
+	assert.Equal(t, []string{"frames 1-3", "frames 4-5", "frames 4-5"}, store.taken())
+}
