@@ -8,10 +8,11 @@
 //	s, err := file.Open("/var/lib/inflight/orders", file.Fsync(file.FsyncBatch))
 //	b, err := broker.New(s)
 //
-// The broker's sessions call Append concurrently, one per producer, each
-// with every record that arrived while its previous Append ran; the store
-// commits what is written meanwhile with one fsync (group commit), so many
-// producers cost about as many fsyncs as one.
+// The broker's sessions call Append, or AppendFrames with the producer's
+// frames as they came (broker.FrameAppender), concurrently, one per
+// producer, each with every record that arrived while its previous call
+// ran; the store commits what is written meanwhile with one fsync (group
+// commit), so many producers cost about as many fsyncs as one.
 //
 // Reading back: Store.Scan reads what a store holds (ReadOnly opens it
 // beside a running writer); a Reader (OpenReader) follows it as it is

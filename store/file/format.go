@@ -428,6 +428,59 @@ func appendEntry(buf []byte, topic, producer string, recs []broker.Record, bodyL
 	return buf
 }
 
+// entryHead is the size of a version 2 record entry's body before its
+// records: kind, topic, producer, first sequence ID, count.
+func entryHead(topic, producer string) int { return 1 + 1 + len(topic) + 1 + len(producer) + 8 + 4 }
+
+// appendFrameEntry appends the version 2 entry of one producer frame's
+// records, as appendEntry writes it for the broker's Records of the frame
+// (Raw set): consecutive sequence IDs from fr.FirstSeq, each record's gap
+// 0 and its body as the wire has it. It returns an error, and buf unusable
+// past its length on entry, if fr.Records does not hold fr.Count records,
+// or if the entry would pass maxEntryBody.
+func appendFrameEntry(buf []byte, topic, producer string, fr broker.Frame) ([]byte, error) {
+	switch {
+	case fr.Count < 1 || fr.Count > math.MaxUint32:
+		return buf, fmt.Errorf("frame of %d records", fr.Count)
+	case fr.FirstSeq == 0 || fr.FirstSeq > math.MaxUint64-uint64(fr.Count-1):
+		return buf, fmt.Errorf("frame of %d records from sequence ID %d", fr.Count, fr.FirstSeq)
+	}
+	b := wire.Batch{FirstSeq: fr.FirstSeq, Count: uint32(fr.Count), RawLen: uint32(len(fr.Records)), Data: fr.Records}
+	if uint64(len(fr.Records)) > math.MaxUint32 {
+		return buf, fmt.Errorf("records block of %d bytes", len(fr.Records))
+	}
+	it, err := b.Records()
+	if err != nil {
+		return buf, err
+	}
+	start := len(buf)
+	buf = append(buf, zeroEntryHeader[:]...)
+	buf = append(buf, entryV2, byte(len(topic)))
+	buf = append(buf, topic...)
+	buf = append(buf, byte(len(producer)))
+	buf = append(buf, producer...)
+	buf = binary.BigEndian.AppendUint64(buf, fr.FirstSeq)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(fr.Count))
+	for raw, ok := it.Next(); ok; raw, ok = it.Next() {
+		buf = append(buf, 0) // the gap: none within a frame
+		buf = binary.AppendUvarint(buf, uint64(len(raw)))
+		buf = append(buf, raw...)
+	}
+	if err := it.Err(); err != nil {
+		return buf[:start], err
+	}
+	body := len(buf) - start - entryHeaderSize
+	if body > maxEntryBody {
+		return buf[:start], fmt.Errorf("entry of %d records over %d bytes", fr.Count, maxEntryBody)
+	}
+	binary.BigEndian.PutUint32(buf[start:], uint32(body))
+	binary.BigEndian.PutUint32(buf[start+4:], crc32c.Checksum(buf[start+entryHeaderSize:]))
+	return buf, nil
+}
+
+// zeroEntryHeader is an entry header's room before its fields are known.
+var zeroEntryHeader [entryHeaderSize]byte
+
 // uvarintLen is the size of the uvarint encoding of x.
 func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
 

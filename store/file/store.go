@@ -256,18 +256,81 @@ func (f *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 	for _, p := range parts {
 		*buf = appendEntry(*buf, topic, producer, recs[p.start:p.end], p.body)
 	}
-	size := int64(len(*buf))
+	return f.commit(buf, stream{topic, producer}, epoch, appended{recs[0].Seq, recs[len(recs)-1].Seq, len(recs), unordered}, "Append")
+}
 
-	k := stream{topic, producer}
+// AppendFrames is Append for the records of producer frames as the wire
+// carries them (broker.FrameAppender): one entry per frame, the same
+// entries, byte for byte, that Append writes for the frame's records
+// with their Raw set (the broker's Records), and the same checks and
+// errors. A frame whose records block does not hold Count well-formed
+// records, of no metadata the broker would not have let through, or whose
+// sequence IDs do not follow the frame before it, is refused, and nothing
+// is written. The records' metadata is not checked again (the broker did).
+// Safe for concurrent use.
+func (f *Store) AppendFrames(topic, producer string, epoch uint64, frames []broker.Frame) error {
+	f.mu.Lock()
+	err := f.usableLocked()
+	f.mu.Unlock()
+	switch {
+	case err != nil:
+		return err
+	case f.readOnly:
+		return ErrReadOnly
+	case len(frames) == 0:
+		return nil
+	}
+	head := entryHead(topic, producer)
+	total := 0
+	for _, fr := range frames {
+		// A record's entry bytes (gap, length, body) are at most two
+		// more than its wire bytes (length, body): its length counts
+		// the flags byte, whose uvarint may be a byte longer. A record
+		// takes two wire bytes at least: a Count above that is refused
+		// below, and must not size the buffer.
+		total += entryHeaderSize + head + len(fr.Records) + 2*min(max(fr.Count, 0), len(fr.Records))
+	}
+	w := appended{first: frames[0].FirstSeq}
+	buf := f.bufs.get(total)
+	*buf = (*buf)[:0]
+	for i, fr := range frames {
+		if i > 0 && fr.FirstSeq <= w.last && w.unordered == nil {
+			w.unordered = fmt.Errorf("sequence ID %d after %d", fr.FirstSeq, w.last)
+		}
+		if *buf, err = appendFrameEntry(*buf, topic, producer, fr); err != nil {
+			f.bufs.put(buf)
+			return fmt.Errorf("inflight/file: Store.AppendFrames: frame at sequence ID %d: %w", fr.FirstSeq, err)
+		}
+		w.last = fr.FirstSeq + uint64(fr.Count) - 1
+		w.n += fr.Count
+	}
+	return f.commit(buf, stream{topic, producer}, epoch, w, "AppendFrames")
+}
+
+// appended is what an Append or AppendFrames encoded: its records' first
+// and last sequence IDs and count, and the first pair out of order found
+// while encoding, if any (checkLocked reports it).
+type appended struct {
+	first, last uint64
+	n           int
+	unordered   error
+}
+
+// commit writes buf, the encoded entries of w for k, under f.mu after the
+// checks (admitLocked, checkLocked): at once under FsyncNone and
+// FsyncInterval, or with the next commit under FsyncBatch, waiting for it.
+// It takes buf back to the pool.
+func (f *Store) commit(buf *[]byte, k stream, epoch uint64, w appended, op string) error {
+	size := int64(len(*buf))
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	// The check marks the name seen: a roll this Append makes must not
 	// forget it.
 	check := func() error {
-		if err := f.checkLocked(k, epoch, recs, unordered); err != nil {
+		if err := f.checkLocked(k, epoch, w, op); err != nil {
 			return err
 		}
-		f.st.raiseName(producer, 0, f.cfg.now().UnixNano())
+		f.st.raiseName(k.producer, 0, f.cfg.now().UnixNano())
 		return nil
 	}
 	if err := f.admitLocked(size, check); err != nil {
@@ -275,8 +338,8 @@ func (f *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 		return err
 	}
 	f.stats.appends.Add(1)
-	f.stats.records.Add(uint64(len(recs)))
-	f.st.raiseStream(k, recs[len(recs)-1].Seq, f.cfg.now().UnixNano())
+	f.stats.records.Add(uint64(w.n))
+	f.st.raiseStream(k, w.last, f.cfg.now().UnixNano())
 	if f.cfg.policy == FsyncBatch {
 		// For the next commit, which writes and fsyncs it with whatever
 		// else was encoded meanwhile.
@@ -284,7 +347,7 @@ func (f *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 		f.end += size
 		return f.syncLocked(f.end)
 	}
-	err = f.writeLocked(*buf)
+	err := f.writeLocked(*buf)
 	f.bufs.put(buf)
 	f.end = f.written
 	return err
@@ -306,7 +369,7 @@ type entryPart struct{ start, end, body int }
 // unordered, for checkLocked to report after the checks that need the
 // store's state.
 func planEntries(parts []entryPart, topic, producer string, recs []broker.Record) (_ []entryPart, total int, unordered, err error) {
-	head := int64(1 + 1 + len(topic) + 1 + len(producer) + 8 + 4)
+	head := int64(entryHead(topic, producer))
 	start, body := 0, head
 	for i := range recs {
 		r := &recs[i]
@@ -383,30 +446,30 @@ func (f *Store) writeLocked(buf []byte) error {
 	return nil
 }
 
-// checkLocked validates Append's names, epoch and sequence IDs; unordered
-// is what planEntries found of the order of recs.
-func (f *Store) checkLocked(k stream, epoch uint64, recs []broker.Record, unordered error) error {
+// checkLocked validates an Append's (or AppendFrames') names, epoch and
+// sequence IDs.
+func (f *Store) checkLocked(k stream, epoch uint64, w appended, op string) error {
 	if err := checkNames(k); err != nil {
-		return fmt.Errorf("inflight/file: Store.Append: %w", err)
+		return fmt.Errorf("inflight/file: Store.%s: %w", op, err)
 	}
 	if stored, _ := f.st.epochOf(k.producer); epoch < stored {
-		return fmt.Errorf("inflight/file: Store.Append: %w: %q/%q: epoch %d, stored %d", broker.ErrFenced, k.topic, k.producer, epoch, stored)
+		return fmt.Errorf("inflight/file: Store.%s: %w: %q/%q: epoch %d, stored %d", op, broker.ErrFenced, k.topic, k.producer, epoch, stored)
 	}
 	last := f.st.streams[k].last
 	var err error
 	switch {
-	case uint64(len(recs)) > math.MaxUint32:
-		err = fmt.Errorf("%d records in one entry", len(recs))
-	case recs[0].Seq == 0:
+	case uint64(w.n) > math.MaxUint32:
+		err = fmt.Errorf("%d records in one entry", w.n)
+	case w.first == 0:
 		err = errors.New("sequence ID 0")
-	case recs[0].Seq <= last:
-		err = fmt.Errorf("%q/%q first sequence ID %d not above the last stored %d", k.topic, k.producer, recs[0].Seq, last)
+	case w.first <= last:
+		err = fmt.Errorf("%q/%q first sequence ID %d not above the last stored %d", k.topic, k.producer, w.first, last)
 	}
 	if err == nil {
-		err = unordered
+		err = w.unordered
 	}
 	if err != nil {
-		return fmt.Errorf("inflight/file: Store.Append: %w", err)
+		return fmt.Errorf("inflight/file: Store.%s: %w", op, err)
 	}
 	return nil
 }

@@ -1,0 +1,161 @@
+package file_test
+
+import (
+	"bytes"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/internal/testkit"
+	"github.com/inflightmq/inflight/store/file"
+	"github.com/inflightmq/inflight/wire"
+)
+
+// frameOf is the frame a producer sends of recs, numbered from first (the
+// records' own sequence IDs are ignored): what the broker hands to
+// AppendFrames.
+func frameOf(t testing.TB, first uint64, recs []broker.Record) broker.Frame {
+	t.Helper()
+	var bb wire.BatchBuilder
+	bb.Reset(nil, 0, first)
+	for _, r := range recs {
+		bb.AddRecord(r.Payload, r.Key, r.Headers, r.EventTime)
+	}
+	b, err := wire.DecodeBatch(bb.Finish())
+	require.NoError(t, err)
+	return broker.Frame{FirstSeq: first, Count: len(recs), Records: b.Data}
+}
+
+// renumber returns recs with the sequence IDs first, first+1, ...
+func renumber(first uint64, recs []broker.Record) []broker.Record {
+	out := make([]broker.Record, len(recs))
+	for i, r := range recs {
+		r.Seq = first + uint64(i)
+		out[i] = r
+	}
+	return out
+}
+
+// scanRecords returns the records of (topic, producer) in s, copied.
+func scanRecords(t testing.TB, s *file.Store, topic, producer string) []broker.Record {
+	t.Helper()
+	var out []broker.Record
+	require.NoError(t, s.Scan(func(tp, p string, r broker.Record) error {
+		if tp == topic && p == producer {
+			r.Payload, r.Key, r.Raw = bytes.Clone(r.Payload), bytes.Clone(r.Key), nil
+			hs := make([]wire.Header, len(r.Headers))
+			for i, h := range r.Headers {
+				hs[i] = wire.Header{Key: h.Key, Value: bytes.Clone(h.Value)}
+			}
+			r.Headers = hs
+			out = append(out, r)
+		}
+		return nil
+	}))
+	return out
+}
+
+// TestAppendFramesStores: frames of records with every kind of metadata,
+// under each fsync policy, are stored as sent and read back so after a
+// reopen, with the topic's last sequence ID; an Append after them goes on.
+func TestAppendFramesStores(t *testing.T) {
+	for _, policy := range []file.FsyncPolicy{file.FsyncNone, file.FsyncBatch, file.FsyncInterval} {
+		t.Run(policy.String(), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "store")
+			s := openFileStore(t, path, file.Fsync(policy))
+			meta := testkit.MetaRecords()
+			a, b := renumber(1, meta), renumber(uint64(len(meta))+1, seqRecs(1, recs("x", "y")))
+			frames := []broker.Frame{frameOf(t, 1, a), frameOf(t, uint64(len(meta))+1, b)}
+			require.NoError(t, s.AppendFrames("t", "p", 1, frames))
+			testkit.Scribble(a) // the frames' memory is the caller's again
+			want := append(renumber(1, testkit.MetaRecords()), renumber(uint64(len(meta))+1, seqRecs(1, recs("x", "y")))...)
+			testkit.RequireSameRecords(t, want, scanRecords(t, s, "t", "p"))
+			require.NoError(t, s.Append("t", "p", 1, seqRecs(uint64(len(want))+1, recs("z"))))
+			assert.Equal(t, uint64(len(want)+1), s.Stats().Records)
+			require.NoError(t, s.Close())
+
+			s = openFileStore(t, path)
+			defer s.Close()
+			want = append(want, seqRecs(uint64(len(want))+1, recs("z"))...)
+			testkit.RequireSameRecords(t, want, scanRecords(t, s, "t", "p"))
+			last, err := lastSeq(s, "t", "p")
+			require.NoError(t, err)
+			assert.Equal(t, uint64(len(want)), last)
+		})
+	}
+}
+
+// TestAppendFramesRefuses: AppendFrames refuses what Append refuses (a
+// fenced epoch, a first sequence ID not above the stored last, sequence IDs
+// that do not increase from frame to frame), and a frame whose records
+// block is not what it says; each time nothing of the call is stored, not
+// even its good frames, and the store goes on.
+func TestAppendFramesRefuses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store")
+	s := openFileStore(t, path)
+	require.NoError(t, s.Fence("p", 2))
+	good := func(first uint64, n int) broker.Frame {
+		ps := make([]string, n)
+		for i := range ps {
+			ps[i] = string(payload(0, first+uint64(i)))
+		}
+		return frameOf(t, first, seqRecs(first, recs(ps...)))
+	}
+	require.NoError(t, s.AppendFrames("t", "p", 2, []broker.Frame{good(1, 3)}))
+
+	cut := good(6, 2)
+	cut.Records = cut.Records[:len(cut.Records)-1]
+	cases := []struct {
+		name   string
+		epoch  uint64
+		frames []broker.Frame
+		is     error
+	}{
+		{"fenced", 1, []broker.Frame{good(4, 2)}, broker.ErrFenced},
+		{"not above the last stored", 2, []broker.Frame{good(3, 2)}, nil},
+		{"frames out of order", 2, []broker.Frame{good(4, 3), good(6, 2)}, nil},
+		{"a frame cut short", 2, []broker.Frame{good(4, 2), cut}, nil},
+		{"a record more than the block holds", 2, []broker.Frame{good(4, 2), {FirstSeq: 6, Count: 3, Records: good(6, 2).Records}}, nil},
+		{"no records", 2, []broker.Frame{good(4, 2), {FirstSeq: 6}}, nil},
+		{"a count no block could hold", 2, []broker.Frame{{FirstSeq: 4, Count: 1 << 40, Records: good(4, 2).Records}}, nil},
+	}
+	for _, c := range cases {
+		err := s.AppendFrames("t", "p", c.epoch, c.frames)
+		require.Error(t, err, c.name)
+		if c.is != nil {
+			require.ErrorIs(t, err, c.is, c.name)
+		}
+		assert.Contains(t, err.Error(), "Store.AppendFrames", c.name)
+		last, err := lastSeq(s, "t", "p")
+		require.NoError(t, err)
+		require.Equal(t, uint64(3), last, "%s: stored something", c.name)
+	}
+	require.NoError(t, s.AppendFrames("t", "p", 2, []broker.Frame{good(4, 2), good(6, 2)}))
+	require.NoError(t, s.Close())
+
+	s = openFileStore(t, path)
+	defer s.Close()
+	got := scanRecords(t, s, "t", "p")
+	require.Len(t, got, 7)
+	for i, r := range got {
+		assert.Equal(t, uint64(i+1), r.Seq)
+		assert.Equal(t, string(payload(0, r.Seq)), string(r.Payload))
+	}
+}
+
+// TestAppendFramesReadOnlyAndClosed: a read-only store and a closed one
+// refuse AppendFrames as they refuse Append.
+func TestAppendFramesReadOnlyAndClosed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store")
+	s := openFileStore(t, path)
+	frames := []broker.Frame{frameOf(t, 1, seqRecs(1, recs("a")))}
+	require.NoError(t, s.Close())
+	require.ErrorIs(t, s.AppendFrames("t", "p", 0, frames), broker.ErrStoreClosed)
+
+	ro := openFileStore(t, path, file.ReadOnly())
+	defer ro.Close()
+	require.ErrorIs(t, ro.AppendFrames("t", "p", 0, frames), file.ErrReadOnly)
+}
