@@ -223,6 +223,13 @@ func (s slowStore) Append(topic, producer string, epoch uint64, recs []broker.Re
 	return s.Store.Append(topic, producer, epoch, recs)
 }
 
+// AppendFrames: the stores slowStore wraps here are file stores, which
+// take frames (broker.FrameAppender); it takes the same delay.
+func (s slowStore) AppendFrames(topic, producer string, epoch uint64, frames []broker.Frame) error {
+	time.Sleep(s.delay)
+	return s.Store.(broker.FrameAppender).AppendFrames(topic, producer, epoch, frames)
+}
+
 // BenchmarkSlowStore: a store whose every Append takes 5 ms (under
 // FsyncNone, so that the delay is all of it), 1 and 32 producers. Appends
 // of different producers run concurrently: 32 producers should get far

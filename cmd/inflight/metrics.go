@@ -102,6 +102,26 @@ func (h *healthStore) Append(topic, producer string, epoch uint64, recs []broker
 	return err
 }
 
+// healthFrames is a healthStore whose Store takes frames
+// (broker.FrameAppender): embedding the Store interface hid its
+// AppendFrames, and the broker would build Records for it.
+type healthFrames struct{ *healthStore }
+
+func (h healthFrames) AppendFrames(topic, producer string, epoch uint64, frames []broker.Frame) error {
+	err := h.Store.(broker.FrameAppender).AppendFrames(topic, producer, epoch, frames)
+	h.record(&h.appendErr, failure(err))
+	return err
+}
+
+// forBroker returns h as the broker should see it: with AppendFrames when
+// its Store has it.
+func (h *healthStore) forBroker() broker.Store {
+	if _, ok := h.Store.(broker.FrameAppender); ok {
+		return healthFrames{h}
+	}
+	return h
+}
+
 // failure is a write's error as the store's health sees it: a write the
 // store refused because a newer instance of the producer name fenced the
 // writer is no failure of the store.

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/inflightmq/inflight/broker"
 )
@@ -30,4 +32,32 @@ func TestHealthStorePassesPins(t *testing.T) {
 	p.Unpin("till-1")
 	assert.Equal(t, 1, s.pins["till-1"])
 	(&healthStore{Store: broker.NewMemoryStore()}).Pin("till-1") // no Pinner: nothing to do
+}
+
+// failFrames is a Store that takes frames and fails every AppendFrames
+// with err.
+type failFrames struct {
+	broker.Store
+	err error
+}
+
+func (s failFrames) AppendFrames(string, string, uint64, []broker.Frame) error { return s.err }
+
+// TestHealthStorePassesFrames: the broker sees serve's healthStore as a
+// broker.FrameAppender exactly when the store under it is one, and a
+// failed AppendFrames makes the store unhealthy as a failed Append does.
+func TestHealthStorePassesFrames(t *testing.T) {
+	plain := &healthStore{Store: broker.NewMemoryStore()}
+	_, ok := plain.forBroker().(broker.FrameAppender)
+	assert.False(t, ok, "a memory store takes no frames")
+
+	diskFull := errors.New("disk full")
+	h := &healthStore{Store: failFrames{Store: broker.NewMemoryStore(), err: diskFull}}
+	fa, ok := h.forBroker().(broker.FrameAppender)
+	require.True(t, ok)
+	_, pinner := h.forBroker().(broker.Pinner)
+	assert.True(t, pinner, "the pins pass through as well")
+	require.NoError(t, h.health())
+	require.ErrorIs(t, fa.AppendFrames("t", "p", 1, nil), diskFull)
+	require.ErrorIs(t, h.health(), diskFull)
 }

@@ -139,7 +139,7 @@ flags:
 	if f.maxBuffered != broker.DefaultMaxBufferedBytes {
 		bopts = append(bopts, broker.MaxBufferedBytes(f.maxBuffered))
 	}
-	b, err := broker.New(health, bopts...)
+	b, err := broker.New(health.forBroker(), bopts...)
 	if err != nil {
 		return fatal("cannot start the broker", err)
 	}
