@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/inflightmq/inflight/wire"
 )
@@ -62,7 +63,7 @@ func (a *appendScratch) grow(frames []queuedFrame) {
 
 // large reports whether a holds more than keepScratch.
 func (a *appendScratch) large() bool {
-	return int64(cap(a.recs))*recordIndex+a.maxHdr > keepScratch
+	return int64(cap(a.recs))*recordIndex+int64(cap(a.frames))*int64(unsafe.Sizeof(Frame{}))+a.maxHdr > keepScratch
 }
 
 func (b *Broker) getScratch() *appendScratch {
@@ -78,15 +79,16 @@ func (b *Broker) putScratch(a *appendScratch) {
 	}
 }
 
-// appendFrames stores the new records of t's frames, with one Append per
-// chunk of at most maxAppendIndex of Records and Headers (one, unless the
-// frames hold tens of thousands of records); t.last is then what to
+// appendFrames stores the new records of t's frames: with one AppendFrames
+// of them all if the Store is a FrameAppender, otherwise with one Append
+// per chunk of at most maxAppendIndex of Records and Headers (one, unless
+// the frames hold tens of thousands of records); t.last is then what to
 // acknowledge. It returns the records stored and skipped (duplicates), and
 // ErrReplaced if another session took the name over, the Store's error
 // wrapping ErrFenced if the Store holds a newer epoch, or ErrStore wrapping
 // any other Store error.
 func (s *Session) appendFrames(t *topic, frames []queuedFrame, a *appendScratch) (stored, skipped int, err error) {
-	if fa, ok := s.b.store.(FrameAppender); ok && whole(frames) {
+	if fa, ok := s.b.store.(FrameAppender); ok {
 		return s.storeFrames(t, fa, frames, a)
 	}
 	a.grow(frames)
@@ -108,20 +110,10 @@ func (s *Session) appendFrames(t *topic, frames []queuedFrame, a *appendScratch)
 	return stored, skipped, s.storeChunk(t, a)
 }
 
-// whole reports whether none of frames begins with records stored or
-// queued before: whether they can go to a FrameAppender as they came.
-func whole(frames []queuedFrame) bool {
-	for i := range frames {
-		if frames[i].skip != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// storeFrames is appendFrames through a FrameAppender, for frames that
-// whole accepts: one AppendFrames for all of them, under the (topic, name)
-// pair's lock, with storeChunk's checks and errors.
+// storeFrames is appendFrames through a FrameAppender: one AppendFrames
+// for the new records of all of frames, a frame's first f.skip records
+// left out (stored or queued before), under the (topic, name) pair's lock,
+// with storeChunk's checks and errors.
 func (s *Session) storeFrames(t *topic, fa FrameAppender, frames []queuedFrame, a *appendScratch) (stored, skipped int, err error) {
 	defer func() { // drop the references to the frames' buffers
 		clear(a.frames)
@@ -133,8 +125,22 @@ func (s *Session) storeFrames(t *topic, fa FrameAppender, frames []queuedFrame, 
 			skipped += int(f.batch.Count) // only a receipt to send
 			continue
 		}
-		a.frames = append(a.frames, Frame{FirstSeq: f.batch.FirstSeq, Count: int(f.batch.Count), Records: f.batch.Data})
-		stored += int(f.batch.Count)
+		fr := Frame{FirstSeq: f.batch.FirstSeq, Count: int(f.batch.Count), Records: f.batch.Data}
+		if f.skip > 0 { // a resend: what is new begins after the skipped records
+			it, err := f.batch.Records()
+			for k := 0; err == nil && k < f.skip; k++ {
+				if _, ok := it.Next(); !ok {
+					err = fmt.Errorf("record %d of %d missing", k+1, f.skip)
+				}
+			}
+			if err != nil { // checked by the reader: a bug, not the producer's
+				return 0, skipped, fmt.Errorf("%w: records checked before: %w", ErrStore, err)
+			}
+			fr = Frame{FirstSeq: fr.FirstSeq + uint64(f.skip), Count: fr.Count - f.skip, Records: it.Rest()}
+			skipped += f.skip
+		}
+		a.frames = append(a.frames, fr)
+		stored += fr.Count
 	}
 	if len(a.frames) == 0 {
 		return 0, skipped, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -19,8 +20,10 @@ import (
 // call of either kind.
 type takerStore struct {
 	*broker.MemoryStore
-	mu    sync.Mutex
-	calls []string // "append 4-7", "frames 1-5,6-6"
+	mu      sync.Mutex
+	calls   []string      // "append 4-7", "frames 1-5,6-6"
+	hold    chan struct{} // if set, AppendFrames waits until it is closed
+	entered chan struct{} // if set, told when an AppendFrames begins
 }
 
 func (s *takerStore) note(call string) {
@@ -41,6 +44,12 @@ func (s *takerStore) Append(topic, producer string, epoch uint64, recs []broker.
 }
 
 func (s *takerStore) AppendFrames(topic, producer string, epoch uint64, frames []broker.Frame) error {
+	if s.entered != nil {
+		s.entered <- struct{}{}
+	}
+	if s.hold != nil {
+		<-s.hold
+	}
 	call := "frames"
 	var recs []broker.Record
 	for i, f := range frames {
@@ -72,9 +81,9 @@ func (s *takerStore) AppendFrames(topic, producer string, epoch uint64, frames [
 }
 
 // TestFrameAppenderTakesFrames: a Store that takes frames gets a producer's
-// new frames as they came, metadata and all; a resend that begins with
-// records stored before goes through Append, stored once each; a frame of
-// records all stored before reaches neither.
+// new frames as they came, metadata and all, never Append; of a resend that
+// begins with records stored before, only the records after them, stored
+// once each; a frame of records all stored before reaches it not at all.
 func TestFrameAppenderTakesFrames(t *testing.T) {
 	store := &takerStore{MemoryStore: broker.NewMemoryStore()}
 	b, err := broker.New(store)
@@ -85,9 +94,9 @@ func TestFrameAppenderTakesFrames(t *testing.T) {
 	assert.Equal(t, []string{"frames 1-5"}, store.taken())
 
 	require.Equal(t, uint64(8), c.send(t, 2, 4, 5)) // 4..8: 4 and 5 stored before
-	assert.Equal(t, []string{"frames 1-5", "append 6-8"}, store.taken())
+	assert.Equal(t, []string{"frames 1-5", "frames 6-8"}, store.taken())
 	require.Equal(t, uint64(8), c.send(t, 3, 2, 3)) // 2..4: all stored before
-	assert.Equal(t, []string{"frames 1-5", "append 6-8"}, store.taken())
+	assert.Equal(t, []string{"frames 1-5", "frames 6-8"}, store.taken())
 
 	var want []broker.Record
 	for seq := uint64(1); seq <= 8; seq++ {
@@ -143,4 +152,46 @@ func TestFrameAppenderFailure(t *testing.T) {
 	assert.True(t, c.peer.closed())
 	assert.Equal(t, seqRange(1, 3), seqs(store.MemoryStore, "p"))
 	assert.Equal(t, []string{"frames 1-3", "frames 4-5", "frames 4-5"}, store.taken())
+}
+
+// TestFrameAppenderTakesQueuedFrames: frames that queue while an
+// AppendFrames runs go to the next one together: a new frame, a resend
+// whose first records were queued before (only the rest is handed over)
+// and a frame of records all stored or queued (none of it is); every
+// record is stored once, as first sent.
+func TestFrameAppenderTakesQueuedFrames(t *testing.T) {
+	store := &takerStore{MemoryStore: broker.NewMemoryStore(), hold: make(chan struct{}), entered: make(chan struct{}, 8)}
+	var release sync.Once
+	open := func() { release.Do(func() { close(store.hold) }) }
+	t.Cleanup(open) // a failed test must not leave the appender waiting
+	b, err := broker.New(store)
+	require.NoError(t, err)
+	c := newConn(t, b)
+	c.hello(t, "p")
+
+	require.NoError(t, c.Handle(batchFrame(1, 1, 5)))
+	select {
+	case <-store.entered: // 1..5 are being stored
+	case <-time.After(10 * time.Second):
+		t.Fatal("no AppendFrames")
+	}
+	require.NoError(t, c.Handle(batchFrame(1, 6, 3))) // 6..8
+	require.NoError(t, c.Handle(batchFrame(2, 7, 4))) // 7..10: 7 and 8 queued
+	require.NoError(t, c.Handle(batchFrame(3, 2, 3))) // 2..4: stored meanwhile
+	open()
+	waitUntil(t, "the second AppendFrames", func() bool { return len(store.taken()) == 2 })
+	assert.Equal(t, []string{"frames 1-5", "frames 6-8,9-10"}, store.taken())
+
+	var want []broker.Record
+	for seq := uint64(1); seq <= 10; seq++ {
+		gen := 1
+		if seq > 8 {
+			gen = 2
+		}
+		want = append(want, broker.Record{Seq: seq, Payload: payload(gen, seq)})
+	}
+	testkit.RequireSameRecords(t, want, store.Records("p"))
+	st := testkit.StatsAfter(t, b, 4)
+	assert.Equal(t, uint64(10), st.Stored)
+	assert.Equal(t, uint64(2+3), st.Duplicates)
 }

@@ -58,9 +58,9 @@ type Store interface {
 // producer's frames carry them (store/file), so that the broker does not
 // build a Record for each one and the Store does not read them back out of
 // Records. When the Store implements it, the broker calls AppendFrames
-// instead of Append for the frames that arrived while the previous call
-// ran, unless one of them begins with records stored or queued before (a
-// resend after a reconnect): those frames go through Append.
+// instead of Append, with the frames that arrived while the previous call
+// ran; of a frame that begins with records stored or queued before (a
+// resend after a reconnect), it hands over only the records after them.
 //
 // AppendFrames has Append's contract, errors and calling rules, for the
 // records of frames in order: every frame's records (sequence IDs FirstSeq
@@ -73,12 +73,14 @@ type FrameAppender interface {
 	AppendFrames(topic, producer string, epoch uint64, frames []Frame) error
 }
 
-// Frame is one producer frame's records as the wire carries them: Count
+// Frame is a producer frame's records as the wire carries them: Count
 // records, of sequence IDs FirstSeq to FirstSeq+Count-1, in Records, the
-// frame's records block (uncompressed: read it with wire.RecordIter, whose
+// frame's records block or, after a resend, the part of it after the
+// records stored before (uncompressed: read it with wire.RecordIter, whose
 // Next returns what Record.Raw would hold). The broker checked every record
 // (its length, its metadata) before it handed the frame over. Records is a
-// view into the broker's frame buffer, valid only during the call.
+// view into the frame's memory (the broker's buffer, or the transport's),
+// valid only during the call.
 type Frame struct {
 	FirstSeq uint64
 	Count    int

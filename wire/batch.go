@@ -229,6 +229,17 @@ func (it *RecordIter) next() (rec []byte, ok bool) {
 	return rec, true
 }
 
+// Rest returns the records Next has not returned yet as the batch carries
+// them (a records block, aliasing the batch data), or nil once Next found
+// the batch malformed. After n calls of Next that returned true on a batch
+// of Count records, it holds Count-n records.
+func (it *RecordIter) Rest() []byte {
+	if it.err != nil {
+		return nil
+	}
+	return it.data
+}
+
 // NextRecord is Next followed by rr.Read: it returns the next record parsed,
 // and false when the batch is done or malformed, the record's metadata
 // included (see Err).

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/inflightmq/inflight/wire"
 )
@@ -561,5 +562,66 @@ func TestBatchBuilderAddRef(t *testing.T) {
 	}
 	if !compressedAny {
 		t.Fatal("no frame without splices was compressed: the check above proved nothing")
+	}
+}
+
+// TestRecordIterRest: after each record Next returns, Rest is the block of
+// the records after it, which a new iterator over that many reads as the
+// same records; after a failure it is nil.
+func TestRecordIterRest(t *testing.T) {
+	var bb wire.BatchBuilder
+	bb.Reset(nil, 0, 1)
+	payloads := [][]byte{[]byte("a"), bytes.Repeat([]byte{'b'}, 200), {}, []byte("dd")}
+	for i, p := range payloads {
+		if i == 1 {
+			bb.AddRecord(p, []byte("key"), []wire.Header{{Key: "h", Value: []byte("v")}}, time.Unix(1, 2))
+			continue
+		}
+		bb.Add(p)
+	}
+	b, err := wire.DecodeBatch(bb.Finish())
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, _ := b.Records()
+	if !bytes.Equal(it.Rest(), b.Data) {
+		t.Fatal("Rest before the first Next is not the whole block")
+	}
+	var want [][]byte
+	for raw, ok := it.Next(); ok; raw, ok = it.Next() {
+		want = append(want, raw)
+	}
+	for n := range len(payloads) + 1 {
+		it, _ := b.Records()
+		for range n {
+			it.Next()
+		}
+		rest := wire.Batch{Count: uint32(len(payloads) - n), RawLen: uint32(len(it.Rest())), Data: it.Rest()}
+		if n == len(payloads) {
+			if len(it.Rest()) != 0 {
+				t.Fatalf("after every record Rest holds %d bytes", len(it.Rest()))
+			}
+			continue
+		}
+		ri, err := rest.Records()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := n; k < len(payloads); k++ {
+			raw, ok := ri.Next()
+			if !ok || !bytes.Equal(raw, want[k]) {
+				t.Fatalf("after %d records: record %d of Rest differs", n, k)
+			}
+		}
+		if _, ok := ri.Next(); ok || ri.Err() != nil {
+			t.Fatalf("after %d records: Rest holds more, or is malformed: %v", n, ri.Err())
+		}
+	}
+	bad := wire.Batch{Count: 2, RawLen: 3, Data: []byte{1, 0, 'a'}}
+	it, _ = bad.Records()
+	for _, ok := it.Next(); ok; _, ok = it.Next() {
+	}
+	if it.Err() == nil || it.Rest() != nil {
+		t.Fatalf("after a failure: Err %v, Rest %q", it.Err(), it.Rest())
 	}
 }
