@@ -433,11 +433,11 @@ func appendEntry(buf []byte, topic, producer string, recs []broker.Record, bodyL
 func entryHead(topic, producer string) int { return 1 + 1 + len(topic) + 1 + len(producer) + 8 + 4 }
 
 // appendFrameEntry appends the version 2 entry of one producer frame's
-// records, as appendEntry writes it for the broker's Records of the frame
+// records, as appendEntry writes it for the Records of the whole frame
 // (Raw set): consecutive sequence IDs from fr.FirstSeq, each record's gap
-// 0 and its body as the wire has it. It returns an error, and buf unusable
-// past its length on entry, if fr.Records does not hold fr.Count records,
-// or if the entry would pass maxEntryBody.
+// 0 and its body as the wire has it. It returns an error, and buf as it
+// was given, if fr.Records does not hold fr.Count records that checkRaw
+// accepts, or if the entry would pass maxEntryBody.
 func appendFrameEntry(buf []byte, topic, producer string, fr broker.Frame) ([]byte, error) {
 	switch {
 	case fr.Count < 1 || fr.Count > math.MaxUint32:
@@ -461,7 +461,11 @@ func appendFrameEntry(buf []byte, topic, producer string, fr broker.Frame) ([]by
 	buf = append(buf, producer...)
 	buf = binary.BigEndian.AppendUint64(buf, fr.FirstSeq)
 	buf = binary.BigEndian.AppendUint32(buf, uint32(fr.Count))
+	var rr *wire.RecordReader
 	for raw, ok := it.Next(); ok; raw, ok = it.Next() {
+		if err := checkRaw(raw, &rr); err != nil {
+			return buf[:start], err
+		}
 		buf = append(buf, 0) // the gap: none within a frame
 		buf = binary.AppendUvarint(buf, uint64(len(raw)))
 		buf = append(buf, raw...)
@@ -476,6 +480,24 @@ func appendFrameEntry(buf []byte, topic, producer string, fr broker.Frame) ([]by
 	binary.BigEndian.PutUint32(buf[start:], uint32(body))
 	binary.BigEndian.PutUint32(buf[start+4:], crc32c.Checksum(buf[start+entryHeaderSize:]))
 	return buf, nil
+}
+
+// checkRaw checks a record as the wire carries it (broker.Record.Raw, or
+// what wire.RecordIter returns) as replay will read it: a flags byte, and
+// metadata that parses within the wire's limits. An entry written with one
+// that does not would pass its CRC and yet be damage at the next open. A
+// plain record (flags 0) costs a byte's compare; *rr is allocated at the
+// first record with metadata.
+func checkRaw(raw []byte, rr **wire.RecordReader) error {
+	if len(raw) > 0 && raw[0] == 0 {
+		return nil // no metadata: the rest is the payload
+	}
+	if *rr == nil {
+		*rr = new(wire.RecordReader)
+	}
+	(*rr).Reset()
+	_, err := (*rr).Read(raw)
+	return err
 }
 
 // zeroEntryHeader is an entry header's room before its fields are known.

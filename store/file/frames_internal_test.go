@@ -17,11 +17,22 @@ import (
 // broker hands it to AppendFrames and as the Records it would build.
 func randomFrame(rng *rand.Rand, first uint64) (broker.Frame, []broker.Record) {
 	sizes := []int{0, 1, 99, 125, 126, 127, 128, 200, 16381, 16382, 16383, 16384, 20000}
+	n := 1 + rng.IntN(60)
+	pick := make([]int, n)
+	for i := range pick {
+		pick[i] = sizes[rng.IntN(len(sizes))]
+	}
+	return frameOfSizes(rng, first, pick)
+}
+
+// frameOfSizes is randomFrame's frame of records of the given payload
+// sizes, a third of them with metadata.
+func frameOfSizes(rng *rand.Rand, first uint64, sizes []int) (broker.Frame, []broker.Record) {
 	var bb wire.BatchBuilder
 	bb.Reset(nil, 0, first)
-	n := 1 + rng.IntN(60)
-	for i := range n {
-		p := bytes.Repeat([]byte{byte(i)}, sizes[rng.IntN(len(sizes))])
+	n := len(sizes)
+	for i, size := range sizes {
+		p := bytes.Repeat([]byte{byte(i)}, size)
 		if rng.IntN(3) == 0 {
 			bb.AddRecord(p, []byte("key"), []wire.Header{{Key: "h", Value: make([]byte, rng.IntN(300))}}, time.Unix(0, rng.Int64()))
 		} else {
@@ -52,6 +63,9 @@ func TestAppendFrameEntryIsAppendEntry(t *testing.T) {
 	for round := range 2000 {
 		first := 1 + rng.Uint64N(1<<40)
 		fr, recs := randomFrame(rng, first)
+		if round == 0 { // lengths on either side of the uvarint's third byte boundary
+			fr, recs = frameOfSizes(rng, first, []int{1<<21 - 3, 1<<21 - 2, 1<<21 - 1, 1 << 21})
+		}
 		parts, _, unordered, err := planEntries(nil, "topic", "producer", recs)
 		if err != nil || unordered != nil || len(parts) != 1 {
 			t.Fatalf("round %d: planEntries: %v %v %d entries", round, err, unordered, len(parts))

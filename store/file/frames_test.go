@@ -2,15 +2,20 @@ package file_test
 
 import (
 	"bytes"
+	"context"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/inflightmq/inflight/broker"
+	"github.com/inflightmq/inflight/core"
 	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/store/file"
+	"github.com/inflightmq/inflight/transport/mem"
 	"github.com/inflightmq/inflight/wire"
 )
 
@@ -108,22 +113,30 @@ func TestAppendFramesRefuses(t *testing.T) {
 
 	cut := good(6, 2)
 	cut.Records = cut.Records[:len(cut.Records)-1]
+	// A record of unknown flags, and one whose key runs past its end:
+	// lengths that add up, so only reading the metadata finds them.
+	badFlags := broker.Frame{FirstSeq: 6, Count: 1, Records: []byte{0, 0x80}}
+	badKey := broker.Frame{FirstSeq: 6, Count: 1, Records: []byte{2, 1, 9, 'a'}}
 	cases := []struct {
 		name   string
+		topic  string
 		epoch  uint64
 		frames []broker.Frame
 		is     error
 	}{
-		{"fenced", 1, []broker.Frame{good(4, 2)}, broker.ErrFenced},
-		{"not above the last stored", 2, []broker.Frame{good(3, 2)}, nil},
-		{"frames out of order", 2, []broker.Frame{good(4, 3), good(6, 2)}, nil},
-		{"a frame cut short", 2, []broker.Frame{good(4, 2), cut}, nil},
-		{"a record more than the block holds", 2, []broker.Frame{good(4, 2), {FirstSeq: 6, Count: 3, Records: good(6, 2).Records}}, nil},
-		{"no records", 2, []broker.Frame{good(4, 2), {FirstSeq: 6}}, nil},
-		{"a count no block could hold", 2, []broker.Frame{{FirstSeq: 4, Count: 1 << 40, Records: good(4, 2).Records}}, nil},
+		{"fenced", "t", 1, []broker.Frame{good(4, 2)}, broker.ErrFenced},
+		{"not above the last stored", "t", 2, []broker.Frame{good(3, 2)}, nil},
+		{"frames out of order", "t", 2, []broker.Frame{good(4, 3), good(6, 2)}, nil},
+		{"a frame cut short", "t", 2, []broker.Frame{good(4, 2), cut}, nil},
+		{"a record more than the block holds", "t", 2, []broker.Frame{good(4, 2), {FirstSeq: 6, Count: 3, Records: good(6, 2).Records}}, nil},
+		{"no records", "t", 2, []broker.Frame{good(4, 2), {FirstSeq: 6}}, nil},
+		{"a count no block could hold", "t", 2, []broker.Frame{{FirstSeq: 4, Count: 1 << 40, Records: good(4, 2).Records}}, nil},
+		{"unknown record flags", "t", 2, []broker.Frame{good(4, 2), badFlags}, wire.ErrMalformed},
+		{"a key past its record", "t", 2, []broker.Frame{good(4, 2), badKey}, wire.ErrMalformed},
+		{"a topic of 256 bytes", strings.Repeat("t", 256), 2, []broker.Frame{good(1, 2)}, nil},
 	}
 	for _, c := range cases {
-		err := s.AppendFrames("t", "p", c.epoch, c.frames)
+		err := s.AppendFrames(c.topic, "p", c.epoch, c.frames)
 		require.Error(t, err, c.name)
 		if c.is != nil {
 			require.ErrorIs(t, err, c.is, c.name)
@@ -146,6 +159,28 @@ func TestAppendFramesRefuses(t *testing.T) {
 	}
 }
 
+// TestAppendRefusesBadRaw: Append refuses a record whose Raw replay could
+// not read, as AppendFrames does, and writes nothing of the call.
+func TestAppendRefusesBadRaw(t *testing.T) {
+	s := openFileStore(t, filepath.Join(t.TempDir(), "store"))
+	defer s.Close()
+	ok := broker.Record{Seq: 1, Payload: []byte("a"), Raw: []byte{0, 'a'}, FrameStart: true}
+	for name, raw := range map[string][]byte{
+		"no flags byte":       {},
+		"unknown flags":       {0x80, 'b'},
+		"a key past its end":  {1, 9, 'b'},
+		"headers flag, empty": {2, 0},
+	} {
+		bad := broker.Record{Seq: 2, Payload: []byte("b"), Raw: raw}
+		err := s.Append("t", "p", 0, []broker.Record{ok, bad})
+		require.ErrorIs(t, err, wire.ErrMalformed, name)
+		last, err := lastSeq(s, "t", "p")
+		require.NoError(t, err)
+		require.Zero(t, last, "%s: stored something", name)
+	}
+	require.NoError(t, s.Append("t", "p", 0, []broker.Record{ok}))
+}
+
 // TestAppendFramesReadOnlyAndClosed: a read-only store and a closed one
 // refuse AppendFrames as they refuse Append.
 func TestAppendFramesReadOnlyAndClosed(t *testing.T) {
@@ -158,4 +193,66 @@ func TestAppendFramesReadOnlyAndClosed(t *testing.T) {
 	ro := openFileStore(t, path, file.ReadOnly())
 	defer ro.Close()
 	require.ErrorIs(t, ro.AppendFrames("t", "p", 0, frames), file.ErrReadOnly)
+}
+
+// TestFramesThroughACut: a producer over a broker on a file store (which
+// takes frames) loses the receipts of stored records, is cut off, sends
+// more meanwhile and reconnects: every record is stored once, as sent.
+// (The reconnected producer learns from the topic's TOPIC_OK what is
+// stored and resends none of it; frames that begin with stored records are
+// TestFrameAppenderTakesFrames' in the broker.)
+func TestFramesThroughACut(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store")
+	fs := openFileStore(t, path)
+	defer fs.Close()
+	b, err := broker.New(fs)
+	require.NoError(t, err)
+	d := mem.NewDialer(b)
+	p, _ := testkit.NewProducer(t, d, d.Close, "p", core.SendTimeout(10*time.Second))
+	ctx := context.Background()
+	msg := func(i int) *core.Message { return &core.Message{Payload: payload(0, uint64(i))} }
+	for i := 1; i <= 10; i++ {
+		_, err := p.Send(ctx, msg(i))
+		require.NoError(t, err)
+	}
+
+	d.DropReceipts(true) // 11..20 are stored, the producer never hears of it
+	done := make(chan error, 25)
+	cb := func(_ core.MessageID, _ *core.Message, err error) { done <- err }
+	for i := 11; i <= 20; i++ {
+		require.NoError(t, p.SendAsync(ctx, msg(i), cb))
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		last, err := lastSeq(fs, dflt, "p")
+		require.NoError(t, err)
+		if last == 20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stored up to %d, want 20", last)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	d.RefuseDials(true)
+	d.DropConnections()
+	for i := 21; i <= 25; i++ { // queued behind the unacknowledged 11..20
+		require.NoError(t, p.SendAsync(ctx, msg(i), cb))
+	}
+	d.DropReceipts(false)
+	d.RefuseDials(false)
+	for range 15 {
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("a callback did not come")
+		}
+	}
+	got := scanRecords(t, fs, dflt, "p")
+	require.Len(t, got, 25)
+	for i, r := range got {
+		assert.Equal(t, uint64(i+1), r.Seq)
+		assert.Equal(t, string(payload(0, r.Seq)), string(r.Payload))
+	}
+	assert.Zero(t, b.Stats().Duplicates)
 }

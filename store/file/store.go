@@ -228,8 +228,9 @@ func (f *Store) usableLocked() error {
 // wrapping broker.ErrFenced), a topic or producer name that is empty or
 // longer than 255 bytes, a sequence ID of 0, sequence IDs that do not
 // increase, a first not above the (topic, producer)'s last stored sequence
-// ID, metadata over the limits of wire.CheckMeta, and an entry over 1 GiB. A
-// failed write or fsync is returned wrapped, and fails every later call.
+// ID, metadata over the limits of wire.CheckMeta, a Raw that does not parse
+// as the wire's records do, and an entry over 1 GiB. A failed write or
+// fsync is returned wrapped, and fails every later call.
 func (f *Store) Append(topic, producer string, epoch uint64, recs []broker.Record) error {
 	f.mu.Lock()
 	err := f.usableLocked()
@@ -260,14 +261,13 @@ func (f *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 }
 
 // AppendFrames is Append for the records of producer frames as the wire
-// carries them (broker.FrameAppender): one entry per frame, the same
-// entries, byte for byte, that Append writes for the frame's records
-// with their Raw set (the broker's Records), and the same checks and
-// errors. A frame whose records block does not hold Count well-formed
-// records, of no metadata the broker would not have let through, or whose
-// sequence IDs do not follow the frame before it, is refused, and nothing
-// is written. The records' metadata is not checked again (the broker did).
-// Safe for concurrent use.
+// carries them (broker.FrameAppender): one entry per frame, the entry
+// Append writes for the Records of that whole frame (Raw set), byte for
+// byte, with the same checks and errors. It refuses, writing nothing of
+// the call, a frame whose records block does not hold Count records that
+// parse as the wire's (a flags byte, metadata within the wire's limits),
+// and frames whose sequence IDs do not follow the frame before. Safe for
+// concurrent use.
 func (f *Store) AppendFrames(topic, producer string, epoch uint64, frames []broker.Frame) error {
 	f.mu.Lock()
 	err := f.usableLocked()
@@ -371,6 +371,7 @@ type entryPart struct{ start, end, body int }
 func planEntries(parts []entryPart, topic, producer string, recs []broker.Record) (_ []entryPart, total int, unordered, err error) {
 	head := int64(entryHead(topic, producer))
 	start, body := 0, head
+	var rr *wire.RecordReader // for records with metadata
 	for i := range recs {
 		r := &recs[i]
 		if i > 0 && r.Seq <= recs[i-1].Seq && unordered == nil {
@@ -388,8 +389,12 @@ func planEntries(parts []entryPart, topic, producer string, recs []broker.Record
 		if i > start {
 			gap = r.Seq - recs[i-1].Seq - 1
 		}
-		n := len(r.Raw) // checked by the broker when it read the frame
-		if r.Raw == nil {
+		n := len(r.Raw)
+		if r.Raw != nil {
+			if err := checkRaw(r.Raw, &rr); err != nil {
+				return parts, 0, nil, fmt.Errorf("record %d: %w", r.Seq, err)
+			}
+		} else {
 			meta, err := wire.CheckMeta(r.Key, r.Headers, r.EventTime)
 			if err != nil {
 				return parts, 0, nil, fmt.Errorf("record %d: %w", r.Seq, err)
