@@ -223,11 +223,23 @@ func (s slowStore) Append(topic, producer string, epoch uint64, recs []broker.Re
 	return s.Store.Append(topic, producer, epoch, recs)
 }
 
-// AppendFrames: the stores slowStore wraps here are file stores, which
-// take frames (broker.FrameAppender); it takes the same delay.
-func (s slowStore) AppendFrames(topic, producer string, epoch uint64, frames []broker.Frame) error {
+// slowFrames is a slowStore over a store that takes frames
+// (broker.FrameAppender, as file stores do): AppendFrames takes the delay
+// too.
+type slowFrames struct{ slowStore }
+
+func (s slowFrames) AppendFrames(topic, producer string, epoch uint64, frames []broker.Frame) error {
 	time.Sleep(s.delay)
 	return s.Store.(broker.FrameAppender).AppendFrames(topic, producer, epoch, frames)
+}
+
+// slow wraps s so that every Append, and AppendFrames if s has it, takes
+// at least delay.
+func slow(s broker.Store, delay time.Duration) broker.Store {
+	if _, ok := s.(broker.FrameAppender); ok {
+		return slowFrames{slowStore{s, delay}}
+	}
+	return slowStore{s, delay}
 }
 
 // BenchmarkSlowStore: a store whose every Append takes 5 ms (under
@@ -237,7 +249,7 @@ func (s slowStore) AppendFrames(topic, producer string, epoch uint64, frames []b
 func BenchmarkSlowStore(b *testing.B) {
 	for _, n := range []int{1, 32} {
 		b.Run(fmt.Sprintf("append=5ms/producers=%d", n), func(b *testing.B) {
-			e := openDurable(b, file.FsyncNone, func(s broker.Store) broker.Store { return slowStore{s, 5 * time.Millisecond} })
+			e := openDurable(b, file.FsyncNone, func(s broker.Store) broker.Store { return slow(s, 5*time.Millisecond) })
 			runProducers(b, e, n)
 		})
 	}
@@ -328,7 +340,7 @@ func BenchmarkWindow(b *testing.B) {
 		{"none", file.FsyncNone, nil, 0},
 		{"fsync/rate=20000", file.FsyncBatch, nil, 20_000},
 		{"fsync", file.FsyncBatch, nil, 0},
-		{"append=5ms", file.FsyncNone, func(s broker.Store) broker.Store { return slowStore{s, 5 * time.Millisecond} }, 0},
+		{"append=5ms", file.FsyncNone, func(s broker.Store) broker.Store { return slow(s, 5*time.Millisecond) }, 0},
 	}
 	for _, c := range cases {
 		for _, w := range []int{1, 2, 4, 8, 16} {
