@@ -14,7 +14,8 @@ import (
 //
 //	records block, decompressed (RawLen)   the pool buffer it is copied or decoded into
 //	+ its index: a Record per record       built by the appender for Store.Append,
-//	  and a wire.Header per header         at most maxAppendIndex at a time (chunks)
+//	  and a wire.Header per header         at most maxAppendIndex at a time (chunks);
+//	                                       none for a FrameAppender (then an overcharge)
 //	+ queuedFrame                          its place in the session's queue
 //
 // All sessions together hold at most MaxBufferedBytes of it (the budget):
