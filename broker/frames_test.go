@@ -80,16 +80,38 @@ func (s *takerStore) AppendFrames(topic, producer string, epoch uint64, frames [
 	return s.MemoryStore.Append(topic, producer, epoch, recs)
 }
 
+// serveTaker starts a broker over store and a session of producer "p" on
+// it, past its HELLO.
+func serveTaker(t *testing.T, store *takerStore) (*broker.Broker, conn) {
+	t.Helper()
+	b, err := broker.New(store)
+	require.NoError(t, err)
+	c := newConn(t, b)
+	c.hello(t, "p")
+	return b, c
+}
+
+// firstSent is records 1..last as the store must hold them: payloads of
+// generation 1 up to gen1Last, of generation 2 after it.
+func firstSent(last, gen1Last uint64) []broker.Record {
+	var want []broker.Record
+	for seq := uint64(1); seq <= last; seq++ {
+		gen := 1
+		if seq > gen1Last {
+			gen = 2
+		}
+		want = append(want, broker.Record{Seq: seq, Payload: payload(gen, seq)})
+	}
+	return want
+}
+
 // TestFrameAppenderTakesFrames: a Store that takes frames gets a producer's
 // new frames as they came, metadata and all, never Append; of a resend that
 // begins with records stored before, only the records after them, stored
 // once each; a frame of records all stored before reaches it not at all.
 func TestFrameAppenderTakesFrames(t *testing.T) {
 	store := &takerStore{MemoryStore: broker.NewMemoryStore()}
-	b, err := broker.New(store)
-	require.NoError(t, err)
-	c := newConn(t, b)
-	c.hello(t, "p")
+	b, c := serveTaker(t, store)
 	require.Equal(t, uint64(5), c.send(t, 1, 1, 5))
 	assert.Equal(t, []string{"frames 1-5"}, store.taken())
 
@@ -98,14 +120,7 @@ func TestFrameAppenderTakesFrames(t *testing.T) {
 	require.Equal(t, uint64(8), c.send(t, 3, 2, 3)) // 2..4: all stored before
 	assert.Equal(t, []string{"frames 1-5", "frames 6-8"}, store.taken())
 
-	var want []broker.Record
-	for seq := uint64(1); seq <= 8; seq++ {
-		gen := 1
-		if seq > 5 {
-			gen = 2
-		}
-		want = append(want, broker.Record{Seq: seq, Payload: payload(gen, seq)})
-	}
+	want := firstSent(8, 5) // 1..5 of generation 1, 6..8 of 2
 	meta := testkit.MetaRecords()
 	var bb wire.BatchBuilder
 	bb.Reset(nil, 0, 9)
@@ -129,10 +144,7 @@ func TestFrameAppenderTakesFrames(t *testing.T) {
 // acknowledged; an error wrapping ErrFenced fences the session.
 func TestFrameAppenderFailure(t *testing.T) {
 	store := &takerStore{MemoryStore: broker.NewMemoryStore()}
-	b, err := broker.New(store)
-	require.NoError(t, err)
-	c := newConn(t, b)
-	c.hello(t, "p")
+	_, c := serveTaker(t, store)
 	require.Equal(t, uint64(3), c.send(t, 0, 1, 3))
 
 	store.FailAppends(errors.New("disk full"))
@@ -164,10 +176,7 @@ func TestFrameAppenderTakesQueuedFrames(t *testing.T) {
 	var release sync.Once
 	open := func() { release.Do(func() { close(store.hold) }) }
 	t.Cleanup(open) // a failed test must not leave the appender waiting
-	b, err := broker.New(store)
-	require.NoError(t, err)
-	c := newConn(t, b)
-	c.hello(t, "p")
+	b, c := serveTaker(t, store)
 
 	require.NoError(t, c.Handle(batchFrame(1, 1, 5)))
 	select {
@@ -182,14 +191,7 @@ func TestFrameAppenderTakesQueuedFrames(t *testing.T) {
 	waitUntil(t, "the second AppendFrames", func() bool { return len(store.taken()) == 2 })
 	assert.Equal(t, []string{"frames 1-5", "frames 6-8,9-10"}, store.taken())
 
-	var want []broker.Record
-	for seq := uint64(1); seq <= 10; seq++ {
-		gen := 1
-		if seq > 8 {
-			gen = 2
-		}
-		want = append(want, broker.Record{Seq: seq, Payload: payload(gen, seq)})
-	}
+	want := firstSent(10, 8) // 1..8 of generation 1, 9..10 of 2
 	testkit.RequireSameRecords(t, want, store.Records("p"))
 	st := testkit.StatsAfter(t, b, 4)
 	assert.Equal(t, uint64(10), st.Stored)

@@ -232,16 +232,8 @@ func (f *Store) usableLocked() error {
 // as the wire's records do, and an entry over 1 GiB. A failed write or
 // fsync is returned wrapped, and fails every later call.
 func (f *Store) Append(topic, producer string, epoch uint64, recs []broker.Record) error {
-	f.mu.Lock()
-	err := f.usableLocked()
-	f.mu.Unlock()
-	switch {
-	case err != nil:
+	if err := f.writable(); err != nil || len(recs) == 0 {
 		return err
-	case f.readOnly:
-		return ErrReadOnly
-	case len(recs) == 0:
-		return nil
 	}
 	// Encoded without the lock: the entries do not depend on where they
 	// go, and the Appends of different producers encode at the same time.
@@ -269,16 +261,8 @@ func (f *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 // and frames whose sequence IDs do not follow the frame before. Safe for
 // concurrent use.
 func (f *Store) AppendFrames(topic, producer string, epoch uint64, frames []broker.Frame) error {
-	f.mu.Lock()
-	err := f.usableLocked()
-	f.mu.Unlock()
-	switch {
-	case err != nil:
+	if err := f.writable(); err != nil || len(frames) == 0 {
 		return err
-	case f.readOnly:
-		return ErrReadOnly
-	case len(frames) == 0:
-		return nil
 	}
 	head := entryHead(topic, producer)
 	total := 0
@@ -297,6 +281,7 @@ func (f *Store) AppendFrames(topic, producer string, epoch uint64, frames []brok
 		if i > 0 && fr.FirstSeq <= w.last && w.unordered == nil {
 			w.unordered = fmt.Errorf("sequence ID %d after %d", fr.FirstSeq, w.last)
 		}
+		var err error
 		if *buf, err = appendFrameEntry(*buf, topic, producer, fr); err != nil {
 			f.bufs.put(buf)
 			return fmt.Errorf("inflight/file: Store.AppendFrames: frame at sequence ID %d: %w", fr.FirstSeq, err)
@@ -350,6 +335,18 @@ func (f *Store) commit(buf *[]byte, k stream, epoch uint64, w appended, op strin
 	err := f.writeLocked(*buf)
 	f.bufs.put(buf)
 	f.end = f.written
+	return err
+}
+
+// writable returns why an Append or AppendFrames may not write: the store
+// is closed or failed (usableLocked), or read-only; nil if it may.
+func (f *Store) writable() error {
+	f.mu.Lock()
+	err := f.usableLocked()
+	f.mu.Unlock()
+	if err == nil && f.readOnly {
+		return ErrReadOnly
+	}
 	return err
 }
 
