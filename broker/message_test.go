@@ -2,7 +2,6 @@ package broker_test
 
 import (
 	"fmt"
-	"runtime/debug"
 	"testing"
 	"time"
 
@@ -139,7 +138,7 @@ func TestAllocsSessionBatch(t *testing.T) {
 			// was awaited), so the topic's goroutine starts anew: the go
 			// statement's one allocation. A producer that keeps frames in
 			// flight finds it running and costs none.
-			if raceEnabled {
+			if testkit.RaceEnabled {
 				t.Skipf("%v allocations per batch: counts do not hold under -race (sync.Pool drops one Put in four)", allocs)
 			}
 			assert.LessOrEqual(t, allocs, 1.0, "allocations per batch of %d records", per)
@@ -191,18 +190,3 @@ func BenchmarkSessionBatch(b *testing.B) {
 		})
 	}
 }
-
-// raceEnabled reports whether the test binary was built with -race, which
-// makes allocation figures meaningless (see wire's test of the same name).
-var raceEnabled = func() bool {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return false
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "-race" {
-			return s.Value == "true"
-		}
-	}
-	return false
-}()

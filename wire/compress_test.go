@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/inflightmq/inflight/internal/testkit"
 	"github.com/inflightmq/inflight/wire"
 )
 
@@ -268,24 +268,6 @@ func TestFinishCompressedBuffers(t *testing.T) {
 	}
 }
 
-// raceEnabled reports whether the test binary was built with -race. The
-// race detector makes allocation figures meaningless: sync.Pool.Put drops
-// one item in four (zstd's decoders and s2's encoders pool their tables),
-// and the compiler no longer turns append(s, make([]T, n)...), which
-// slices.Grow is, into a single allocation (measured: twice the bytes).
-var raceEnabled = func() bool {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return false
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "-race" {
-			return s.Value == "true"
-		}
-	}
-	return false
-}()
-
 // TestLevels checks that each level reaches its own encoder: the same
 // block compresses to different bytes at each level the codec tells apart,
 // and not more than 5% worse at a higher level on this data (zstd's
@@ -398,7 +380,7 @@ func allocBound(c wire.Codec, rawLen uint32, limit int) uint64 {
 // allocBoundRace is allocBound, doubled under -race for slices.Grow's
 // double allocation and the pools' dropped items.
 func allocBoundRace(c wire.Codec, rawLen uint32, limit int) uint64 {
-	if raceEnabled {
+	if testkit.RaceEnabled {
 		return 2 * allocBound(c, rawLen, limit)
 	}
 	return allocBound(c, rawLen, limit)
@@ -699,8 +681,8 @@ func readBatch(tb testing.TB, d *wire.Decompressor, frame, out []byte) ([]byte, 
 // first decode after a GC may allocate one (about 5 KiB). Measured: 0 to 2
 // allocations per 10000 decodes, which AllocsPerRun's average rounds to 0.
 func TestAllocsCompressed(t *testing.T) {
-	if raceEnabled {
-		t.Skip("allocation counts do not hold under -race (see raceEnabled)")
+	if testkit.RaceEnabled {
+		t.Skip("allocation counts do not hold under -race (see testkit.RaceEnabled)")
 	}
 	recs := jsonRecords(7, 100, 100)
 	d := newDecompressor(t, wire.DefaultMaxFrameSize)
@@ -743,8 +725,8 @@ func TestAllocsCompressed(t *testing.T) {
 // TestAllocsIncompressible checks that a batch that does not compress
 // costs no allocation either, given a dst with room for the worst case.
 func TestAllocsIncompressible(t *testing.T) {
-	if raceEnabled {
-		t.Skip("allocation counts do not hold under -race (see raceEnabled)")
+	if testkit.RaceEnabled {
+		t.Skip("allocation counts do not hold under -race (see testkit.RaceEnabled)")
 	}
 	recs := randomRecords(8, 100, 100)
 	for _, cc := range []codecCase{
