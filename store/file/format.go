@@ -10,6 +10,7 @@ import (
 	"math/bits"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/inflightmq/inflight/broker"
 	"github.com/inflightmq/inflight/wire"
@@ -401,14 +402,7 @@ func (e *entry) nextRecord(rr *wire.RecordReader) broker.Record {
 // bytes, as planEntries sized it) holding recs to buf and returns it.
 func appendEntry(buf []byte, topic, producer string, recs []broker.Record, bodyLen int) []byte {
 	buf = slices.Grow(buf, entryHeaderSize+bodyLen)
-	start := len(buf)
-	buf = buf[:start+entryHeaderSize]
-	buf = append(buf, entryV2, byte(len(topic)))
-	buf = append(buf, topic...)
-	buf = append(buf, byte(len(producer)))
-	buf = append(buf, producer...)
-	buf = binary.BigEndian.AppendUint64(buf, recs[0].Seq)
-	buf = binary.BigEndian.AppendUint32(buf, uint32(len(recs)))
+	buf, start := appendEntryHead(buf, topic, producer, recs[0].Seq, len(recs))
 	prev := recs[0].Seq - 1
 	for i := range recs {
 		r := &recs[i]
@@ -423,14 +417,34 @@ func appendEntry(buf []byte, topic, producer string, recs []broker.Record, bodyL
 		}
 		prev = r.Seq
 	}
-	binary.BigEndian.PutUint32(buf[start:], uint32(bodyLen))
+	return sealEntry(buf, start)
+}
+
+// appendEntryHead appends the room of an entry's header and the head of a
+// version 2 record entry's body (kind, topic, producer, first sequence ID,
+// count), and returns buf and where the entry starts, for sealEntry.
+func appendEntryHead(buf []byte, topic, producer string, first uint64, count int) ([]byte, int) {
+	start := len(buf)
+	buf = append(buf, zeroEntryHeader[:]...)
+	buf = append(buf, entryV2, byte(len(topic)))
+	buf = append(buf, topic...)
+	buf = append(buf, byte(len(producer)))
+	buf = append(buf, producer...)
+	buf = binary.BigEndian.AppendUint64(buf, first)
+	return binary.BigEndian.AppendUint32(buf, uint32(count)), start
+}
+
+// sealEntry writes the header of the entry from start to the end of buf:
+// its body's length and CRC.
+func sealEntry(buf []byte, start int) []byte {
+	binary.BigEndian.PutUint32(buf[start:], uint32(len(buf)-start-entryHeaderSize))
 	binary.BigEndian.PutUint32(buf[start+4:], crc32c.Checksum(buf[start+entryHeaderSize:]))
 	return buf
 }
 
-// entryHead is the size of a version 2 record entry's body before its
+// entryBodyHead is the size of a version 2 record entry's body before its
 // records: kind, topic, producer, first sequence ID, count.
-func entryHead(topic, producer string) int { return 1 + 1 + len(topic) + 1 + len(producer) + 8 + 4 }
+func entryBodyHead(topic, producer string) int { return 1 + 1 + len(topic) + 1 + len(producer) + 8 + 4 }
 
 // appendFrameEntry appends the version 2 entry of one producer frame's
 // records, as appendEntry writes it for the Records of the whole frame
@@ -440,30 +454,21 @@ func entryHead(topic, producer string) int { return 1 + 1 + len(topic) + 1 + len
 // accepts, or if the entry would pass maxEntryBody.
 func appendFrameEntry(buf []byte, topic, producer string, fr broker.Frame) ([]byte, error) {
 	switch {
-	case fr.Count < 1 || fr.Count > math.MaxUint32:
+	case fr.Count < 1 || uint64(fr.Count) > math.MaxUint32:
 		return buf, fmt.Errorf("frame of %d records", fr.Count)
 	case fr.FirstSeq == 0 || fr.FirstSeq > math.MaxUint64-uint64(fr.Count-1):
 		return buf, fmt.Errorf("frame of %d records from sequence ID %d", fr.Count, fr.FirstSeq)
+	case len(fr.Records) > maxEntryBody:
+		return buf, fmt.Errorf("records block of %d bytes, over %d", len(fr.Records), maxEntryBody)
 	}
 	b := wire.Batch{FirstSeq: fr.FirstSeq, Count: uint32(fr.Count), RawLen: uint32(len(fr.Records)), Data: fr.Records}
-	if uint64(len(fr.Records)) > math.MaxUint32 {
-		return buf, fmt.Errorf("records block of %d bytes", len(fr.Records))
-	}
 	it, err := b.Records()
 	if err != nil {
 		return buf, err
 	}
-	start := len(buf)
-	buf = append(buf, zeroEntryHeader[:]...)
-	buf = append(buf, entryV2, byte(len(topic)))
-	buf = append(buf, topic...)
-	buf = append(buf, byte(len(producer)))
-	buf = append(buf, producer...)
-	buf = binary.BigEndian.AppendUint64(buf, fr.FirstSeq)
-	buf = binary.BigEndian.AppendUint32(buf, uint32(fr.Count))
-	var rr *wire.RecordReader
+	buf, start := appendEntryHead(buf, topic, producer, fr.FirstSeq, fr.Count)
 	for raw, ok := it.Next(); ok; raw, ok = it.Next() {
-		if err := checkRaw(raw, &rr); err != nil {
+		if err := checkRaw(raw); err != nil {
 			return buf[:start], err
 		}
 		buf = append(buf, 0) // the gap: none within a frame
@@ -473,32 +478,32 @@ func appendFrameEntry(buf []byte, topic, producer string, fr broker.Frame) ([]by
 	if err := it.Err(); err != nil {
 		return buf[:start], err
 	}
-	body := len(buf) - start - entryHeaderSize
-	if body > maxEntryBody {
+	if body := len(buf) - start - entryHeaderSize; body > maxEntryBody {
 		return buf[:start], fmt.Errorf("entry of %d records over %d bytes", fr.Count, maxEntryBody)
 	}
-	binary.BigEndian.PutUint32(buf[start:], uint32(body))
-	binary.BigEndian.PutUint32(buf[start+4:], crc32c.Checksum(buf[start+entryHeaderSize:]))
-	return buf, nil
+	return sealEntry(buf, start), nil
 }
 
 // checkRaw checks a record as the wire carries it (broker.Record.Raw, or
 // what wire.RecordIter returns) as replay will read it: a flags byte, and
 // metadata that parses within the wire's limits. An entry written with one
 // that does not would pass its CRC and yet be damage at the next open. A
-// plain record (flags 0) costs a byte's compare; *rr is allocated at the
-// first record with metadata.
-func checkRaw(raw []byte, rr **wire.RecordReader) error {
+// plain record (flags 0) costs a byte's compare; one with metadata is read
+// with a pooled RecordReader, which allocates nothing once warm.
+func checkRaw(raw []byte) error {
 	if len(raw) > 0 && raw[0] == 0 {
 		return nil // no metadata: the rest is the payload
 	}
-	if *rr == nil {
-		*rr = new(wire.RecordReader)
-	}
-	(*rr).Reset()
-	_, err := (*rr).Read(raw)
+	rr := rawReaders.Get().(*wire.RecordReader)
+	_, err := rr.Read(raw)
+	rr.Reset() // no views into raw are kept
+	rawReaders.Put(rr)
 	return err
 }
+
+// rawReaders holds checkRaw's readers (*wire.RecordReader), with their
+// header memory.
+var rawReaders = sync.Pool{New: func() any { return new(wire.RecordReader) }}
 
 // zeroEntryHeader is an entry header's room before its fields are known.
 var zeroEntryHeader [entryHeaderSize]byte

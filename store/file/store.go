@@ -232,7 +232,7 @@ func (f *Store) usableLocked() error {
 // as the wire's records do, and an entry over 1 GiB. A failed write or
 // fsync is returned wrapped, and fails every later call.
 func (f *Store) Append(topic, producer string, epoch uint64, recs []broker.Record) error {
-	if err := f.writable(); err != nil || len(recs) == 0 {
+	if err := f.writeErr(); err != nil || len(recs) == 0 {
 		return err
 	}
 	// Encoded without the lock: the entries do not depend on where they
@@ -249,7 +249,7 @@ func (f *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 	for _, p := range parts {
 		*buf = appendEntry(*buf, topic, producer, recs[p.start:p.end], p.body)
 	}
-	return f.commit(buf, stream{topic, producer}, epoch, appended{recs[0].Seq, recs[len(recs)-1].Seq, len(recs), unordered}, "Append")
+	return f.commit(buf, stream{topic, producer}, epoch, appended{first: recs[0].Seq, last: recs[len(recs)-1].Seq, n: len(recs), most: len(recs), unordered: unordered}, "Append")
 }
 
 // AppendFrames is Append for the records of producer frames as the wire
@@ -258,21 +258,24 @@ func (f *Store) Append(topic, producer string, epoch uint64, recs []broker.Recor
 // byte, with the same checks and errors. It refuses, writing nothing of
 // the call, a frame whose records block does not hold Count records that
 // parse as the wire's (a flags byte, metadata within the wire's limits),
-// and frames whose sequence IDs do not follow the frame before. Safe for
-// concurrent use.
+// and a frame whose first sequence ID is not above the last of the frame
+// before it (gaps between frames are allowed). Safe for concurrent use.
 func (f *Store) AppendFrames(topic, producer string, epoch uint64, frames []broker.Frame) error {
-	if err := f.writable(); err != nil || len(frames) == 0 {
+	if err := f.writeErr(); err != nil || len(frames) == 0 {
 		return err
 	}
-	head := entryHead(topic, producer)
+	head := entryBodyHead(topic, producer)
 	total := 0
 	for _, fr := range frames {
 		// A record's entry bytes (gap, length, body) are at most two
 		// more than its wire bytes (length, body): its length counts
 		// the flags byte, whose uvarint may be a byte longer. A record
-		// takes two wire bytes at least: a Count above that is refused
-		// below, and must not size the buffer.
-		total += entryHeaderSize + head + len(fr.Records) + 2*min(max(fr.Count, 0), len(fr.Records))
+		// takes two wire bytes at least: a Count above that, or a block
+		// over maxEntryBody, is refused below and must not size the
+		// buffer.
+		if len(fr.Records) <= maxEntryBody {
+			total += entryHeaderSize + head + len(fr.Records) + 2*min(max(fr.Count, 0), len(fr.Records)/2)
+		}
 	}
 	w := appended{first: frames[0].FirstSeq}
 	buf := f.bufs.get(total)
@@ -288,16 +291,18 @@ func (f *Store) AppendFrames(topic, producer string, epoch uint64, frames []brok
 		}
 		w.last = fr.FirstSeq + uint64(fr.Count) - 1
 		w.n += fr.Count
+		w.most = max(w.most, fr.Count)
 	}
 	return f.commit(buf, stream{topic, producer}, epoch, w, "AppendFrames")
 }
 
 // appended is what an Append or AppendFrames encoded: its records' first
-// and last sequence IDs and count, and the first pair out of order found
-// while encoding, if any (checkLocked reports it).
+// and last sequence IDs, their count, the most one entry may hold (an
+// Append's count, a frame's), and the first pair out of order found while
+// encoding, if any (checkLocked reports it).
 type appended struct {
 	first, last uint64
-	n           int
+	n, most     int
 	unordered   error
 }
 
@@ -338,9 +343,9 @@ func (f *Store) commit(buf *[]byte, k stream, epoch uint64, w appended, op strin
 	return err
 }
 
-// writable returns why an Append or AppendFrames may not write: the store
+// writeErr returns why an Append or AppendFrames may not write: the store
 // is closed or failed (usableLocked), or read-only; nil if it may.
-func (f *Store) writable() error {
+func (f *Store) writeErr() error {
 	f.mu.Lock()
 	err := f.usableLocked()
 	f.mu.Unlock()
@@ -366,9 +371,8 @@ type entryPart struct{ start, end, body int }
 // unordered, for checkLocked to report after the checks that need the
 // store's state.
 func planEntries(parts []entryPart, topic, producer string, recs []broker.Record) (_ []entryPart, total int, unordered, err error) {
-	head := int64(entryHead(topic, producer))
+	head := int64(entryBodyHead(topic, producer))
 	start, body := 0, head
-	var rr *wire.RecordReader // for records with metadata
 	for i := range recs {
 		r := &recs[i]
 		if i > 0 && r.Seq <= recs[i-1].Seq && unordered == nil {
@@ -388,7 +392,7 @@ func planEntries(parts []entryPart, topic, producer string, recs []broker.Record
 		}
 		n := len(r.Raw)
 		if r.Raw != nil {
-			if err := checkRaw(r.Raw, &rr); err != nil {
+			if err := checkRaw(r.Raw); err != nil {
 				return parts, 0, nil, fmt.Errorf("record %d: %w", r.Seq, err)
 			}
 		} else {
@@ -460,8 +464,8 @@ func (f *Store) checkLocked(k stream, epoch uint64, w appended, op string) error
 	last := f.st.streams[k].last
 	var err error
 	switch {
-	case uint64(w.n) > math.MaxUint32:
-		err = fmt.Errorf("%d records in one entry", w.n)
+	case uint64(w.most) > math.MaxUint32:
+		err = fmt.Errorf("%d records in one entry", w.most)
 	case w.first == 0:
 		err = errors.New("sequence ID 0")
 	case w.first <= last:
@@ -529,10 +533,11 @@ func (f *Store) Close() error {
 
 // Stats counts a Store's work since Open.
 type Stats struct {
-	Appends uint64 // Append calls that stored records
+	Appends uint64 // Append and AppendFrames calls that stored records
 	Records uint64 // records they stored
-	// Writes counts the writes to the active segment: one per Append
-	// under FsyncNone and FsyncInterval, one per commit under FsyncBatch.
+	// Writes counts the writes to the active segment: one per Append or
+	// AppendFrames under FsyncNone and FsyncInterval, one per commit under
+	// FsyncBatch.
 	Writes uint64
 	// Syncs counts the fsyncs of the active segment: commits (FsyncBatch),
 	// ticks (FsyncInterval) and rolls. Records/Syncs is how many records
