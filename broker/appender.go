@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"unsafe"
@@ -25,7 +26,7 @@ type appendScratch struct {
 	rr      wire.RecordReader // header memory of recs, as much as headers ever was
 	maxHdr  int64             // the most headers ever was
 	out     []byte
-	frames  []Frame // the frames for the next AppendFrames (see storeFrames)
+	frames  []Frame // the frames for the next AppendFrames (see appendViaFrames)
 }
 
 // reset empties the chunk, zeroing the Records it used.
@@ -89,7 +90,7 @@ func (b *Broker) putScratch(a *appendScratch) {
 // any other Store error.
 func (s *Session) appendFrames(t *topic, frames []queuedFrame, a *appendScratch) (stored, skipped int, err error) {
 	if fa, ok := s.b.store.(FrameAppender); ok {
-		return s.storeFrames(t, fa, frames, a)
+		return s.appendViaFrames(t, fa, frames, a)
 	}
 	a.grow(frames)
 	for i := range frames {
@@ -110,11 +111,11 @@ func (s *Session) appendFrames(t *topic, frames []queuedFrame, a *appendScratch)
 	return stored, skipped, s.storeChunk(t, a)
 }
 
-// storeFrames is appendFrames through a FrameAppender: one AppendFrames
-// for the new records of all of frames, a frame's first f.skip records
-// left out (stored or queued before), under the (topic, name) pair's lock,
-// with storeChunk's checks and errors.
-func (s *Session) storeFrames(t *topic, fa FrameAppender, frames []queuedFrame, a *appendScratch) (stored, skipped int, err error) {
+// appendViaFrames is appendFrames through a FrameAppender: one
+// AppendFrames for the new records of all of frames, a frame's first
+// f.skip records left out (stored or queued before), with storeChunk's
+// checks and errors (see storeLocked).
+func (s *Session) appendViaFrames(t *topic, fa FrameAppender, frames []queuedFrame, a *appendScratch) (stored, skipped int, err error) {
 	defer func() { // drop the references to the frames' buffers
 		clear(a.frames)
 		a.frames = a.frames[:0]
@@ -125,44 +126,46 @@ func (s *Session) storeFrames(t *topic, fa FrameAppender, frames []queuedFrame, 
 			skipped += int(f.batch.Count) // only a receipt to send
 			continue
 		}
-		fr := Frame{FirstSeq: f.batch.FirstSeq, Count: int(f.batch.Count), Records: f.batch.Data}
-		if f.skip > 0 { // a resend: what is new begins after the skipped records
-			it, err := f.batch.Records()
-			for k := 0; err == nil && k < f.skip; k++ {
-				if _, ok := it.Next(); !ok {
-					err = fmt.Errorf("record %d of %d missing", k+1, f.skip)
-				}
-			}
-			if err != nil { // checked by the reader: a bug, not the producer's
-				return 0, skipped, fmt.Errorf("%w: records checked before: %w", ErrStore, err)
-			}
-			fr = Frame{FirstSeq: fr.FirstSeq + uint64(f.skip), Count: fr.Count - f.skip, Records: it.Rest()}
-			skipped += f.skip
+		fr, err := f.newRecords()
+		if err != nil {
+			return 0, skipped, err
 		}
 		a.frames = append(a.frames, fr)
 		stored += fr.Count
+		skipped += f.skip
 	}
 	if len(a.frames) == 0 {
 		return 0, skipped, nil
 	}
-	first, last := a.frames[0].FirstSeq, a.frames[len(a.frames)-1]
-	t.lock.mu.Lock()
-	defer t.lock.mu.Unlock()
-	if s.prod.owner.Load() != s {
-		return 0, skipped, ErrReplaced
+	last := a.frames[len(a.frames)-1]
+	err = s.storeLocked(t, a.frames[0].FirstSeq, last.FirstSeq+uint64(last.Count)-1, func() error {
+		return fa.AppendFrames(t.name, s.name, s.epoch, a.frames)
+	})
+	if err != nil {
+		return 0, skipped, err
 	}
-	if first <= t.last {
-		// The reader skips what is queued or stored: a bug, not the producer's.
-		return 0, skipped, fmt.Errorf("%w: records of topic %q from %d, but %d is stored", ErrStore, t.name, first, t.last)
-	}
-	if err := fa.AppendFrames(t.name, s.name, s.epoch, a.frames); err != nil {
-		if errors.Is(err, ErrFenced) {
-			return 0, skipped, err // another broker fenced this name through the Store
-		}
-		return 0, skipped, fmt.Errorf("%w: topic %q: %w", ErrStore, t.name, err)
-	}
-	t.last = last.FirstSeq + uint64(last.Count) - 1
 	return stored, skipped, nil
+}
+
+// newRecords returns the records of f that are not stored or queued
+// before (all but its first f.skip) as a Frame: a view of the records
+// block's tail, its capacity capped.
+func (f *queuedFrame) newRecords() (Frame, error) {
+	data := f.batch.Data
+	fr := Frame{FirstSeq: f.batch.FirstSeq, Count: int(f.batch.Count), Records: data[:len(data):len(data)]}
+	if f.skip == 0 {
+		return fr, nil
+	}
+	it, err := f.batch.Records()
+	for k := 0; err == nil && k < f.skip; k++ {
+		if _, ok := it.Next(); !ok {
+			err = cmp.Or(it.Err(), fmt.Errorf("record %d of the %d stored before is missing", k+1, f.skip))
+		}
+	}
+	if err != nil { // checked by the reader: a bug, not the producer's
+		return Frame{}, fmt.Errorf("%w: records checked before: %w", ErrStore, err)
+	}
+	return Frame{FirstSeq: fr.FirstSeq + uint64(f.skip), Count: fr.Count - f.skip, Records: it.Rest()}, nil
 }
 
 // readFrame adds the records of a checked frame, but its first f.skip, to
@@ -245,21 +248,32 @@ func (s *Session) storeChunk(t *topic, a *appendScratch) error {
 	if len(recs) == 0 {
 		return nil
 	}
+	return s.storeLocked(t, recs[0].Seq, recs[len(recs)-1].Seq, func() error {
+		return s.b.store.Append(t.name, s.name, s.epoch, recs)
+	})
+}
+
+// storeLocked makes the Store call store, of t's records first to last,
+// under the (topic, name) pair's lock, unless another session took the
+// name over (ErrReplaced); then t.last is last. A first not above t.last
+// is a bug (ErrStore); the Store's error is returned as it is if it wraps
+// ErrFenced, otherwise wrapped in ErrStore.
+func (s *Session) storeLocked(t *topic, first, last uint64, store func() error) error {
 	t.lock.mu.Lock()
 	defer t.lock.mu.Unlock()
 	if s.prod.owner.Load() != s {
 		return ErrReplaced
 	}
-	if recs[0].Seq <= t.last {
+	if first <= t.last {
 		// The reader skips what is queued or stored: a bug, not the producer's.
-		return fmt.Errorf("%w: records of topic %q from %d, but %d is stored", ErrStore, t.name, recs[0].Seq, t.last)
+		return fmt.Errorf("%w: records of topic %q from %d, but %d is stored", ErrStore, t.name, first, t.last)
 	}
-	if err := s.b.store.Append(t.name, s.name, s.epoch, recs); err != nil {
+	if err := store(); err != nil {
 		if errors.Is(err, ErrFenced) {
 			return err // another broker fenced this name through the Store
 		}
 		return fmt.Errorf("%w: topic %q: %w", ErrStore, t.name, err)
 	}
-	t.last = recs[len(recs)-1].Seq
+	t.last = last
 	return nil
 }

@@ -109,7 +109,7 @@ func TestFenceThroughSharedStore(t *testing.T) {
 	reply, err := a.handle(t, batchFrame(1, 11, 5))
 	require.NoError(t, err, "queued; the appender finds the fence")
 	assert.Equal(t, wire.CodeFenced, errorFrame(t, reply).Code)
-	assert.True(t, a.peer.closed())
+	waitUntil(t, "A's peer closed", a.peer.closed) // the ERROR is sent before the close
 	require.ErrorIs(t, a.Handle(wire.AppendPing(nil, wire.Ping{Nonce: 1})), broker.ErrFenced)
 	assert.Equal(t, seqRange(1, 10), seqs(store, "p"))
 	assert.Equal(t, uint64(1), bA.Stats().Fenced)

@@ -132,6 +132,7 @@ func TestFrameAppenderTakesFrames(t *testing.T) {
 	reply, err := c.handle(t, bb.Finish())
 	require.NoError(t, err)
 	require.Equal(t, uint64(8+len(meta)), receipt(t, reply))
+	require.Len(t, store.taken(), 3)
 	assert.Equal(t, fmt.Sprintf("frames 9-%d", 8+len(meta)), store.taken()[2])
 	testkit.RequireSameRecords(t, want, store.Records("p"))
 	st := testkit.StatsAfter(t, b, 4)
@@ -161,7 +162,7 @@ func TestFrameAppenderFailure(t *testing.T) {
 	reply, err = c.handle(t, batchFrame(1, 4, 2))
 	require.NoError(t, err)
 	assert.Equal(t, wire.CodeFenced, errorFrame(t, reply).Code)
-	assert.True(t, c.peer.closed())
+	waitUntil(t, "the fenced session's peer closed", c.peer.closed)
 	assert.Equal(t, seqRange(1, 3), seqs(store.MemoryStore, "p"))
 	assert.Equal(t, []string{"frames 1-3", "frames 4-5", "frames 4-5"}, store.taken())
 }
@@ -175,8 +176,10 @@ func TestFrameAppenderTakesQueuedFrames(t *testing.T) {
 	store := &takerStore{MemoryStore: broker.NewMemoryStore(), hold: make(chan struct{}), entered: make(chan struct{}, 8)}
 	var release sync.Once
 	open := func() { release.Do(func() { close(store.hold) }) }
-	t.Cleanup(open) // a failed test must not leave the appender waiting
 	b, c := serveTaker(t, store)
+	// A failed test must not leave the appender waiting: cleanups run
+	// last first, so this runs before the session's Close waits for it.
+	t.Cleanup(open)
 
 	require.NoError(t, c.Handle(batchFrame(1, 1, 5)))
 	select {

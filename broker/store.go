@@ -26,7 +26,8 @@ import (
 // session calls them from goroutines of its own, so a slow call holds up
 // the topic (or, for State and Fence at HELLO, the HELLO and later HELLOs of
 // that name) it serves and nothing else. It calls
-// State and Append for a (topic, producer) from one goroutine at a time;
+// State and Append (or AppendFrames, see FrameAppender) for a (topic,
+// producer) from one goroutine at a time;
 // calls for different pairs, of one session or several, run concurrently,
 // and a Store that commits concurrent Appends together (one write, one
 // fsync) serves many topics and producers at the cost of one. One Append
@@ -67,8 +68,13 @@ type Store interface {
 // to FirstSeq+Count-1) are stored, or, with an error, none of the call's.
 // Each frame's first sequence ID is above the last of the frame before it,
 // and the first frame's above the stored last sequence ID of (topic,
-// producer). A Store that wraps another must implement it only if the
-// wrapped one does.
+// producer).
+//
+// A Store that wraps another must implement it only if the wrapped one
+// does, and then pass it on. Note that a type embedding a store that has
+// it (struct{ *file.Store }) has it too: if such a type overrides Append
+// to see or change what is stored, it must override AppendFrames as well,
+// or the broker goes around its Append.
 type FrameAppender interface {
 	AppendFrames(topic, producer string, epoch uint64, frames []Frame) error
 }
@@ -76,7 +82,7 @@ type FrameAppender interface {
 // Frame is a producer frame's records as the wire carries them: Count
 // records, of sequence IDs FirstSeq to FirstSeq+Count-1, in Records, the
 // frame's records block or, after a resend, the part of it after the
-// records stored before (uncompressed: read it with wire.RecordIter, whose
+// records stored or queued before (uncompressed: read it with wire.RecordIter, whose
 // Next returns what Record.Raw would hold). The broker checked every record
 // (its length, its metadata) before it handed the frame over. Records is a
 // view into the frame's memory (the broker's buffer, or the transport's),

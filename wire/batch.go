@@ -230,14 +230,14 @@ func (it *RecordIter) next() (rec []byte, ok bool) {
 }
 
 // Rest returns the records Next has not returned yet as the batch carries
-// them (a records block, aliasing the batch data), or nil once Next found
-// the batch malformed. After n calls of Next that returned true on a batch
+// them (a records block, aliasing the batch data with its capacity capped
+// at its length), or nil once Next found the batch malformed. After n calls of Next that returned true on a batch
 // of Count records, it holds Count-n records.
 func (it *RecordIter) Rest() []byte {
 	if it.err != nil {
 		return nil
 	}
-	return it.data
+	return it.data[:len(it.data):len(it.data)]
 }
 
 // NextRecord is Next followed by rr.Read: it returns the next record parsed,
