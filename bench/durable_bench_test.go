@@ -242,7 +242,7 @@ func slow(s broker.Store, delay time.Duration) broker.Store {
 	return slowStore{s, delay}
 }
 
-// BenchmarkSlowStore: a store whose every Append takes 5 ms (under
+// BenchmarkSlowStore: a store whose every Append (AppendFrames) takes 5 ms (under
 // FsyncNone, so that the delay is all of it), 1 and 32 producers. Appends
 // of different producers run concurrently: 32 producers should get far
 // more than one.

@@ -34,10 +34,10 @@ func TestHealthStorePassesPins(t *testing.T) {
 	(&healthStore{Store: broker.NewMemoryStore()}).Pin("till-1") // no Pinner: nothing to do
 }
 
-// failFrames is a Store that takes frames and fails every AppendFrames
+// failFrames is a pinStore that takes frames and fails every AppendFrames
 // with err.
 type failFrames struct {
-	broker.Store
+	*pinStore
 	err error
 }
 
@@ -52,11 +52,12 @@ func TestHealthStorePassesFrames(t *testing.T) {
 	assert.False(t, ok, "a memory store takes no frames")
 
 	diskFull := errors.New("disk full")
-	h := &healthStore{Store: failFrames{Store: broker.NewMemoryStore(), err: diskFull}}
+	pins := &pinStore{Store: broker.NewMemoryStore(), pins: map[string]int{}}
+	h := &healthStore{Store: failFrames{pinStore: pins, err: diskFull}}
 	fa, ok := h.forBroker().(broker.FrameAppender)
 	require.True(t, ok)
-	_, pinner := h.forBroker().(broker.Pinner)
-	assert.True(t, pinner, "the pins pass through as well")
+	h.forBroker().(broker.Pinner).Pin("till-1")
+	assert.Equal(t, 1, pins.pins["till-1"], "the pins pass through as well")
 	require.NoError(t, h.health())
 	require.ErrorIs(t, fa.AppendFrames("t", "p", 1, nil), diskFull)
 	require.ErrorIs(t, h.health(), diskFull)
