@@ -494,6 +494,12 @@ func checkRaw(raw []byte) error {
 	if len(raw) > 0 && raw[0] == 0 {
 		return nil // no metadata: the rest is the payload
 	}
+	return checkMeta(raw)
+}
+
+// checkMeta is checkRaw for a record with metadata (or none of its
+// flags byte), apart so that checkRaw inlines.
+func checkMeta(raw []byte) error {
 	rr := rawReaders.Get().(*wire.RecordReader)
 	_, err := rr.Read(raw)
 	rr.Reset() // no views into raw are kept
