@@ -3,6 +3,7 @@ package file_test
 import (
 	"bytes"
 	"context"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -132,7 +133,7 @@ func TestAppendFramesRefuses(t *testing.T) {
 		{"a frame cut short", "t", 2, []broker.Frame{good(4, 2), cut}, nil},
 		{"a record more than the block holds", "t", 2, []broker.Frame{good(4, 2), {FirstSeq: 6, Count: 3, Records: good(6, 2).Records}}, nil},
 		{"no records", "t", 2, []broker.Frame{good(4, 2), {FirstSeq: 6}}, nil},
-		{"a count no block could hold", "t", 2, []broker.Frame{{FirstSeq: 4, Count: 1 << 40, Records: good(4, 2).Records}}, nil},
+		{"a count no block could hold", "t", 2, []broker.Frame{{FirstSeq: 4, Count: math.MaxInt, Records: good(4, 2).Records}}, nil},
 		{"unknown record flags", "t", 2, []broker.Frame{good(4, 2), badFlags}, wire.ErrMalformed},
 		{"a key past its record", "t", 2, []broker.Frame{good(4, 2), badKey}, wire.ErrMalformed},
 		{"a topic of 256 bytes", strings.Repeat("t", 256), 2, []broker.Frame{good(1, 2)}, nil},
