@@ -159,7 +159,7 @@ func (f *queuedFrame) newRecords() (Frame, error) {
 	it, err := f.batch.Records()
 	for k := 0; err == nil && k < f.skip; k++ {
 		if _, ok := it.Next(); !ok {
-			err = cmp.Or(it.Err(), fmt.Errorf("record %d of the %d stored before is missing", k+1, f.skip))
+			err = cmp.Or(it.Err(), fmt.Errorf("record %d of the %d stored or queued before is missing", k+1, f.skip))
 		}
 	}
 	if err != nil { // checked by the reader: a bug, not the producer's

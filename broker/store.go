@@ -82,11 +82,11 @@ type FrameAppender interface {
 // Frame is a producer frame's records as the wire carries them: Count
 // records, of sequence IDs FirstSeq to FirstSeq+Count-1, in Records, the
 // frame's records block or, after a resend, the part of it after the
-// records stored or queued before (uncompressed: read it with wire.RecordIter, whose
-// Next returns what Record.Raw would hold). The broker checked every record
-// (its length, its metadata) before it handed the frame over. Records is a
-// view into the frame's memory (the broker's buffer, or the transport's),
-// valid only during the call.
+// records stored or queued before (uncompressed: read it with
+// wire.RecordIter, whose Next returns what Record.Raw would hold). The
+// broker checked every record (its length, its metadata) before it handed
+// the frame over. Records is a view into the frame's memory (the broker's
+// buffer, or the transport's), valid only during the call.
 type Frame struct {
 	FirstSeq uint64
 	Count    int

@@ -231,8 +231,9 @@ func (it *RecordIter) next() (rec []byte, ok bool) {
 
 // Rest returns the records Next has not returned yet as the batch carries
 // them (a records block, aliasing the batch data with its capacity capped
-// at its length), or nil once Next found the batch malformed. After n calls of Next that returned true on a batch
-// of Count records, it holds Count-n records.
+// at its length), or nil once Next found the batch malformed. After n
+// calls of Next that returned true on a batch of Count records, it holds
+// Count-n records.
 func (it *RecordIter) Rest() []byte {
 	if it.err != nil {
 		return nil

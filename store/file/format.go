@@ -497,8 +497,8 @@ func checkRaw(raw []byte) error {
 	return checkMeta(raw)
 }
 
-// checkMeta is checkRaw for a record with metadata (or none of its
-// flags byte), apart so that checkRaw inlines.
+// checkMeta is checkRaw for a record with metadata, or without a flags
+// byte: apart, so that checkRaw inlines.
 func checkMeta(raw []byte) error {
 	rr := rawReaders.Get().(*wire.RecordReader)
 	_, err := rr.Read(raw)
