@@ -19,7 +19,7 @@ func TestMain(m *testing.M) {
 	if serveChild() { // re-executed as a broker by TestServeSurvivesKill9
 		return
 	}
-	goleak.VerifyTestMain(m, leakcheck.Options()...)
+	goleak.VerifyTestMain(m, leakcheck.NATSOptions()...) // it runs nats-server for -store nats://
 }
 
 func runCmd(t *testing.T, args ...string) (int, string, string) {
