@@ -1,6 +1,8 @@
 // Package leakcheck holds the goleak options shared by the test packages
-// that start gnet: gnet's global goroutine pool (ants) keeps idle workers
-// and a ticker for the life of the process; they are not ours to stop.
+// that start gnet, whose global goroutine pool (ants) keeps idle workers
+// and a ticker for the life of the process, and by those that run
+// nats-server in process (NATSOptions): goroutines that are not ours to
+// stop.
 package leakcheck
 
 import "go.uber.org/goleak"
