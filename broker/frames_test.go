@@ -54,11 +54,7 @@ func (s *takerStore) AppendFrames(topic, producer string, epoch uint64, frames [
 	var recs []broker.Record
 	for i, f := range frames {
 		call += fmt.Sprintf("%c%d-%d", " ,"[min(i, 1)], f.FirstSeq, f.FirstSeq+uint64(f.Count)-1)
-		b := wire.Batch{FirstSeq: f.FirstSeq, Count: uint32(f.Count), RawLen: uint32(len(f.Records)), Data: f.Records}
-		it, err := b.Records()
-		if err != nil {
-			return err
-		}
+		it := wire.NewRecordIter(f.Records, uint32(f.Count))
 		for j, raw := 0, []byte(nil); ; j++ {
 			var ok bool
 			if raw, ok = it.Next(); !ok {

@@ -130,7 +130,14 @@ func (b *Batch) Records() (RecordIter, error) {
 	if uint64(b.RawLen) != uint64(len(b.Data)) {
 		return RecordIter{}, errRawLen(b.RawLen, len(b.Data))
 	}
-	return RecordIter{data: b.Data, left: b.Count}, nil
+	return NewRecordIter(b.Data, b.Count), nil
+}
+
+// NewRecordIter returns an iterator over count records in block, an
+// uncompressed records block as a BATCH frame carries it (a batch's Data,
+// or what RecordIter.Rest returned). Next and Err check it as they go.
+func NewRecordIter(block []byte, count uint32) RecordIter {
+	return RecordIter{data: block, left: count}
 }
 
 // AppendRecords appends the payload of every record of a CodecNone batch to

@@ -596,17 +596,13 @@ func TestRecordIterRest(t *testing.T) {
 		for range n {
 			it.Next()
 		}
-		rest := wire.Batch{Count: uint32(len(payloads) - n), RawLen: uint32(len(it.Rest())), Data: it.Rest()}
 		if n == len(payloads) {
 			if len(it.Rest()) != 0 {
 				t.Fatalf("after every record Rest holds %d bytes", len(it.Rest()))
 			}
 			continue
 		}
-		ri, err := rest.Records()
-		if err != nil {
-			t.Fatal(err)
-		}
+		ri := wire.NewRecordIter(it.Rest(), uint32(len(payloads)-n))
 		for k := n; k < len(payloads); k++ {
 			raw, ok := ri.Next()
 			if !ok || !bytes.Equal(raw, want[k]) {
@@ -617,8 +613,7 @@ func TestRecordIterRest(t *testing.T) {
 			t.Fatalf("after %d records: Rest holds more, or is malformed: %v", n, ri.Err())
 		}
 	}
-	bad := wire.Batch{Count: 2, RawLen: 3, Data: []byte{1, 0, 'a'}}
-	it, _ = bad.Records()
+	it = wire.NewRecordIter([]byte{1, 0, 'a'}, 2)
 	for _, ok := it.Next(); ok; _, ok = it.Next() {
 	}
 	if it.Err() == nil || it.Rest() != nil {

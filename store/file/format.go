@@ -461,11 +461,7 @@ func appendFrameEntry(buf []byte, topic, producer string, fr broker.Frame) ([]by
 	case len(fr.Records) > maxEntryBody:
 		return buf, fmt.Errorf("records block of %d bytes, over %d", len(fr.Records), maxEntryBody)
 	}
-	b := wire.Batch{FirstSeq: fr.FirstSeq, Count: uint32(fr.Count), RawLen: uint32(len(fr.Records)), Data: fr.Records}
-	it, err := b.Records()
-	if err != nil {
-		return buf, err
-	}
+	it := wire.NewRecordIter(fr.Records, uint32(fr.Count))
 	buf, start := appendEntryHead(buf, topic, producer, fr.FirstSeq, fr.Count)
 	for raw, ok := it.Next(); ok; raw, ok = it.Next() {
 		if err := checkRaw(raw); err != nil {

@@ -284,8 +284,7 @@ func FuzzAppendFrames(f *testing.F) {
 		s := openFileStore(t, path, file.Fsync(file.FsyncNone))
 		defer func() { _ = s.Close() }() // the one open at the end
 		var want []broker.Record
-		b := wire.Batch{FirstSeq: 1, Count: uint32(count), RawLen: uint32(len(block)), Data: block}
-		if it, err := b.Records(); err == nil && count > 0 {
+		if it := wire.NewRecordIter(block, uint32(count)); count > 0 {
 			for raw, ok := it.Next(); ok; raw, ok = it.Next() {
 				var rr wire.RecordReader
 				r, err := rr.Read(raw)
