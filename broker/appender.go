@@ -173,18 +173,13 @@ func (f *queuedFrame) newRecords() (Frame, error) {
 // the chunk's index past maxAppendIndex, it stores the chunk first. It
 // returns the number of records it stored so.
 func (s *Session) readFrame(t *topic, f *queuedFrame, a *appendScratch) (int, error) {
-	it, err := f.batch.Records()
+	fr, err := f.newRecords()
 	if err != nil {
-		// Checked by the reader: this is a bug, not the producer's.
-		return 0, fmt.Errorf("%w: records checked before: %w", ErrStore, err)
+		return 0, err
 	}
-	stored, skip, seq, first := 0, f.skip, f.batch.FirstSeq, true
+	it := wire.NewRecordIter(fr.Records, uint32(fr.Count))
+	stored, seq, first := 0, fr.FirstSeq, true
 	for raw, ok := it.Next(); ok; raw, ok = it.Next() {
-		if skip > 0 {
-			skip--
-			seq++
-			continue
-		}
 		if a.index+recordIndex > maxAppendIndex {
 			stored += len(a.recs)
 			if err := s.storeChunk(t, a); err != nil {
