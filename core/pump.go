@@ -355,9 +355,7 @@ func (p *Producer) writeLoop(s *session, bufs *bufPool) {
 		}
 	}
 	var answers []topicAnswer
-	if s.splice != nil {
-		defer s.endPass() // a pass the session's end cut short
-	}
+	defer s.endPass() // a pass the session's end cut short
 	lastForget := p.preciseNow()
 	s.parkTimer = p.clock.NewTimer(p.cfg.topicIdle)
 	defer s.parkTimer.Stop()
@@ -423,9 +421,7 @@ func (p *Producer) writeLoop(s *session, bufs *bufPool) {
 		clear(work[len(kept):])
 		work = kept
 		err := s.flush()
-		if s.splice != nil {
-			s.endPass()
-		}
+		s.endPass()
 		if err != nil {
 			s.fail(err)
 			p.leave(s, work, later)

@@ -314,9 +314,10 @@ func (s *session) emit(buf *transport.Buffer) error {
 	return nil
 }
 
-// endPass ends the pump's pass on a session whose frames may have splices
-// (see session.splice): the pass's frames are the connection's now, or
-// were never handed over (the session died first). The pump's.
+// endPass ends the pump's pass (after its flush, or the session's end): if
+// it held pass (a run referred to payloads, see session.splice), the
+// pass's frames are the connection's now, or were never handed over (the
+// session died first). Nothing to do otherwise. The pump's.
 func (s *session) endPass() {
 	if s.pass.held {
 		s.spliced.Add(1)
