@@ -147,12 +147,18 @@ func (w *writer) answerDetach() {
 	if w.answer == nil {
 		return
 	}
-	if !w.halted.Load() {
-		_ = w.file.SetWriteDeadline(time.Time{})
-	}
+	w.clearDeadline()
 	close(w.answer)
 	w.answer = nil
 	w.detaching.Store(false)
+}
+
+// clearDeadline clears the write deadline detach set, unless halt's must
+// stay. c.mu held.
+func (w *writer) clearDeadline() {
+	if !w.halted.Load() {
+		_ = w.file.SetWriteDeadline(time.Time{})
+	}
 }
 
 // answerBatch answers a Detach that asked: it copies the frames of the
@@ -163,9 +169,7 @@ func (w *writer) answerBatch() {
 	w.c.mu.Lock()
 	defer w.c.mu.Unlock()
 	if w.answer == nil {
-		if !w.halted.Load() {
-			_ = w.file.SetWriteDeadline(time.Time{})
-		}
+		w.clearDeadline()
 		return
 	}
 	for _, b := range w.bufs[w.sent:] {
