@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/binary"
+	"iter"
 	"math/bits"
 	"time"
 
@@ -101,13 +102,28 @@ func (b *BatchBuilder) AddRef(payload []byte) {
 // inserted at its At. It is how a writer that cannot write a frame piece
 // by piece copies it whole.
 func AppendFlat(dst, frame []byte, splices []Splice) []byte {
-	at := 0
-	for _, s := range splices {
-		dst = append(dst, frame[at:s.At]...)
-		dst = append(dst, s.Data...)
-		at = s.At
+	for p := range Pieces(frame, splices) {
+		dst = append(dst, p...)
 	}
-	return append(dst, frame[at:]...)
+	return dst
+}
+
+// Pieces yields the bytes of the frame whose buffer holds frame and whose
+// splices are splices (see AddRef), piece by piece in frame order: the
+// parts of frame between the splices and each splice's Data, empty ones
+// included. A writer that writes a frame piece by piece takes them from
+// here.
+func Pieces(frame []byte, splices []Splice) iter.Seq[[]byte] {
+	return func(yield func([]byte) bool) {
+		at := 0
+		for _, s := range splices {
+			if !yield(frame[at:s.At]) || !yield(s.Data) {
+				return
+			}
+			at = s.At
+		}
+		yield(frame[at:])
+	}
 }
 
 // Splices returns the splices of the frame under construction (see

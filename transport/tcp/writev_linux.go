@@ -6,6 +6,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/inflightmq/inflight/transport"
+	"github.com/inflightmq/inflight/wire"
 )
 
 type iovec = unix.Iovec
@@ -69,17 +70,9 @@ func writeAll(fd int, iov *[]iovec, bufs []*transport.Buffer, off int) (int, int
 // frame from byte from on: its Bytes, or with splices the parts of Bytes
 // between them and their Data, in frame order; empty pieces are left out.
 func appendPieces(v []iovec, b *transport.Buffer, from int) []iovec {
-	if len(b.Splices) == 0 {
-		v, _ = appendPiece(v, b.Bytes, from)
-		return v
+	for p := range wire.Pieces(b.Bytes, b.Splices) {
+		v, from = appendPiece(v, p, from)
 	}
-	at := 0
-	for _, s := range b.Splices {
-		v, from = appendPiece(v, b.Bytes[at:s.At], from)
-		v, from = appendPiece(v, s.Data, from)
-		at = s.At
-	}
-	v, _ = appendPiece(v, b.Bytes[at:], from)
 	return v
 }
 
